@@ -1,0 +1,125 @@
+"""The state of one canister: status, queues, call contexts, callbacks and stable state."""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass
+from typing import Union
+
+from sortedcontainers import SortedDict
+
+from .messages import CanisterId
+from .queues import CanisterQueues
+from .stable_map import StableMap
+
+__all__ = [
+    "CanisterStatus", "IngressOrigin", "CanisterOrigin", "CallOrigin", "CallContext", "Callback",
+    "CanisterState",
+]
+
+
+class CanisterStatus(enum.IntEnum):
+    RUNNING = 0
+    STOPPING = 1
+    STOPPED = 2
+
+
+@dataclass(frozen=True, slots=True)
+class IngressOrigin:
+    """The call came from a user: answer it in the ingress history under ``message_id``."""
+
+    message_id: bytes
+    source: bytes
+
+
+@dataclass(frozen=True, slots=True)
+class CanisterOrigin:
+    """The call came from ``canister``; answer it with a response to ``callback_id``."""
+
+    canister: CanisterId
+    callback_id: int
+
+
+CallOrigin = Union[IngressOrigin, CanisterOrigin]
+
+
+@dataclass(frozen=True, slots=True)
+class CallContext:
+    """One incoming call being handled: stays open until answered and all its calls returned."""
+
+    call_context_id: int
+    origin: CallOrigin
+    method_name: str
+    responded: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class Callback:
+    """An outstanding outgoing call: which canister method resumes with the reply or reject.
+
+    ``on_reply``/``on_reject`` name methods of the canister's class and ``context`` is a
+    stable value handed to them, so callbacks (unlike Python closures) are part of the
+    hashable, checkpointable state.
+    """
+
+    callback_id: int
+    call_context_id: int
+    respondent: CanisterId
+    on_reply: str
+    on_reject: str
+    context: object = None
+
+
+class CanisterState:
+    __slots__ = (
+        "canister_id", "module_name", "module_hash", "status", "certified_data", "queues",
+        "call_contexts", "callbacks", "next_call_context_id", "next_callback_id", "stable",
+        "controller",
+    )
+
+    def __init__(
+        self,
+        canister_id: CanisterId,
+        module_name: str,
+        module_hash: bytes,
+        *,
+        status: CanisterStatus = CanisterStatus.RUNNING,
+        controller: bytes = b"",
+    ) -> None:
+        self.canister_id = canister_id
+        self.module_name = module_name
+        self.module_hash = module_hash
+        self.status = status
+        self.controller = controller
+        self.certified_data = b""
+        self.queues = CanisterQueues()
+        self.call_contexts: SortedDict = SortedDict()  # id -> CallContext
+        self.callbacks: SortedDict = SortedDict()      # id -> Callback
+        self.next_call_context_id = 0
+        self.next_callback_id = 0
+        self.stable = StableMap()
+
+    def new_call_context(self, origin: CallOrigin, method_name: str) -> CallContext:
+        context = CallContext(self.next_call_context_id, origin, method_name)
+        self.call_contexts[context.call_context_id] = context
+        self.next_call_context_id += 1
+        return context
+
+    def register_callback(
+        self, call_context_id: int, respondent: CanisterId, on_reply: str, on_reject: str, context: object
+    ) -> Callback:
+        callback = Callback(self.next_callback_id, call_context_id, respondent, on_reply, on_reject, context)
+        self.callbacks[callback.callback_id] = callback
+        self.next_callback_id += 1
+        return callback
+
+    def outstanding_calls(self, call_context_id: int) -> int:
+        return sum(1 for cb in self.callbacks.values() if cb.call_context_id == call_context_id)
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, CanisterState):
+            return NotImplemented
+        return all(getattr(self, name) == getattr(other, name) for name in self.__slots__)
+
+    def __repr__(self) -> str:
+        return f"CanisterState(id={self.canister_id}, module={self.module_name!r}, status={self.status.name})"

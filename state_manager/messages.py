@@ -1,0 +1,104 @@
+"""Messages that travel between canisters and from users: frozen values.
+
+Identifiers: a canister id is an unsigned 64-bit integer (labelled in the state tree as 8
+big-endian bytes); a subnet id is a short text name (labelled as its UTF-8 bytes).
+"""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass
+from typing import Union
+
+__all__ = [
+    "CanisterId", "SubnetId", "RejectCode", "Reply", "Reject", "Request", "Response",
+    "RequestOrResponse", "Ingress", "MAX_REJECT_MESSAGE_BYTES", "truncate_reject_message",
+    "MESSAGE_OVERHEAD_BYTES",
+]
+
+CanisterId = int
+SubnetId = str
+
+#: Reject messages are capped so a synthetic reject can never outgrow its reserved slot.
+MAX_REJECT_MESSAGE_BYTES = 255
+
+#: Deterministic per-message bookkeeping estimate added to payload sizes (ids, indices, tags).
+MESSAGE_OVERHEAD_BYTES = 64
+
+
+class RejectCode(enum.IntEnum):
+    """The interface specification's reject codes."""
+
+    SYS_FATAL = 1
+    SYS_TRANSIENT = 2
+    DESTINATION_INVALID = 3
+    CANISTER_REJECT = 4
+    CANISTER_ERROR = 5
+
+
+def truncate_reject_message(message: str) -> str:
+    """Cut ``message`` to at most ``MAX_REJECT_MESSAGE_BYTES`` UTF-8 bytes on a character boundary."""
+    raw = message.encode("utf-8")
+    if len(raw) <= MAX_REJECT_MESSAGE_BYTES:
+        return message
+    return raw[:MAX_REJECT_MESSAGE_BYTES].decode("utf-8", errors="ignore")
+
+
+@dataclass(frozen=True, slots=True)
+class Reply:
+    data: bytes
+
+
+@dataclass(frozen=True, slots=True)
+class Reject:
+    code: RejectCode
+    message: str
+
+
+@dataclass(frozen=True, slots=True)
+class Request:
+    """``sender`` calls ``method_name`` on ``receiver``; the reply resumes ``sender_reply_callback``."""
+
+    sender: CanisterId
+    receiver: CanisterId
+    method_name: str
+    method_payload: bytes
+    sender_reply_callback: int
+
+    def count_bytes(self) -> int:
+        """Deterministic size estimate used for stream and payload limits."""
+        return MESSAGE_OVERHEAD_BYTES + len(self.method_payload) + len(self.method_name)
+
+
+@dataclass(frozen=True, slots=True)
+class Response:
+    """The answer to a request: travels from ``respondent`` back to ``originator``."""
+
+    originator: CanisterId
+    respondent: CanisterId
+    originator_reply_callback: int
+    response_payload: Union[Reply, Reject]
+
+    def count_bytes(self) -> int:
+        payload = self.response_payload
+        if type(payload) is Reply:
+            return MESSAGE_OVERHEAD_BYTES + len(payload.data)
+        return MESSAGE_OVERHEAD_BYTES + len(payload.message.encode("utf-8"))
+
+
+RequestOrResponse = Union[Request, Response]
+
+
+@dataclass(frozen=True, slots=True)
+class Ingress:
+    """A user's authenticated update call, as carried in a batch (signature already checked)."""
+
+    source: bytes
+    receiver: CanisterId
+    method_name: str
+    method_payload: bytes
+    message_id: bytes
+    expiry_time: int
+
+    def count_bytes(self) -> int:
+        return MESSAGE_OVERHEAD_BYTES + len(self.method_payload) + len(self.method_name) + len(self.source)

@@ -1,0 +1,225 @@
+"""Canister queues: the spec's ``Queue<T>`` and the per-canister set of queues.
+
+Every canister has one ingress queue and, per remote canister, an input queue (messages from
+it) and an output queue (messages to it). A queue has a capacity shared by the messages it
+holds and the slots it has reserved for responses: sending a request reserves a slot for its
+response in the sender's input queue, and accepting a request reserves one in the receiver's
+output queue, so a response always fits.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from typing import Generic, Iterator, TypeVar
+
+from sortedcontainers import SortedDict
+
+from .messages import CanisterId, Ingress, Request, RequestOrResponse, Response
+
+__all__ = ["Queue", "QueueError", "QueueFullError", "NoReservedSlotError", "CanisterQueues"]
+
+T = TypeVar("T")
+
+
+class QueueError(Exception):
+    """A queue operation that would break a queue invariant."""
+
+
+class QueueFullError(QueueError):
+    pass
+
+
+class NoReservedSlotError(QueueError):
+    pass
+
+
+class Queue(Generic[T]):
+    """``Queue<T> = {next_index, elements}``: element ``k`` has index ``begin + k``.
+
+    ``next_index`` is the index the next pushed element gets; it never goes back while the
+    queue exists, so indices label queue positions in the state tree stably.
+    """
+
+    __slots__ = ("begin", "elements", "reserved_slots")
+
+    def __init__(self, begin: int = 0, elements: Iterator[T] = (), reserved_slots: int = 0) -> None:
+        self.begin = begin
+        self.elements: deque[T] = deque(elements)
+        self.reserved_slots = reserved_slots
+
+    @property
+    def next_index(self) -> int:
+        return self.begin + len(self.elements)
+
+    def __len__(self) -> int:
+        return len(self.elements)
+
+    def available_slots(self, capacity: int) -> int:
+        """``capacity - |elements| - reserved_slots``."""
+        return capacity - len(self.elements) - self.reserved_slots
+
+    def has_room(self, capacity: int) -> bool:
+        return len(self.elements) + self.reserved_slots < capacity
+
+    def push(self, element: T) -> int:
+        """Append ``element``; return its index."""
+        self.elements.append(element)
+        return self.begin + len(self.elements) - 1
+
+    def push_into_reserved_slot(self, element: T) -> int:
+        if self.reserved_slots <= 0:
+            raise NoReservedSlotError("no reserved slot for a response")
+        self.reserved_slots -= 1
+        return self.push(element)
+
+    def peek(self) -> T | None:
+        return self.elements[0] if self.elements else None
+
+    def pop(self) -> T:
+        element = self.elements.popleft()
+        self.begin += 1
+        return element
+
+    def is_idle(self) -> bool:
+        """No messages and no reservations: the queue can be dropped from the state."""
+        return not self.elements and self.reserved_slots == 0
+
+    def __eq__(self, other: object) -> bool:
+        return (
+            isinstance(other, Queue)
+            and self.begin == other.begin
+            and self.reserved_slots == other.reserved_slots
+            and self.elements == other.elements
+        )
+
+    def __repr__(self) -> str:
+        return f"Queue(begin={self.begin}, elements={list(self.elements)!r}, reserved_slots={self.reserved_slots})"
+
+    def copy(self) -> "Queue[T]":
+        return Queue(self.begin, self.elements, self.reserved_slots)
+
+
+class CanisterQueues:
+    """The queues of one canister, keyed by remote canister id (iterated in id order)."""
+
+    __slots__ = ("ingress_queue", "input_queues", "output_queues", "input_schedule")
+
+    def __init__(self) -> None:
+        self.ingress_queue: Queue[Ingress] = Queue()
+        self.input_queues: SortedDict = SortedDict()   # remote canister -> Queue[RequestOrResponse]
+        self.output_queues: SortedDict = SortedDict()  # remote canister -> Queue[RequestOrResponse]
+        # Round-robin position over (ingress, input queues): the remote id served last, or
+        # None when ingress was served last. Part of the replicated state (it decides order).
+        self.input_schedule: int | None = None
+
+    # -- helpers that keep the reservation bookkeeping in one place --------------------------
+
+    def _input(self, remote: CanisterId) -> Queue:
+        queue = self.input_queues.get(remote)
+        if queue is None:
+            queue = self.input_queues[remote] = Queue()
+        return queue
+
+    def _output(self, remote: CanisterId) -> Queue:
+        queue = self.output_queues.get(remote)
+        if queue is None:
+            queue = self.output_queues[remote] = Queue()
+        return queue
+
+    def can_push_output_request(self, receiver: CanisterId, capacity: int) -> bool:
+        out = self.output_queues.get(receiver)
+        inp = self.input_queues.get(receiver)
+        return (out is None or out.has_room(capacity)) and (inp is None or inp.has_room(capacity))
+
+    def push_output_request(self, request: Request, capacity: int) -> None:
+        """Queue an outgoing request and reserve the input slot for its response."""
+        if not self.can_push_output_request(request.receiver, capacity):
+            raise QueueFullError(f"queues to canister {request.receiver} are full")
+        self._output(request.receiver).push(request)
+        self._input(request.receiver).reserved_slots += 1
+
+    def push_output_response(self, response: Response) -> None:
+        """Queue an outgoing response into the slot reserved when its request was accepted."""
+        self._output(response.originator).push_into_reserved_slot(response)
+
+    def can_push_input_request(self, sender: CanisterId, capacity: int) -> bool:
+        inp = self.input_queues.get(sender)
+        out = self.output_queues.get(sender)
+        return (inp is None or inp.has_room(capacity)) and (out is None or out.has_room(capacity))
+
+    def push_input_request(self, request: Request, capacity: int) -> None:
+        """Accept an incoming request and reserve the output slot for our response."""
+        if not self.can_push_input_request(request.sender, capacity):
+            raise QueueFullError(f"queues from canister {request.sender} are full")
+        self._input(request.sender).push(request)
+        self._output(request.sender).reserved_slots += 1
+
+    def push_input_response(self, response: Response) -> None:
+        """Accept an incoming response; it takes the slot reserved by our request.
+
+        Responses are always accepted: a response without a reservation (which an honest
+        peer never sends) still enters the queue, so nothing is lost; execution drops it if
+        no callback waits for it.
+        """
+        queue = self._input(response.respondent)
+        if queue.reserved_slots > 0:
+            queue.reserved_slots -= 1
+        queue.push(response)
+
+    def release_input_reservation(self, remote: CanisterId) -> None:
+        """Give back the slot reserved for a response that will never come."""
+        queue = self.input_queues.get(remote)
+        if queue is not None and queue.reserved_slots > 0:
+            queue.reserved_slots -= 1
+            if queue.is_idle():
+                del self.input_queues[remote]
+
+    def pop_output(self, remote: CanisterId) -> RequestOrResponse:
+        queue = self.output_queues[remote]
+        message = queue.pop()
+        if queue.is_idle():
+            del self.output_queues[remote]
+        return message
+
+    def pop_input(self, remote: CanisterId) -> RequestOrResponse:
+        queue = self.input_queues[remote]
+        message = queue.pop()
+        if queue.is_idle():
+            del self.input_queues[remote]
+        return message
+
+    def has_input(self) -> bool:
+        if self.ingress_queue.elements:
+            return True
+        for queue in self.input_queues.values():
+            if queue.elements:
+                return True
+        return False
+
+    def has_output(self) -> bool:
+        for queue in self.output_queues.values():
+            if queue.elements:
+                return True
+        return False
+
+    def message_count(self) -> int:
+        return (
+            len(self.ingress_queue)
+            + sum(len(q) for q in self.input_queues.values())
+            + sum(len(q) for q in self.output_queues.values())
+        )
+
+    def __eq__(self, other: object) -> bool:
+        return (
+            isinstance(other, CanisterQueues)
+            and self.ingress_queue == other.ingress_queue
+            and dict(self.input_queues) == dict(other.input_queues)
+            and dict(self.output_queues) == dict(other.output_queues)
+            and self.input_schedule == other.input_schedule
+        )
+
+    def __repr__(self) -> str:
+        return (
+            f"CanisterQueues(ingress={self.ingress_queue!r}, input={dict(self.input_queues)!r}, "
+            f"output={dict(self.output_queues)!r}, input_schedule={self.input_schedule!r})"
+        )
