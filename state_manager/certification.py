@@ -1,0 +1,288 @@
+"""Certifications of state roots: threshold BLS signatures on ``domain_sep("ic-state-root") || root``.
+
+A ``CertificationShare`` is one node's signature share on the root at a height; ``t`` valid
+shares on the same (height, root) aggregate into a ``Certification`` that verifies under the
+subnet public key. Verification raises one ``CertificationError`` subclass per failure so
+the certified-slice decoder can map each to its own validation error.
+
+Encodings (canonical msgpack, version first):
+
+* certification: ``[1, height, root(32), signature(96)]``
+* share:         ``[1, height, root(32), node_index, signature_share(96)]``
+
+Pure: keys and shares arrive as arguments; signing keys never live here.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+
+from state_manager import encoding
+from state_manager import threshold_bls as bls
+
+__all__ = [
+    "CERTIFICATION_VERSION",
+    "CERTIFICATION_SHARE_VERSION",
+    "MAX_HEIGHT",
+    "MAX_NODE_INDEX",
+    "CertificationError",
+    "MalformedCertification",
+    "EmptySignature",
+    "IdentitySignature",
+    "MalformedSignature",
+    "InvalidSignature",
+    "InvalidPublicKey",
+    "NotEnoughValidShares",
+    "ConflictingShares",
+    "Certification",
+    "CertificationShare",
+    "encode_certification",
+    "decode_certification",
+    "encode_certification_share",
+    "decode_certification_share",
+    "certification_message",
+    "verify_certification",
+    "sign_certification_share",
+    "verify_certification_share",
+    "aggregate_certification",
+]
+
+CERTIFICATION_VERSION = 1
+CERTIFICATION_SHARE_VERSION = 1
+MAX_HEIGHT = 2**64 - 1
+MAX_NODE_INDEX = 2**32 - 1
+# Generous bound on an encoded certification or share (both are ~140 bytes).
+_MAX_ENCODED_BYTES = 1024
+
+
+class CertificationError(ValueError):
+    """Base class of every error raised by this module."""
+
+
+class MalformedCertification(CertificationError):
+    """Bytes or field values that are not a canonical certification (or share)."""
+
+
+class EmptySignature(CertificationError):
+    """The signature is empty or all zero bytes: the state was never certified."""
+
+
+class IdentitySignature(CertificationError):
+    """The signature is the identity point of G2, which verifies nothing."""
+
+
+class MalformedSignature(CertificationError):
+    """The signature bytes are not a valid G2 point of the prime-order subgroup."""
+
+
+class InvalidSignature(CertificationError):
+    """A well-formed signature that does not verify under the given key."""
+
+
+class InvalidPublicKey(CertificationError):
+    """The public key (or key share) given to verify against is not a valid G1 point."""
+
+
+class NotEnoughValidShares(CertificationError):
+    """No (height, root) has ``t`` valid shares."""
+
+
+class ConflictingShares(CertificationError):
+    """More than one (height, root) has ``t`` valid shares, which honest nodes never produce."""
+
+
+def _is_int(value: object) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _check_fields(height: object, root: object) -> None:
+    if not _is_int(height) or not 0 <= height <= MAX_HEIGHT:
+        raise MalformedCertification(f"height must be an integer in [0, 2**64), got {height!r}")
+    if not isinstance(root, bytes) or len(root) != bls.ROOT_BYTES:
+        raise MalformedCertification(f"root must be {bls.ROOT_BYTES} bytes")
+
+
+@dataclass(frozen=True, slots=True)
+class Certification:
+    """A subnet's threshold signature on the state root at ``height``.
+
+    The signature is only type-checked here; its validity is ``verify_certification``'s job
+    (so that an empty or bogus signature can be represented and rejected with its own error).
+    """
+
+    height: int
+    root: bytes
+    signature: bytes
+
+    def __post_init__(self) -> None:
+        _check_fields(self.height, self.root)
+        if not isinstance(self.signature, bytes):
+            raise MalformedCertification("signature must be bytes")
+
+
+@dataclass(frozen=True, slots=True)
+class CertificationShare:
+    """Node ``node_index``'s signature share on the state root at ``height``."""
+
+    height: int
+    root: bytes
+    node_index: int
+    signature_share: bytes
+
+    def __post_init__(self) -> None:
+        _check_fields(self.height, self.root)
+        if not _is_int(self.node_index) or not 1 <= self.node_index <= MAX_NODE_INDEX:
+            raise MalformedCertification(f"node index must be in [1, 2**32), got {self.node_index!r}")
+        if not isinstance(self.signature_share, bytes):
+            raise MalformedCertification("signature share must be bytes")
+
+
+def encode_certification(cert: Certification) -> bytes:
+    """``msgpack([version, height, root, signature])``."""
+    return encoding.encode((CERTIFICATION_VERSION, cert.height, cert.root, cert.signature))
+
+
+def _decode_array(data: bytes, what: str) -> tuple:
+    try:
+        value = encoding.decode(data, max_bytes=_MAX_ENCODED_BYTES)
+    except encoding.EncodingError as exc:
+        raise MalformedCertification(f"{what}: {exc}") from exc
+    if not isinstance(value, tuple) or not value:
+        raise MalformedCertification(f"{what} must be a non-empty array")
+    return value
+
+
+def _check_signature_length(signature: object, what: str) -> None:
+    if not isinstance(signature, bytes) or len(signature) != bls.G2_POINT_BYTES:
+        raise MalformedCertification(f"{what} must be {bls.G2_POINT_BYTES} bytes")
+
+
+def decode_certification(data: bytes) -> Certification:
+    """Inverse of ``encode_certification``; raises ``MalformedCertification`` for anything
+    else (non-canonical msgpack, unknown version, wrong arity, types or lengths)."""
+    value = _decode_array(data, "certification")
+    if not _is_int(value[0]) or value[0] != CERTIFICATION_VERSION:
+        raise MalformedCertification(f"unknown certification version {value[0]!r}")
+    if len(value) != 4:
+        raise MalformedCertification(f"certification has {len(value)} fields, expected 4")
+    _, height, root, signature = value
+    _check_signature_length(signature, "signature")
+    return Certification(height=height, root=root, signature=signature)
+
+
+def encode_certification_share(share: CertificationShare) -> bytes:
+    """``msgpack([version, height, root, node_index, signature_share])``."""
+    return encoding.encode(
+        (CERTIFICATION_SHARE_VERSION, share.height, share.root, share.node_index, share.signature_share)
+    )
+
+
+def decode_certification_share(data: bytes) -> CertificationShare:
+    """Inverse of ``encode_certification_share``, as strict as ``decode_certification``."""
+    value = _decode_array(data, "certification share")
+    if not _is_int(value[0]) or value[0] != CERTIFICATION_SHARE_VERSION:
+        raise MalformedCertification(f"unknown certification share version {value[0]!r}")
+    if len(value) != 5:
+        raise MalformedCertification(f"certification share has {len(value)} fields, expected 5")
+    _, height, root, node_index, signature_share = value
+    _check_signature_length(signature_share, "signature share")
+    return CertificationShare(height=height, root=root, node_index=node_index, signature_share=signature_share)
+
+
+def certification_message(root: bytes) -> bytes:
+    """The signed bytes: ``domain_sep("ic-state-root") || root``."""
+    return bls.state_root_message(root)
+
+
+def _parse_public_key(public_key: bytes, what: str):
+    try:
+        return bls.parse_g1(public_key)
+    except bls.PointError as exc:
+        raise InvalidPublicKey(f"{what}: {exc}") from exc
+
+
+def _check_signature(root: bytes, signature: bytes, public_key, what: str) -> None:
+    """Raise the first failure among: empty, malformed, identity, not verifying."""
+    if not any(signature):
+        raise EmptySignature(f"{what} is empty or all zero")
+    try:
+        point = bls.parse_g2(signature)
+    except bls.IdentityPointError as exc:
+        raise IdentitySignature(f"{what} is the identity point") from exc
+    except bls.PointError as exc:
+        raise MalformedSignature(f"{what}: {exc}") from exc
+    if not bls.verify_points(public_key, certification_message(root), point):
+        raise InvalidSignature(f"{what} does not verify")
+
+
+def verify_certification(cert: Certification, subnet_public_key: bytes) -> None:
+    """Check ``e(pk, H(domain_sep("ic-state-root") || root)) == e(g1, signature)``.
+
+    Returns ``None`` on success; raises ``EmptySignature``, ``IdentitySignature``,
+    ``MalformedSignature``, ``InvalidSignature`` (or ``InvalidPublicKey`` for a bad key).
+    """
+    key = _parse_public_key(subnet_public_key, "subnet public key")
+    _check_signature(cert.root, cert.signature, key, "certification signature")
+
+
+def sign_certification_share(height: int, root: bytes, node_index: int, secret_share: bytes) -> CertificationShare:
+    """Node ``node_index``'s share ``s_i * H(domain_sep("ic-state-root") || root)``."""
+    _check_fields(height, root)
+    signature_share = bls.sign_share(secret_share, certification_message(root))
+    return CertificationShare(height=height, root=root, node_index=node_index, signature_share=signature_share)
+
+
+def verify_certification_share(share: CertificationShare, public_key_share: bytes) -> None:
+    """Check the share against the node's public key share; same errors as
+    ``verify_certification``."""
+    key = _parse_public_key(public_key_share, f"public key share of node {share.node_index}")
+    _check_signature(share.root, share.signature_share, key, f"share of node {share.node_index}")
+
+
+def aggregate_certification(
+    shares: Iterable[CertificationShare],
+    t: int,
+    subnet_public_key: bytes,
+    public_key_shares: Mapping[int, bytes],
+) -> Certification:
+    """Combine ``t`` valid shares on one (height, root) into a verified ``Certification``.
+
+    Each share is verified against ``public_key_shares[node_index]``; shares from unknown
+    nodes or that fail verification are ignored, as are duplicates from one node. Among the
+    (height, root) pairs, exactly one must have at least ``t`` valid shares; its ``t``
+    smallest node indices are combined: ``sigma = sum(lambda_i * sigma_i)``. The result is
+    verified under the subnet key before it is returned. A malformed public key share
+    raises ``InvalidPublicKey``: that is a registry fault, not a bad share.
+    """
+    if not _is_int(t) or t < 1:
+        raise NotEnoughValidShares(f"threshold must be an integer >= 1, got {t!r}")
+    subnet_key = _parse_public_key(subnet_public_key, "subnet public key")
+    valid: dict[tuple[int, bytes], dict[int, bytes]] = {}
+    for share in shares:
+        group = valid.setdefault((share.height, share.root), {})
+        if share.node_index in group:
+            continue
+        public_key_share = public_key_shares.get(share.node_index)
+        if public_key_share is None:
+            continue
+        try:
+            verify_certification_share(share, public_key_share)
+        except (EmptySignature, IdentitySignature, MalformedSignature, InvalidSignature):
+            continue
+        group[share.node_index] = share.signature_share
+    ready = sorted(key for key, group in valid.items() if len(group) >= t)
+    if not ready:
+        best = max((len(group) for group in valid.values()), default=0)
+        raise NotEnoughValidShares(f"at most {best} valid shares on one root, need {t}")
+    if len(ready) > 1:
+        raise ConflictingShares(f"{len(ready)} different (height, root) pairs have {t} valid shares")
+    height, root = ready[0]
+    signature = bls.combine_shares(valid[ready[0]], t)
+    cert = Certification(height=height, root=root, signature=signature)
+    try:
+        _check_signature(root, signature, subnet_key, "combined signature")
+    except (IdentitySignature, MalformedSignature) as exc:
+        # Valid shares that combine to garbage mean the key shares do not match the key.
+        raise InvalidSignature(f"combined signature does not verify: {exc}") from exc
+    return cert

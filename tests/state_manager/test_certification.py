@@ -1,0 +1,272 @@
+"""Certifications: encoding, strict decoding, verification errors and share aggregation."""
+
+from __future__ import annotations
+
+import msgpack
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from blspy import G2Element
+
+from state_manager import certification as cm
+from state_manager import threshold_bls as bls
+
+ROOT = bytes(range(32))
+OTHER_ROOT = b"\xab" * 32
+HEIGHT = 42
+
+
+@pytest.fixture(scope="module")
+def deal():
+    return bls.deal_threshold_key(4, 3, b"\x11" * 32)
+
+
+@pytest.fixture(scope="module")
+def foreign():
+    return bls.deal_threshold_key(4, 3, b"\x22" * 32)
+
+
+@pytest.fixture(scope="module")
+def key_shares(deal):
+    return {i: deal.public_key_share(i) for i in range(1, 5)}
+
+
+@pytest.fixture(scope="module")
+def shares(deal):
+    return [cm.sign_certification_share(HEIGHT, ROOT, i, deal.secret_share(i)) for i in range(1, 5)]
+
+
+@pytest.fixture(scope="module")
+def cert(deal, shares, key_shares):
+    return cm.aggregate_certification(shares, 3, deal.public_key, key_shares)
+
+
+# --- encoding -----------------------------------------------------------------------------
+
+
+def test_certification_round_trip(cert):
+    data = cm.encode_certification(cert)
+    assert cm.decode_certification(data) == cert
+    # Golden layout: fixarray(4), version 1, fixint height 42, bin8(32) root, bin8(96) signature.
+    assert data == bytes([0x94, 0x01, 0x2A, 0xC4, 0x20]) + ROOT + bytes([0xC4, 0x60]) + cert.signature
+
+
+def test_certification_share_round_trip(shares):
+    for share in shares:
+        data = cm.encode_certification_share(share)
+        assert cm.decode_certification_share(data) == share
+        assert data[:2] == bytes([0x95, 0x01])
+
+
+def _pack(value) -> bytes:
+    return msgpack.packb(value, use_bin_type=True)
+
+
+SIG = b"\x02" * 96
+
+
+@pytest.mark.parametrize(
+    "data",
+    [
+        b"",
+        b"\x00" * 135,
+        _pack([1, HEIGHT, ROOT, SIG]) + b"\x00",  # trailing byte
+        _pack([2, HEIGHT, ROOT, SIG]),  # unknown version
+        _pack([0, HEIGHT, ROOT, SIG]),
+        _pack([True, HEIGHT, ROOT, SIG]),
+        _pack(["1", HEIGHT, ROOT, SIG]),
+        _pack([1, HEIGHT, ROOT]),  # too few fields
+        _pack([1, HEIGHT, ROOT, SIG, b""]),  # too many fields
+        _pack([]),
+        _pack(1),
+        _pack({"height": HEIGHT}),
+        _pack([1, -1, ROOT, SIG]),
+        _pack([1, -(2**63), ROOT, SIG]),
+        _pack([1, b"\x2a", ROOT, SIG]),
+        _pack([1, False, ROOT, SIG]),
+        _pack([1, HEIGHT, ROOT[:31], SIG]),
+        _pack([1, HEIGHT, ROOT + b"\x00", SIG]),
+        _pack([1, HEIGHT, ROOT.hex(), SIG]),
+        _pack([1, HEIGHT, ROOT, SIG[:95]]),
+        _pack([1, HEIGHT, ROOT, SIG + b"\x00"]),
+        _pack([1, HEIGHT, ROOT, b""]),
+        _pack([1, HEIGHT, ROOT, "x" * 96]),
+        _pack([1, HEIGHT, ROOT, None]),
+        bytes([0x94, 0x01, 0xCD, 0x00, 0x2A]) + _pack(ROOT) + _pack(SIG),  # non-shortest int
+        _pack([1, HEIGHT, ROOT, SIG]).replace(b"\xc4\x60", b"\xc5\x00\x60"),  # non-shortest bin
+        b"\xc1" * 8,
+    ],
+)
+def test_decode_certification_is_strict(data):
+    with pytest.raises(cm.MalformedCertification):
+        cm.decode_certification(data)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.binary(max_size=200))
+def test_decode_arbitrary_bytes_only_raises_malformed(data):
+    for decode in (cm.decode_certification, cm.decode_certification_share):
+        try:
+            decode(data)
+        except cm.MalformedCertification:
+            pass
+
+
+def test_decode_certification_accepts_the_canonical_form():
+    assert cm.decode_certification(_pack([1, HEIGHT, ROOT, SIG])) == cm.Certification(HEIGHT, ROOT, SIG)
+
+
+@pytest.mark.parametrize(
+    "data",
+    [
+        b"",
+        _pack([1, HEIGHT, ROOT, 1]),  # certification shape, no signature
+        _pack([2, HEIGHT, ROOT, 1, SIG]),
+        _pack([1, HEIGHT, ROOT, 0, SIG]),
+        _pack([1, HEIGHT, ROOT, 2**32, SIG]),
+        _pack([1, HEIGHT, ROOT, True, SIG]),
+        _pack([1, HEIGHT, ROOT, 1, SIG[:95]]),
+        _pack([1, HEIGHT, ROOT[:31], 1, SIG]),
+        _pack([1, HEIGHT, ROOT, 1, SIG]) + b"\x90",
+    ],
+)
+def test_decode_certification_share_is_strict(data):
+    with pytest.raises(cm.MalformedCertification):
+        cm.decode_certification_share(data)
+
+
+def test_dataclasses_check_field_types():
+    with pytest.raises(cm.MalformedCertification):
+        cm.Certification(-1, ROOT, SIG)
+    with pytest.raises(cm.MalformedCertification):
+        cm.Certification(HEIGHT, ROOT[:31], SIG)
+    with pytest.raises(cm.MalformedCertification):
+        cm.Certification(HEIGHT, ROOT, SIG.hex())
+    with pytest.raises(cm.MalformedCertification):
+        cm.CertificationShare(HEIGHT, ROOT, 0, SIG)
+
+
+# --- verification -------------------------------------------------------------------------
+
+
+def test_aggregated_certification_verifies(deal, cert):
+    assert (cert.height, cert.root) == (HEIGHT, ROOT)
+    assert cm.verify_certification(cert, deal.public_key) is None
+    decoded = cm.decode_certification(cm.encode_certification(cert))
+    cm.verify_certification(decoded, deal.public_key)
+
+
+@pytest.mark.parametrize("signature", [b"", b"\x00", b"\x00" * 96])
+def test_empty_certification_is_rejected(deal, signature):
+    with pytest.raises(cm.EmptySignature):
+        cm.verify_certification(cm.Certification(HEIGHT, ROOT, signature), deal.public_key)
+
+
+def test_all_zero_certification_is_rejected(deal):
+    zero = cm.decode_certification(_pack([1, 0, b"\x00" * 32, b"\x00" * 96]))
+    with pytest.raises(cm.EmptySignature):
+        cm.verify_certification(zero, deal.public_key)
+
+
+def test_identity_signature_is_rejected(deal):
+    with pytest.raises(cm.IdentitySignature):
+        cm.verify_certification(cm.Certification(HEIGHT, ROOT, bytes(G2Element())), deal.public_key)
+
+
+@pytest.mark.parametrize(
+    "signature",
+    [b"\x02" * 96, b"\xff" * 96, b"\x80" + b"\x00" * 95, b"\x01" * 95, b"\x01" * 97],
+)
+def test_malformed_signature_is_rejected(deal, signature):
+    with pytest.raises(cm.MalformedSignature):
+        cm.verify_certification(cm.Certification(HEIGHT, ROOT, signature), deal.public_key)
+
+
+def test_wrong_root_or_key_is_an_invalid_signature(deal, foreign, cert):
+    with pytest.raises(cm.InvalidSignature):
+        cm.verify_certification(cm.Certification(HEIGHT, OTHER_ROOT, cert.signature), deal.public_key)
+    with pytest.raises(cm.InvalidSignature):
+        cm.verify_certification(cert, foreign.public_key)
+
+
+def test_forged_certification_is_rejected(deal, foreign):
+    foreign_shares = [cm.sign_certification_share(HEIGHT, ROOT, i, foreign.secret_share(i)) for i in (1, 2, 3)]
+    forged = bls.combine_shares({s.node_index: s.signature_share for s in foreign_shares}, 3)
+    with pytest.raises(cm.InvalidSignature):
+        cm.verify_certification(cm.Certification(HEIGHT, ROOT, forged), deal.public_key)
+
+
+def test_bad_public_key_is_reported_as_such(cert):
+    for key in (b"", b"\x00" * 48, bytes([0xC0]) + bytes(47)):
+        with pytest.raises(cm.InvalidPublicKey):
+            cm.verify_certification(cert, key)
+
+
+# --- shares and aggregation ---------------------------------------------------------------
+
+
+def test_shares_verify_against_their_key_share(shares, key_shares, foreign):
+    for share in shares:
+        cm.verify_certification_share(share, key_shares[share.node_index])
+        with pytest.raises(cm.InvalidSignature):
+            cm.verify_certification_share(share, key_shares[share.node_index % 4 + 1])
+    alien = cm.sign_certification_share(HEIGHT, ROOT, 2, foreign.secret_share(2))
+    with pytest.raises(cm.InvalidSignature):
+        cm.verify_certification_share(alien, key_shares[2])
+
+
+def test_aggregation_skips_bad_shares(deal, foreign, shares, key_shares):
+    alien = cm.sign_certification_share(HEIGHT, ROOT, 1, foreign.secret_share(1))
+    garbage = cm.CertificationShare(HEIGHT, ROOT, 2, b"\x00" * 96)
+    # The bad shares come first and hold the smallest indices: they must not be combined.
+    mixed = [alien, garbage, *shares[2:], shares[0]]
+    cert = cm.aggregate_certification(mixed, 3, deal.public_key, key_shares)
+    cm.verify_certification(cert, deal.public_key)
+
+
+def test_aggregation_needs_t_valid_shares(deal, foreign, shares, key_shares):
+    with pytest.raises(cm.NotEnoughValidShares):
+        cm.aggregate_certification(shares[:2], 3, deal.public_key, key_shares)
+    alien = cm.sign_certification_share(HEIGHT, ROOT, 3, foreign.secret_share(3))
+    with pytest.raises(cm.NotEnoughValidShares):
+        cm.aggregate_certification([shares[0], shares[1], alien], 3, deal.public_key, key_shares)
+    # Repeating one node's share does not make it count twice.
+    with pytest.raises(cm.NotEnoughValidShares):
+        cm.aggregate_certification([shares[0], shares[0], shares[1]], 3, deal.public_key, key_shares)
+    # Shares from nodes without a key share are ignored.
+    partial_keys = {1: key_shares[1], 2: key_shares[2]}
+    with pytest.raises(cm.NotEnoughValidShares):
+        cm.aggregate_certification(shares, 3, deal.public_key, partial_keys)
+    with pytest.raises(cm.NotEnoughValidShares):
+        cm.aggregate_certification([], 3, deal.public_key, key_shares)
+
+
+def test_aggregation_picks_the_root_with_t_shares(deal, shares, key_shares):
+    dissent = cm.sign_certification_share(HEIGHT, OTHER_ROOT, 4, deal.secret_share(4))
+    cert = cm.aggregate_certification([*shares[:3], dissent], 3, deal.public_key, key_shares)
+    assert cert.root == ROOT
+
+
+def test_aggregation_refuses_two_certifiable_roots(deal, shares, key_shares):
+    equivocation = [cm.sign_certification_share(HEIGHT, OTHER_ROOT, i, deal.secret_share(i)) for i in (1, 2, 3)]
+    with pytest.raises(cm.ConflictingShares):
+        cm.aggregate_certification([*shares[:3], *equivocation], 3, deal.public_key, key_shares)
+
+
+def test_aggregation_with_mismatched_subnet_key(foreign, shares, key_shares):
+    with pytest.raises(cm.InvalidSignature):
+        cm.aggregate_certification(shares, 3, foreign.public_key, key_shares)
+
+
+def test_errors_share_one_hierarchy():
+    for cls in (
+        cm.MalformedCertification,
+        cm.EmptySignature,
+        cm.IdentitySignature,
+        cm.MalformedSignature,
+        cm.InvalidSignature,
+        cm.InvalidPublicKey,
+        cm.NotEnoughValidShares,
+        cm.ConflictingShares,
+    ):
+        assert issubclass(cls, cm.CertificationError)
