@@ -1,0 +1,180 @@
+"""Canonical values of state objects (``*_to_value``) and strict decoders (``*_from_value``).
+
+Every leaf of the state tree, every checkpoint and every batch log is built from these
+values and encoded with ``encoding.encode``. Decoders check every field's type and range
+and raise ``CodecError`` with the field's name: they read bytes from peers and disks.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from .encoding import EncodingError, decode, encode
+from .ingress_history import IngressState, IngressStatus
+from .messages import Ingress, Reject, RejectCode, Reply, Request, Response
+from .streams import RejectReason, RejectSignal, StreamHeader
+
+__all__ = [
+    "CodecError", "LEAF_VERSION", "message_to_value", "message_from_value", "encode_message_leaf",
+    "decode_message_leaf", "header_to_value", "header_from_value", "encode_header_leaf",
+    "decode_header_leaf", "ingress_to_value", "ingress_from_value", "ingress_status_to_value",
+    "ingress_status_from_value", "check_u64", "check_bytes", "check_str", "check_tuple",
+]
+
+LEAF_VERSION = 1
+U64 = 2**64
+
+
+class CodecError(ValueError):
+    """A value that is not the canonical form of the expected state object."""
+
+
+def check_u64(value: Any, what: str) -> int:
+    if type(value) is not int or not 0 <= value < U64:
+        raise CodecError(f"{what}: expected u64, got {value!r}")
+    return value
+
+
+def check_bytes(value: Any, what: str, size: int | None = None) -> bytes:
+    if not isinstance(value, bytes) or (size is not None and len(value) != size):
+        raise CodecError(f"{what}: expected {size or 'some'} bytes")
+    return value
+
+
+def check_str(value: Any, what: str) -> str:
+    if not isinstance(value, str):
+        raise CodecError(f"{what}: expected text")
+    return value
+
+
+def check_tuple(value: Any, what: str, arity: int | None = None) -> tuple:
+    if not isinstance(value, tuple) or (arity is not None and len(value) != arity):
+        raise CodecError(f"{what}: expected an array of {arity if arity is not None else 'any'} items")
+    return value
+
+
+def _is_int(value: Any, expected: int) -> bool:
+    """``value == expected`` for a true int (``True`` is not ``1`` on the wire)."""
+    return type(value) is int and value == expected
+
+
+def _enum(enum_cls, value: Any, what: str):
+    try:
+        return enum_cls(check_u64(value, what))
+    except ValueError as exc:
+        raise CodecError(f"{what}: unknown value {value!r}") from exc
+
+
+# -- messages ----------------------------------------------------------------------------------
+
+def message_to_value(message: Request | Response) -> tuple:
+    """Request: ``[0, sender, receiver, method, payload, callback]``; Response:
+    ``[1, originator, respondent, callback, [0, data] | [1, code, text]]``."""
+    if type(message) is Request:
+        return (0, message.sender, message.receiver, message.method_name, message.method_payload,
+                message.sender_reply_callback)
+    payload = message.response_payload
+    body = (0, payload.data) if type(payload) is Reply else (1, int(payload.code), payload.message)
+    return (1, message.originator, message.respondent, message.originator_reply_callback, body)
+
+
+def message_from_value(value: Any) -> Request | Response:
+    value = check_tuple(value, "message")
+    if not value:
+        raise CodecError("message: empty array")
+    kind = value[0]
+    if _is_int(kind, 0) and len(value) == 6:
+        _, sender, receiver, method, payload, callback = value
+        return Request(check_u64(sender, "sender"), check_u64(receiver, "receiver"), check_str(method, "method"),
+                       check_bytes(payload, "payload"), check_u64(callback, "callback"))
+    if _is_int(kind, 1) and len(value) == 5:
+        _, originator, respondent, callback, body = value
+        body = check_tuple(body, "response payload")
+        if len(body) == 2 and _is_int(body[0], 0):
+            payload = Reply(check_bytes(body[1], "reply"))
+        elif len(body) == 3 and _is_int(body[0], 1):
+            payload = Reject(_enum(RejectCode, body[1], "reject code"), check_str(body[2], "reject message"))
+        else:
+            raise CodecError("response payload: expected [0, data] or [1, code, message]")
+        return Response(check_u64(originator, "originator"), check_u64(respondent, "respondent"),
+                        check_u64(callback, "callback"), payload)
+    raise CodecError(f"message: unknown kind {kind!r} or arity {len(value)}")
+
+
+def _versioned(value: Any, what: str) -> Any:
+    value = check_tuple(value, what, 2)
+    if not _is_int(value[0], LEAF_VERSION):
+        raise CodecError(f"{what}: unknown encoding version {value[0]!r}")
+    return value[1]
+
+
+def _decode(data: bytes, what: str) -> Any:
+    try:
+        return decode(data)
+    except EncodingError as exc:
+        raise CodecError(f"{what}: {exc}") from exc
+
+
+def encode_message_leaf(message: Request | Response) -> bytes:
+    """The leaf under ``/streams/<dst>/messages/<index>``: ``encode([1, message])``."""
+    return encode((LEAF_VERSION, message_to_value(message)))
+
+
+def decode_message_leaf(data: bytes) -> Request | Response:
+    return message_from_value(_versioned(_decode(data, "message leaf"), "message leaf"))
+
+
+# -- stream headers -------------------------------------------------------------------------
+
+def header_to_value(header: StreamHeader) -> tuple:
+    """``[begin, end, signals_end, [[index, reason], ...]]``."""
+    return (header.begin, header.end, header.signals_end,
+            tuple((s.index, int(s.reason)) for s in header.reject_signals))
+
+
+def header_from_value(value: Any) -> StreamHeader:
+    begin, end, signals_end, signals = check_tuple(value, "stream header", 4)
+    reject_signals = []
+    for item in check_tuple(signals, "reject signals"):
+        index, reason = check_tuple(item, "reject signal", 2)
+        reject_signals.append(RejectSignal(check_u64(index, "signal index"), _enum(RejectReason, reason, "reject reason")))
+    return StreamHeader(check_u64(begin, "begin"), check_u64(end, "end"), check_u64(signals_end, "signals_end"),
+                        tuple(reject_signals))
+
+
+def encode_header_leaf(header: StreamHeader) -> bytes:
+    return encode((LEAF_VERSION, header_to_value(header)))
+
+
+def decode_header_leaf(data: bytes) -> StreamHeader:
+    return header_from_value(_versioned(_decode(data, "header leaf"), "header leaf"))
+
+
+# -- ingress ----------------------------------------------------------------------------------
+
+def ingress_to_value(ingress: Ingress) -> tuple:
+    return (ingress.source, ingress.receiver, ingress.method_name, ingress.method_payload,
+            ingress.message_id, ingress.expiry_time)
+
+
+def ingress_from_value(value: Any) -> Ingress:
+    source, receiver, method, payload, message_id, expiry = check_tuple(value, "ingress", 6)
+    return Ingress(check_bytes(source, "source"), check_u64(receiver, "receiver"), check_str(method, "method"),
+                   check_bytes(payload, "payload"), check_bytes(message_id, "message id", 32),
+                   check_u64(expiry, "expiry"))
+
+
+def ingress_status_to_value(status: IngressStatus) -> tuple:
+    return (int(status.state), status.receiver, status.source, status.time, status.expiry_time, status.reply,
+            None if status.reject_code is None else int(status.reject_code), status.reject_message)
+
+
+def ingress_status_from_value(value: Any) -> IngressStatus:
+    state, receiver, source, time, expiry, reply, code, message = check_tuple(value, "ingress status", 8)
+    return IngressStatus(
+        _enum(IngressState, state, "ingress state"), check_u64(receiver, "receiver"), check_bytes(source, "source"),
+        check_u64(time, "time"), check_u64(expiry, "expiry"),
+        None if reply is None else check_bytes(reply, "reply"),
+        None if code is None else _enum(RejectCode, code, "reject code"),
+        None if message is None else check_str(message, "reject message"),
+    )

@@ -1,0 +1,50 @@
+"""Expected XNet indices: where the next slice from each peer subnet must begin.
+
+The spec's ``expected_indexes`` over ``state_and_payload_indexes``: a block maker builds on
+top of blocks whose payloads are agreed but not yet executed, so the indices advance past
+those payloads too.
+"""
+
+from __future__ import annotations
+
+from typing import Iterable, Mapping
+
+from state_manager.messages import SubnetId
+from state_manager.replicated_state import ReplicatedState
+from state_manager.streams import ExpectedIndices, StreamSlice
+
+__all__ = ["expected_indices", "expected_indices_for"]
+
+XNetPayload = Mapping[SubnetId, StreamSlice]
+
+
+def expected_indices_for(
+    state: ReplicatedState, remote: SubnetId, past_payloads: Iterable[XNetPayload]
+) -> ExpectedIndices:
+    """For peer ``remote``:
+
+    ``message_index`` = ``messages_end`` of the last past-payload slice from ``remote`` that
+    carried messages, else ``streams[remote].signals_end``;
+    ``signal_index`` = ``header.signals_end`` of the last past-payload slice from ``remote``,
+    else ``streams[remote].begin``.
+    """
+    stream = state.streams.get(remote)
+    message_index = stream.signals_end if stream is not None else 0
+    signal_index = stream.begin if stream is not None else 0
+    for payload in past_payloads:
+        stream_slice = payload.get(remote)
+        if stream_slice is None:
+            continue
+        if stream_slice.messages:
+            message_index = stream_slice.messages_end
+        signal_index = stream_slice.header.signals_end
+    return ExpectedIndices(message_index, signal_index)
+
+
+def expected_indices(
+    state: ReplicatedState, remotes: Iterable[SubnetId], past_payloads: Iterable[XNetPayload] = ()
+) -> dict[SubnetId, ExpectedIndices]:
+    """``expected_indices_for`` every peer in ``remotes`` (in subnet order)."""
+    payloads = list(past_payloads)
+    own = state.own_subnet_id
+    return {r: expected_indices_for(state, r, payloads) for r in sorted(set(remotes)) if r != own}
