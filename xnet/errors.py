@@ -1,0 +1,73 @@
+"""XNet transfer errors: one hierarchy for serving, requesting and fetching slices (pure).
+
+Two branches under ``XNetError``. ``ServeError`` is what a slice provider (pure code) raises
+while answering a peer; the gRPC server maps each one to a status code. ``FetchError`` is
+what a client call raises to its caller; the gRPC client maps status codes and bad bodies to
+it, so callers never see ``grpc`` exceptions. ``TlsConfigError`` is local misconfiguration.
+"""
+
+from __future__ import annotations
+
+__all__ = [
+    "XNetError",
+    "ServeError", "BadRequest", "NoStream", "IndexOutOfRange", "Overloaded",
+    "FetchError", "PeerUnavailable", "PeerTimeout", "PeerRejected", "ResponseTooLarge",
+    "MalformedResponse", "TlsConfigError",
+]
+
+
+class XNetError(Exception):
+    """Root of every XNet transfer error."""
+
+
+class ServeError(XNetError):
+    """Why a request for a stream slice cannot be answered."""
+
+
+class BadRequest(ServeError):
+    """The request body is malformed or asks for more than the server allows."""
+
+
+class NoStream(ServeError):
+    """The serving subnet has no stream to the requested subnet."""
+
+
+class IndexOutOfRange(ServeError):
+    """The requested indices lie outside the stream (already garbage-collected or not yet there)."""
+
+
+class Overloaded(ServeError):
+    """Too many requests at once; the caller should back off or ask another replica."""
+
+
+class FetchError(XNetError):
+    """A call to a peer replica failed; the caller may retry with another replica."""
+
+
+class PeerUnavailable(FetchError):
+    """No connection: the peer is down, unreachable, or failed the mutual TLS handshake."""
+
+
+class PeerTimeout(FetchError):
+    """The peer did not answer within the deadline."""
+
+
+class PeerRejected(FetchError):
+    """The peer answered with an error status (its name, e.g. ``"NOT_FOUND"``, in ``code``)."""
+
+    def __init__(self, code: str, details: str) -> None:
+        super().__init__(f"{code}: {details}")
+        self.code = code
+        self.details = details
+
+
+class ResponseTooLarge(FetchError):
+    """The response exceeds the caller's size cap; it was not read."""
+
+
+class MalformedResponse(FetchError):
+    """The response body is not a canonical, well-formed answer of the expected version."""
+
+
+class TlsConfigError(XNetError):
+    """A certificate or key that cannot be used for a node-to-node channel."""
