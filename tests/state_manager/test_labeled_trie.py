@@ -1,0 +1,385 @@
+"""LabeledTrie: layout golden vectors, incremental == from-scratch, persistence, witnesses."""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from state_manager import hash_tree as ht
+from state_manager import labeled_trie as lt
+from state_manager.hash_tree import ABSENT, UNKNOWN, Found, empty, fork, labeled, leaf, lookup_path, reconstruct
+from state_manager.labeled_trie import (
+    LabeledTrie,
+    Selection,
+    build_from_sorted,
+    reference_digest,
+    reference_hash_tree,
+    select,
+    select_path,
+    select_range,
+    to_hash_tree,
+    witness,
+)
+from state_manager.tree_encoding import decode_tree, encode_tree
+from tests.state_manager.tree_strategies import (
+    EMPTY,
+    labels,
+    leaf_values,
+    model_paths,
+    models,
+    trie_from_model,
+    value_tree,
+)
+
+
+def be(i: int) -> bytes:
+    return i.to_bytes(8, "big")
+
+
+def uncached_nodes(trie: LabeledTrie) -> int:
+    """Nodes whose digest the next ``digest()`` must compute (cached nodes end the walk)."""
+    count = 0
+    stack = [] if trie.root is None else [trie.root]
+    while stack:
+        node = stack.pop()
+        if node.cached_digest is not None:
+            continue
+        count += 1
+        if isinstance(node, lt._Branch):
+            stack.extend((node.left, node.right))
+        elif isinstance(node.value, LabeledTrie) and node.value.root is not None:
+            stack.append(node.value.root)
+    return count
+
+
+# --------------------------------------------------------------------------- label encoding
+
+
+@settings(max_examples=500, deadline=None)
+@given(st.binary(max_size=6), st.binary(max_size=6))
+def test_label_encoding_orders_like_bytes_and_crit_bit_is_first_difference(a, b):
+    ea, eb = lt._encoding_bits(a), lt._encoding_bits(b)
+    assert (ea < eb) == (a < b)
+    for position in range(max(len(ea), len(eb)) + 3):
+        assert lt._bit(a, position) == (int(ea[position]) if position < len(ea) else 0)
+    if a != b:
+        crit = lt._crit_bit(a, b)
+        assert ea[:crit] == eb[:crit] and ea[crit] != eb[crit]
+
+
+def test_prefix_labels_keep_their_order():
+    trie = build_from_sorted([(b"", b"0"), (b"a", b"1"), (b"ab", b"2"), (b"b", b"3")])
+    assert [label for label, _ in trie.items()] == [b"", b"a", b"ab", b"b"]
+    assert to_hash_tree(trie) == fork(
+        labeled(b"", leaf(b"0")),
+        fork(fork(labeled(b"a", leaf(b"1")), labeled(b"ab", leaf(b"2"))), labeled(b"b", leaf(b"3"))),
+    )
+
+
+# --------------------------------------------------------------------------- golden layout
+
+
+def test_golden_layout_of_the_spec_example():
+    inner = build_from_sorted([(b"x", b"hello"), (b"y", b"world")])
+    trie = build_from_sorted([(b"a", inner), (b"b", b"good"), (b"c", empty()), (b"d", b"morning")])
+    # a/b/c differ from d first at bit 6 of the byte; then a splits from b/c.
+    expected = fork(
+        fork(
+            labeled(b"a", fork(labeled(b"x", leaf(b"hello")), labeled(b"y", leaf(b"world")))),
+            fork(labeled(b"b", leaf(b"good")), labeled(b"c", empty())),
+        ),
+        labeled(b"d", leaf(b"morning")),
+    )
+    assert to_hash_tree(trie) == expected
+    assert trie.digest().hex() == "eb9e6cf9652db161dede2b044762f6aa0377f3ffff49e331ed61a5107f5327b5"
+    assert reconstruct(expected) == trie.digest()
+
+
+def test_golden_digest_of_stream_like_labels():
+    trie = build_from_sorted([(be(i), b"m%d" % i) for i in range(10)])
+    assert trie.digest().hex() == "80e85c6877159ac9f748d0f50f50dab3094fd3f6c031fbd9a744e7bd55c74d2f"
+
+
+def test_empty_and_single_child():
+    assert LabeledTrie.empty().digest() == ht.hash_empty()
+    assert to_hash_tree(LabeledTrie.empty()) == empty()
+    single = LabeledTrie.empty().insert(b"k", b"v")
+    assert to_hash_tree(single) == labeled(b"k", leaf(b"v"))
+    assert single.digest() == ht.hash_labeled(b"k", ht.hash_leaf(b"v"))
+    assert single.remove(b"k").digest() == ht.hash_empty()
+    assert len(single.remove(b"k")) == 0
+
+
+# --------------------------------------------------------------------------- map semantics
+
+
+def apply_ops(model: dict, trie: LabeledTrie, ops):
+    for kind, label, value in ops:
+        if kind == "remove":
+            if label in model:
+                del model[label]
+                trie = trie.remove(label)
+            else:
+                with pytest.raises(lt.LabelNotFoundError):
+                    trie.remove(label)
+        else:
+            model[label] = value
+            trie = trie.insert(label, trie_from_model(value) if isinstance(value, dict) else value)
+    return model, trie
+
+
+ops_strategy = st.lists(
+    st.tuples(
+        st.sampled_from(["insert", "insert", "remove"]),
+        labels,
+        st.one_of(leaf_values, st.just(EMPTY), st.dictionaries(labels, leaf_values, max_size=3)),
+    ),
+    max_size=40,
+)
+
+
+@settings(max_examples=400, deadline=None)
+@given(models, ops_strategy)
+def test_incremental_digest_equals_from_scratch(model, ops):
+    trie = trie_from_model(model)
+    model = dict(model)
+    model, trie = apply_ops(model, trie, ops)
+    assert trie.digest() == reference_digest(model)
+    assert to_hash_tree(trie) == reference_hash_tree(model)
+    assert len(trie) == len(model)
+    assert [label for label, _ in trie.items()] == sorted(model)
+    for label in model:
+        assert label in trie
+
+
+@settings(max_examples=200, deadline=None)
+@given(models, ops_strategy)
+def test_digest_after_every_step_equals_from_scratch(model, ops):
+    trie = trie_from_model(model)
+    trie.digest()
+    model = dict(model)
+    for op in ops:
+        model, trie = apply_ops(model, trie, [op])
+        assert trie.digest() == reference_digest(model)
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.data())
+def test_shape_does_not_depend_on_insertion_order(data):
+    model = data.draw(models)
+    order = data.draw(st.permutations(range(len(model))))
+    by_order = trie_from_model(model, list(order))
+    bulk = build_from_sorted(
+        (label, trie_from_model(v) if isinstance(v, dict) else v) for label, v in sorted(model.items())
+    )
+    assert to_hash_tree(by_order) == to_hash_tree(bulk) == reference_hash_tree(model)
+
+
+@settings(max_examples=100, deadline=None)
+@given(models, ops_strategy)
+def test_old_versions_are_unchanged(model, ops):
+    trie = trie_from_model(model)
+    before_items = list(trie.items())
+    before_digest = reference_digest(model)
+    apply_ops(dict(model), trie, ops)
+    assert list(trie.items()) == before_items
+    assert trie.digest() == before_digest
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.dictionaries(labels, leaf_values, max_size=30), labels, st.one_of(st.none(), labels))
+def test_range_items(model, lo, hi):
+    trie = trie_from_model(model)
+    expected = [(k, model[k]) for k in sorted(model) if lo <= k and (hi is None or k < hi)]
+    assert list(trie.range_items(lo, hi)) == expected
+    assert list(trie.range_items()) == sorted(model.items())
+    if model:
+        assert trie.first_label() == min(model) and trie.last_label() == max(model)
+
+
+def test_get_and_getitem():
+    trie = build_from_sorted([(b"a", b"1"), (b"ab", b"2")])
+    assert trie.get(b"a") == b"1"
+    assert trie.get(b"b") is None
+    assert trie.get(b"b", b"d") == b"d"
+    assert trie[b"ab"] == b"2"
+    with pytest.raises(lt.LabelNotFoundError):
+        trie[b"abc"]
+    with pytest.raises(KeyError):
+        trie[b""]
+    assert "a" not in trie
+
+
+def test_invalid_arguments_raise_typed_errors():
+    trie = LabeledTrie.empty()
+    with pytest.raises(lt.InvalidLabelError):
+        trie.insert("a", b"v")
+    with pytest.raises(lt.InvalidValueError):
+        trie.insert(b"a", "v")
+    with pytest.raises(lt.InvalidValueError):
+        trie.insert(b"a", {b"x": b"y"})
+    with pytest.raises(lt.LabelNotFoundError):
+        trie.remove(b"a")
+    with pytest.raises(lt.UnsortedItemsError):
+        build_from_sorted([(b"b", b""), (b"a", b"")])
+    with pytest.raises(lt.UnsortedItemsError):
+        build_from_sorted([(b"a", b""), (b"a", b"")])
+    with pytest.raises(lt.InvalidSelectionError):
+        Selection(children=((b"b", lt.REVEAL_ALL), (b"a", lt.REVEAL_ALL)))
+    with pytest.raises(lt.InvalidSelectionError):
+        Selection(ranges=((b"b", b"a"),))
+    with pytest.raises(lt.InvalidSelectionError):
+        select_path(b"abc")
+    for name in lt.__all__:
+        obj = getattr(lt, name)
+        if isinstance(obj, type) and issubclass(obj, Exception):
+            assert issubclass(obj, lt.LabeledTrieError)
+
+
+# --------------------------------------------------------------------------- caching
+
+
+def test_stream_gc_rehashes_only_new_paths():
+    trie = build_from_sorted((be(i), b"m" * 32) for i in range(10_000))
+    trie.digest()
+    assert uncached_nodes(trie) == 0
+    for i in range(100):
+        trie = trie.remove(be(i))
+    for i in range(10_000, 10_100):
+        trie = trie.insert(be(i), b"m" * 32)
+    # About 2 * 100 new leaves/branches plus the two spines, out of ~20,000 nodes.
+    assert uncached_nodes(trie) <= 400
+    assert trie.digest() == reference_digest({be(i): b"m" * 32 for i in range(100, 10_100)})
+
+
+def test_one_insert_rehashes_one_path():
+    trie = build_from_sorted((be(i * 7919 % 65536), b"") for i in sorted(range(4096), key=lambda i: i * 7919 % 65536))
+    trie.digest()
+    trie = trie.insert(be(123_456), b"x")
+    assert uncached_nodes(trie) <= 2 * 14 + 2
+
+
+def test_deep_tries_need_no_recursion():
+    # Prefix labels make a crit-bit chain; nested tries make a deep value chain.
+    chain = build_from_sorted((b"a" * k, b"") for k in range(3000))
+    nested = LabeledTrie.empty().insert(b"v", b"bottom")
+    for _ in range(3000):
+        nested = LabeledTrie.empty().insert(b"n", nested)
+    for trie in (chain, nested, chain.insert(b"z", nested)):
+        tree = to_hash_tree(trie)
+        assert reconstruct(tree) == trie.digest()
+        data = encode_tree(tree)
+        assert decode_tree(data, max_bytes=len(data), max_depth=10_000) == tree
+    assert lookup_path(to_hash_tree(nested), [b"n"] * 3000 + [b"v"]) == Found(leaf(b"bottom"))
+    shorter = chain.remove(b"a" * 1500)
+    assert shorter.digest() == build_from_sorted((b"a" * k, b"") for k in range(3000) if k != 1500).digest()
+    small = build_from_sorted((b"a" * k, b"") for k in range(300))
+    assert small.remove(b"a" * 150).digest() == reference_digest({b"a" * k: b"" for k in range(300) if k != 150})
+
+
+# --------------------------------------------------------------------------- witnesses
+
+
+def probe_paths(model):
+    present = [path for path, _ in model_paths(model)]
+    absent = [p[:-1] + (p[-1] + b"\x00",) for p in present] + [(b"\x10",), (b"\xff\xff\xff\xff",), ()]
+    return present, absent
+
+
+def model_lookup(model, path):
+    node = model
+    for label in path:
+        if not isinstance(node, dict) or label not in node:
+            return None
+        node = node[label]
+    return node
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.data())
+def test_witness_of_any_paths(data):
+    model = data.draw(models)
+    trie = trie_from_model(model)
+    present, absent = probe_paths(model)
+    chosen = data.draw(st.lists(st.sampled_from(present + absent), max_size=5))
+    tree = witness(trie, select(paths=chosen))
+    assert reconstruct(tree) == trie.digest()
+    ht.validate_well_formed(tree)
+    for path in chosen:
+        value = model_lookup(model, path) if path else model
+        result = lookup_path(tree, path)
+        if value is None:
+            assert result == ABSENT, path
+        else:
+            assert result == Found(value_tree(value)), path
+    # Whatever is not chosen may be unknown, but never absent, and never wrong.
+    for path in present:
+        result = lookup_path(tree, path)
+        assert result == UNKNOWN or (
+            isinstance(result, Found) and reconstruct(result.tree) == reconstruct(value_tree(model_lookup(model, path)))
+        )
+    for path in absent:
+        if path and model_lookup(model, path) is None:
+            assert lookup_path(tree, path) in (ABSENT, UNKNOWN)
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.data())
+def test_witness_of_a_range(data):
+    model = data.draw(models)
+    trie = trie_from_model(model)
+    nested = [path for path, value in model_paths(model) if isinstance(value, dict)]
+    path = data.draw(st.sampled_from(nested + [()]))
+    lo = data.draw(labels)
+    hi = data.draw(st.one_of(st.none(), labels.filter(lambda h: h >= lo)))
+    tree = witness(trie, select_range(path, lo, hi))
+    assert reconstruct(tree) == trie.digest()
+    ht.validate_well_formed(tree)
+    under = model_lookup(model, path) if path else model
+    for label, value in under.items():
+        result = lookup_path(tree, path + (label,))
+        if lo <= label and (hi is None or label < hi):
+            assert result == Found(value_tree(value))
+        else:
+            assert result == UNKNOWN or isinstance(result, Found)
+
+
+def test_stream_slice_witness():
+    messages = build_from_sorted((be(i), b"msg%d" % i) for i in range(1000))
+    stream = build_from_sorted([(b"header", b"h"), (b"messages", messages)])
+    state = LabeledTrie.empty().insert(b"streams", LabeledTrie.empty().insert(b"\x07", stream))
+    selection = select(paths=[[b"streams", b"\x07", b"header"]], ranges=[([b"streams", b"\x07", b"messages"], be(100), be(110))])
+    tree = witness(state, selection)
+    assert reconstruct(tree) == state.digest()
+    for i in range(100, 110):
+        assert lookup_path(tree, [b"streams", b"\x07", b"messages", be(i)]) == Found(leaf(b"msg%d" % i))
+    assert lookup_path(tree, [b"streams", b"\x07", b"messages", be(99)]) == UNKNOWN
+    assert lookup_path(tree, [b"streams", b"\x07", b"header"]) == Found(leaf(b"h"))
+    # Small: 10 revealed messages plus O(log n) pruned siblings, not 1000 messages.
+    assert len(encode_tree(tree)) < 2000
+
+
+def test_absence_proof_in_big_trie():
+    trie = build_from_sorted((be(2 * i), b"") for i in range(1000))
+    tree = witness(trie, select_path([be(501)]))
+    assert reconstruct(tree) == trie.digest()
+    assert lookup_path(tree, [be(501)]) == ABSENT
+    # The neighbours are revealed as adjacent labels with their values pruned.
+    revealed = [node.label for node in ht.flatten_forks(tree) if isinstance(node, ht.Labeled)]
+    assert revealed == [be(500), be(502)]
+    assert lookup_path(tree, [be(500)]) == UNKNOWN
+    assert lookup_path(tree, [be(503)]) == UNKNOWN
+
+
+def test_witness_edge_cases():
+    trie = build_from_sorted([(b"a", b"1"), (b"b", b"2")])
+    assert witness(trie, lt.REVEAL_NOTHING) == ht.pruned(trie.digest())
+    assert witness(trie, lt.REVEAL_ALL) == to_hash_tree(trie)
+    assert witness(LabeledTrie.empty(), select_path([b"x"])) == empty()
+    # A path running through a leaf reveals the leaf, which proves the rest absent.
+    tree = witness(trie, select_path([b"a", b"deeper"]))
+    assert lookup_path(tree, [b"a", b"deeper"]) == ABSENT
+    assert lt.union_selections(select_path([b"a"]), lt.REVEAL_ALL) == lt.REVEAL_ALL
+    merged = lt.union_selections(select_path([b"a", b"x"]), select_range([b"a"], b"p", None))
+    assert merged == Selection(children=((b"a", Selection(children=((b"x", lt.REVEAL_ALL),), ranges=((b"p", None),))),))
