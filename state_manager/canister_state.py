@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import enum
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Union
 
 from sortedcontainers import SortedDict
@@ -45,12 +45,17 @@ CallOrigin = Union[IngressOrigin, CanisterOrigin]
 
 @dataclass(frozen=True, slots=True)
 class CallContext:
-    """One incoming call being handled: stays open until answered and all its calls returned."""
+    """One incoming call being handled: stays open until answered and all its calls returned.
+
+    ``outstanding_callbacks`` counts this context's callbacks still waiting for a response,
+    so deciding whether the context can close needs no scan over all callbacks.
+    """
 
     call_context_id: int
     origin: CallOrigin
     method_name: str
     responded: bool = False
+    outstanding_callbacks: int = 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -108,13 +113,29 @@ class CanisterState:
     def register_callback(
         self, call_context_id: int, respondent: CanisterId, on_reply: str, on_reject: str, context: object
     ) -> Callback:
+        """Record an outgoing call of the (open) call context ``call_context_id``."""
+        call_context = self.call_contexts[call_context_id]
         callback = Callback(self.next_callback_id, call_context_id, respondent, on_reply, on_reject, context)
         self.callbacks[callback.callback_id] = callback
+        self.call_contexts[call_context_id] = replace(
+            call_context, outstanding_callbacks=call_context.outstanding_callbacks + 1)
         self.next_callback_id += 1
         return callback
 
+    def take_callback(self, callback_id: int) -> Callback | None:
+        """Remove and return the callback ``callback_id`` (None if unknown); its call
+        context then waits for one callback fewer."""
+        callback = self.callbacks.pop(callback_id, None)
+        if callback is not None:
+            call_context = self.call_contexts.get(callback.call_context_id)
+            if call_context is not None:
+                self.call_contexts[callback.call_context_id] = replace(
+                    call_context, outstanding_callbacks=call_context.outstanding_callbacks - 1)
+        return callback
+
     def outstanding_calls(self, call_context_id: int) -> int:
-        return sum(1 for cb in self.callbacks.values() if cb.call_context_id == call_context_id)
+        call_context = self.call_contexts.get(call_context_id)
+        return 0 if call_context is None else call_context.outstanding_callbacks
 
     def __eq__(self, other: object) -> bool:
         if not isinstance(other, CanisterState):

@@ -1,0 +1,2 @@
+"""Example canister apps written with ``replica.sdk``: counter, ping-pong, ledger, and a
+deliberately nondeterministic canister for determinism audits."""

@@ -1,0 +1,182 @@
+"""The canister SDK: the ``Canister`` base class and the method decorators.
+
+A canister is a ``Canister`` subclass whose methods are marked ``@update``, ``@query`` or
+``@callback``. A fresh instance is made for every message (``__init__`` is not called), so
+instance attributes never persist: ``self.stable`` is the only persistent state. What a
+running method may do goes through ``self._sys``, the per-message ``SystemApi``.
+
+The class's methods are collected once, when the class is made, into a read-only table
+``__canister_methods__`` (name → ``MethodSpec``); the execution layer only looks names up
+in it, so it never depends on attribute order.
+"""
+
+from __future__ import annotations
+
+import enum
+import inspect
+from dataclasses import dataclass
+from types import MappingProxyType
+from typing import Any, Callable, Mapping
+
+from .errors import CanisterDefinitionError
+
+__all__ = ["Canister", "MethodKind", "MethodSpec", "update", "query", "callback", "new_instance"]
+
+_KIND_ATTRIBUTE = "__canister_method__"
+
+
+class MethodKind(enum.Enum):
+    UPDATE = "update"      # callable by users (ingress) and canisters; may write and call
+    QUERY = "query"        # read-only: writes are rolled back and calls refused
+    CALLBACK = "callback"  # resumes after a call: ``(self, value, context)``
+    INIT = "init"          # the optional ``init(self, arg)`` run once at install
+
+
+@dataclass(frozen=True, slots=True)
+class MethodSpec:
+    name: str
+    kind: MethodKind
+    function: Callable[..., Any]
+    takes_arg: bool
+
+
+def _mark(kind: MethodKind) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    def decorator(function: Callable[..., Any]) -> Callable[..., Any]:
+        if not inspect.isfunction(function):
+            raise CanisterDefinitionError(f"@{kind.value} applies to plain functions, not {function!r}")
+        setattr(function, _KIND_ATTRIBUTE, kind)
+        return function
+    decorator.__name__ = kind.value
+    return decorator
+
+
+#: ``@update``: a method users and canisters call; ``(self)`` or ``(self, arg)``.
+update = _mark(MethodKind.UPDATE)
+#: ``@query``: a read-only method; ``(self)`` or ``(self, arg)``.
+query = _mark(MethodKind.QUERY)
+#: ``@callback``: resumes after an outgoing call; ``(self, value, context)``.
+callback = _mark(MethodKind.CALLBACK)
+
+#: Names the SDK defines on ``Canister``; a subclass may not redefine them.
+_SDK_NAMES = ("id", "caller", "time", "stable", "certified_data", "call", "reply", "reject", "_sys")
+
+
+def _positional_arity(cls: type, name: str, function: Callable[..., Any]) -> int:
+    """Number of parameters after ``self``; all must be plain positional parameters."""
+    parameters = list(inspect.signature(function).parameters.values())
+    for parameter in parameters:
+        if parameter.kind is not inspect.Parameter.POSITIONAL_OR_KEYWORD:
+            raise CanisterDefinitionError(f"{cls.__qualname__}.{name}: only plain positional parameters are supported")
+    if not parameters:
+        raise CanisterDefinitionError(f"{cls.__qualname__}.{name} must take self")
+    return len(parameters) - 1
+
+
+def _method_spec(cls: type, name: str, function: Callable[..., Any], kind: MethodKind) -> MethodSpec:
+    arity = _positional_arity(cls, name, function)
+    if kind is MethodKind.CALLBACK:
+        if arity != 2:
+            raise CanisterDefinitionError(f"callback {cls.__qualname__}.{name} must take (self, value, context)")
+    elif arity > 1:
+        raise CanisterDefinitionError(f"{kind.value} method {cls.__qualname__}.{name} takes (self) or (self, arg)")
+    return MethodSpec(name, kind, function, arity == 1)
+
+
+def collect_methods(cls: type) -> tuple[Mapping[str, MethodSpec], MethodSpec | None]:
+    """The method table of ``cls`` (inherited methods included) and its ``init``, if any."""
+    methods: dict[str, MethodSpec] = {}
+    for name in sorted(dir(cls)):
+        attribute = inspect.getattr_static(cls, name)
+        kind = getattr(attribute, _KIND_ATTRIBUTE, None) if inspect.isfunction(attribute) else None
+        if kind is None:
+            continue
+        if attribute.__name__ != name:
+            # Callbacks are stored by name; an alias would resume a different name.
+            raise CanisterDefinitionError(f"{cls.__qualname__}.{name} is an alias of {attribute.__name__}")
+        if name == "init":
+            raise CanisterDefinitionError(f"{cls.__qualname__}.init is run at install and cannot be @{kind.value}")
+        methods[name] = _method_spec(cls, name, attribute, kind)
+    init = inspect.getattr_static(cls, "init", None)
+    init_spec = None
+    if init is not None:
+        if not inspect.isfunction(init):
+            raise CanisterDefinitionError(f"{cls.__qualname__}.init must be a plain method")
+        init_spec = _method_spec(cls, "init", init, MethodKind.INIT)
+    return MappingProxyType(methods), init_spec
+
+
+class Canister:
+    """Base class of canister apps (see the module docstring for the model)."""
+
+    #: Declared code version; part of the module hash, so bump it when behaviour changes.
+    VERSION: int | str = 0
+
+    __slots__ = ("_sys",)
+    __canister_methods__: Mapping[str, MethodSpec] = MappingProxyType({})
+    __canister_init__: MethodSpec | None = None
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        version = cls.VERSION
+        if not (type(version) is int or type(version) is str):
+            raise CanisterDefinitionError(f"{cls.__qualname__}.VERSION must be an int or a str")
+        for name in _SDK_NAMES:
+            if name in cls.__dict__:
+                raise CanisterDefinitionError(f"{cls.__qualname__}.{name} redefines an SDK name")
+        cls.__canister_methods__, cls.__canister_init__ = collect_methods(cls)
+
+    # -- what a running message can read ----------------------------------------------------
+
+    @property
+    def id(self) -> int:
+        """This canister's id."""
+        return self._sys.canister_id
+
+    @property
+    def caller(self) -> bytes | int:
+        """Who made the current call: user id bytes (ingress) or a canister id (int).
+        In a callback it is the caller of the call being handled."""
+        return self._sys.caller
+
+    @property
+    def time(self) -> int:
+        """The batch time in nanoseconds (the same for every message of a round)."""
+        return self._sys.time
+
+    @property
+    def stable(self):
+        """The persistent ``StableMap`` (text keys, immutable canonical values)."""
+        return self._sys.stable
+
+    @property
+    def certified_data(self) -> bytes:
+        """Up to 32 bytes certified under ``/canister/<id>/certified_data``."""
+        return self._sys.get_certified_data()
+
+    @certified_data.setter
+    def certified_data(self, data: bytes) -> None:
+        self._sys.set_certified_data(data)
+
+    # -- what a running message can do ------------------------------------------------------
+
+    def call(self, dst: int, method: str, arg: Any = None, *, on_reply: Any, on_reject: Any, context: Any = None) -> None:
+        """Call ``method`` of canister ``dst`` with ``arg``. ``on_reply(self, value, context)``
+        or ``on_reject(self, (code, message), context)`` resumes when the answer arrives;
+        both must be ``@callback`` methods of this class. Raises ``CallError`` if the call
+        cannot be queued. The call is sent only if the current message does not trap."""
+        self._sys.call(self, dst, method, arg, on_reply, on_reject, context)
+
+    def reply(self, value: Any = None) -> None:
+        """Answer the current call with ``value`` (at most one answer per call)."""
+        self._sys.reply(value)
+
+    def reject(self, message: str) -> None:
+        """Answer the current call with a ``CANISTER_REJECT`` reject carrying ``message``."""
+        self._sys.reject(message)
+
+
+def new_instance(cls: type[Canister], system: Any) -> Canister:
+    """A fresh instance bound to one message's system API (``__init__`` is not run)."""
+    instance = cls.__new__(cls)
+    instance._sys = system
+    return instance

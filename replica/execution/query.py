@@ -1,0 +1,54 @@
+"""Queries: read-only method calls answered from a state, outside of consensus.
+
+A query runs a ``@query`` method exactly like a call, except that its stable-state writes
+are rolled back, its certified-data change is dropped and ``call`` raises ``CallError``.
+The state is left as it was found. Update methods cannot be run as queries.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from state_manager.canister_state import CanisterStatus
+from state_manager.messages import Reject, RejectCode, Reply, truncate_reject_message
+from state_manager.replicated_state import ReplicatedState
+
+from .canister import MethodKind
+from .codec import EncodingError, decode_payload, encode_value
+from .registry import CanisterRegistry
+from .runtime import finish_method, run_method
+from .system_api import SystemApi
+
+__all__ = ["run_query"]
+
+
+def _error(code: RejectCode, text: str) -> Reject:
+    return Reject(code, truncate_reject_message(text))
+
+
+def run_query(
+    registry: CanisterRegistry, state: ReplicatedState, canister_id: int, method: str, arg: Any = None,
+    caller: bytes | int = b"",
+) -> Reply | Reject:
+    """Run query ``method`` of ``canister_id`` with ``arg`` (a value, passed through the wire
+    encoding so the method sees exactly what a call would deliver)."""
+    canister = state.canisters.get(canister_id)
+    if canister is None:
+        return _error(RejectCode.DESTINATION_INVALID, f"Canister {canister_id} not found")
+    if canister.status is CanisterStatus.STOPPED:
+        return _error(RejectCode.CANISTER_ERROR, f"Canister {canister_id} is stopped")
+    cls = registry.resolve(canister)
+    if cls is None:
+        return _error(RejectCode.CANISTER_ERROR,
+                      f"the code of canister {canister_id} ({canister.module_name}) is not available")
+    spec = cls.__canister_methods__.get(method)
+    if spec is None or spec.kind is not MethodKind.QUERY:
+        return _error(RejectCode.CANISTER_ERROR, f"Canister {canister_id} has no query method {method!r}")
+    try:
+        value = decode_payload(encode_value(arg))
+    except EncodingError as exc:
+        return _error(RejectCode.CANISTER_ERROR, f"invalid query argument: {exc}")
+    api = SystemApi(canister, caller, state.metadata.batch_time, None, call_refusal="a query cannot make calls")
+    ok, result = run_method(api, cls, spec, (value,) if spec.takes_arg else ())
+    answer = finish_method(api, ok, result, None, return_is_reply=True, read_only=True)
+    return answer if answer is not None else _error(RejectCode.CANISTER_ERROR, "the query did not answer")
