@@ -65,7 +65,7 @@ def induct_ingress(state: ReplicatedState, ingress: Ingress, limits: Limits) -> 
     failure = check_ingress(state, ingress, limits)
     now = state.metadata.batch_time
     if failure is None:
-        state.canisters[ingress.receiver].queues.ingress_queue.push(ingress)
+        state.canisters[ingress.receiver].queues.push_ingress(ingress)
         state.ingress_history.set(
             ingress.message_id,
             IngressStatus(IngressState.RECEIVED, ingress.receiver, ingress.source, now, ingress.expiry_time),

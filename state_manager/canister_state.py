@@ -75,11 +75,59 @@ class Callback:
     context: object = None
 
 
+class TrackedSortedDict(SortedDict):
+    """A SortedDict that remembers it was written to (for incremental state hashing)."""
+
+    def __init__(self, *args, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        self.dirty = True
+
+    def __setitem__(self, key, value) -> None:
+        self.dirty = True
+        super().__setitem__(key, value)
+
+    def __delitem__(self, key) -> None:
+        self.dirty = True
+        super().__delitem__(key)
+
+    def pop(self, key, *default):
+        self.dirty = True
+        return super().pop(key, *default)
+
+    def popitem(self, index=-1):
+        self.dirty = True
+        return super().popitem(index)
+
+    def clear(self) -> None:
+        self.dirty = True
+        super().clear()
+
+    def setdefault(self, key, default=None):
+        self.dirty = True
+        return super().setdefault(key, default)
+
+    def update(self, *args, **kwargs) -> None:
+        self.dirty = True
+        super().update(*args, **kwargs)
+
+    _update = update
+
+    def copy(self):
+        return self.__class__(self.items())
+
+    def __reduce__(self):
+        return (self.__class__, (list(self.items()),))
+
+
 class CanisterState:
+    """One canister. Writes mark it ``dirty`` (scalars via properties, call contexts and
+    callbacks via tracked maps, queues and stable state via their own records), so a commit
+    rehashes only canisters that changed."""
+
     __slots__ = (
-        "canister_id", "module_name", "module_hash", "status", "certified_data", "queues",
+        "canister_id", "module_name", "module_hash", "_status", "_certified_data", "queues",
         "call_contexts", "callbacks", "next_call_context_id", "next_callback_id", "stable",
-        "controller",
+        "controller", "dirty",
     )
 
     def __init__(
@@ -94,15 +142,42 @@ class CanisterState:
         self.canister_id = canister_id
         self.module_name = module_name
         self.module_hash = module_hash
-        self.status = status
+        self._status = status
         self.controller = controller
-        self.certified_data = b""
+        self._certified_data = b""
         self.queues = CanisterQueues()
-        self.call_contexts: SortedDict = SortedDict()  # id -> CallContext
-        self.callbacks: SortedDict = SortedDict()      # id -> Callback
+        self.call_contexts = TrackedSortedDict()  # id -> CallContext
+        self.callbacks = TrackedSortedDict()      # id -> Callback
         self.next_call_context_id = 0
         self.next_callback_id = 0
         self.stable = StableMap()
+        self.dirty = True
+
+    @property
+    def status(self) -> CanisterStatus:
+        return self._status
+
+    @status.setter
+    def status(self, status: CanisterStatus) -> None:
+        self._status = status
+        self.dirty = True
+
+    @property
+    def certified_data(self) -> bytes:
+        return self._certified_data
+
+    @certified_data.setter
+    def certified_data(self, data: bytes) -> None:
+        self._certified_data = data
+        self.dirty = True
+
+    def is_dirty(self) -> bool:
+        return self.dirty or self.call_contexts.dirty or self.callbacks.dirty or self.queues.dirty or self.stable.has_changes()
+
+    def mark_clean(self) -> None:
+        """Called by the state tree once it has hashed this canister (stable keys are taken
+        separately, see ``StableMap.take_changed_keys``)."""
+        self.dirty = self.call_contexts.dirty = self.callbacks.dirty = self.queues.dirty = False
 
     def new_call_context(self, origin: CallOrigin, method_name: str) -> CallContext:
         context = CallContext(self.next_call_context_id, origin, method_name)
@@ -140,7 +215,7 @@ class CanisterState:
     def __eq__(self, other: object) -> bool:
         if not isinstance(other, CanisterState):
             return NotImplemented
-        return all(getattr(self, name) == getattr(other, name) for name in self.__slots__)
+        return all(getattr(self, name) == getattr(other, name) for name in self.__slots__ if name != "dirty")
 
     def __repr__(self) -> str:
         return f"CanisterState(id={self.canister_id}, module={self.module_name!r}, status={self.status.name})"

@@ -102,25 +102,45 @@ class Queue(Generic[T]):
 class CanisterQueues:
     """The queues of one canister, keyed by remote canister id (iterated in id order)."""
 
-    __slots__ = ("ingress_queue", "input_queues", "output_queues", "input_schedule")
+    __slots__ = ("ingress_queue", "input_queues", "output_queues", "_input_schedule", "dirty")
 
     def __init__(self) -> None:
+        self.dirty = True  # set by every mutation below; cleared by the state tree
         self.ingress_queue: Queue[Ingress] = Queue()
         self.input_queues: SortedDict = SortedDict()   # remote canister -> Queue[RequestOrResponse]
         self.output_queues: SortedDict = SortedDict()  # remote canister -> Queue[RequestOrResponse]
         # Round-robin position over (ingress, input queues): the remote id served last, or
         # None when ingress was served last. Part of the replicated state (it decides order).
-        self.input_schedule: int | None = None
+        self._input_schedule: int | None = None
+
+    @property
+    def input_schedule(self) -> int | None:
+        return self._input_schedule
+
+    @input_schedule.setter
+    def input_schedule(self, remote: int | None) -> None:
+        self._input_schedule = remote
+        self.dirty = True
+
+    def push_ingress(self, ingress: Ingress) -> None:
+        self.dirty = True
+        self.ingress_queue.push(ingress)
+
+    def pop_ingress(self) -> Ingress:
+        self.dirty = True
+        return self.ingress_queue.pop()
 
     # -- helpers that keep the reservation bookkeeping in one place --------------------------
 
     def _input(self, remote: CanisterId) -> Queue:
+        self.dirty = True
         queue = self.input_queues.get(remote)
         if queue is None:
             queue = self.input_queues[remote] = Queue()
         return queue
 
     def _output(self, remote: CanisterId) -> Queue:
+        self.dirty = True
         queue = self.output_queues.get(remote)
         if queue is None:
             queue = self.output_queues[remote] = Queue()
@@ -168,6 +188,7 @@ class CanisterQueues:
 
     def release_input_reservation(self, remote: CanisterId) -> None:
         """Give back the slot reserved for a response that will never come."""
+        self.dirty = True
         queue = self.input_queues.get(remote)
         if queue is not None and queue.reserved_slots > 0:
             queue.reserved_slots -= 1
@@ -175,6 +196,7 @@ class CanisterQueues:
                 del self.input_queues[remote]
 
     def pop_output(self, remote: CanisterId) -> RequestOrResponse:
+        self.dirty = True
         queue = self.output_queues[remote]
         message = queue.pop()
         if queue.is_idle():
@@ -182,6 +204,7 @@ class CanisterQueues:
         return message
 
     def pop_input(self, remote: CanisterId) -> RequestOrResponse:
+        self.dirty = True
         queue = self.input_queues[remote]
         message = queue.pop()
         if queue.is_idle():

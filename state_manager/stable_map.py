@@ -122,6 +122,9 @@ class StableMap:
 
     # -- change tracking (incremental hashing) -----------------------------------------------
 
+    def has_changes(self) -> bool:
+        return bool(self._changed)
+
     def take_changed_keys(self) -> list[str]:
         """Keys written since the last call, sorted; resets the record."""
         changed, self._changed = sorted(self._changed), set()

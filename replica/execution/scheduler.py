@@ -47,7 +47,7 @@ def pop_next_input(queues: CanisterQueues) -> Ingress | RequestOrResponse | None
     if remote is None:
         if queues.ingress_queue.elements:
             queues.input_schedule = None
-            return queues.ingress_queue.pop()
+            return queues.pop_ingress()
         if cursor is not None:
             remote = _next_input_queue(queues, None)  # wrap around to the lowest remote id
         if remote is None:
