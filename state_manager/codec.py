@@ -9,9 +9,11 @@ from __future__ import annotations
 
 from typing import Any
 
+from .canister_state import CallContext, Callback, CanisterOrigin, IngressOrigin
 from .encoding import EncodingError, decode, encode
 from .ingress_history import IngressState, IngressStatus
 from .messages import Ingress, Reject, RejectCode, Reply, Request, Response
+from .stable_map import StableValueError, check_stable_value
 from .streams import RejectReason, RejectSignal, StreamHeader
 
 __all__ = [
@@ -178,3 +180,44 @@ def ingress_status_from_value(value: Any) -> IngressStatus:
         None if code is None else _enum(RejectCode, code, "reject code"),
         None if message is None else check_str(message, "reject message"),
     )
+
+
+# -- canister state ---------------------------------------------------------------------------
+
+def call_context_to_value(context) -> tuple:
+    """``[id, origin, method, responded, outstanding_callbacks]``; origin is
+    ``[0, message_id, source]`` (ingress) or ``[1, canister, callback_id]``."""
+    origin = context.origin
+    origin_value = (0, origin.message_id, origin.source) if type(origin) is IngressOrigin else (1, origin.canister, origin.callback_id)
+    return (context.call_context_id, origin_value, context.method_name, context.responded, context.outstanding_callbacks)
+
+
+def call_context_from_value(value: Any):
+    cid, origin, method, responded, outstanding = check_tuple(value, "call context", 5)
+    origin = check_tuple(origin, "call origin", 3)
+    if _is_int(origin[0], 0):
+        origin_obj = IngressOrigin(check_bytes(origin[1], "message id"), check_bytes(origin[2], "source"))
+    elif _is_int(origin[0], 1):
+        origin_obj = CanisterOrigin(check_u64(origin[1], "origin canister"), check_u64(origin[2], "origin callback"))
+    else:
+        raise CodecError("call origin: unknown kind")
+    if type(responded) is not bool:
+        raise CodecError("call context: responded must be a bool")
+    return CallContext(check_u64(cid, "call context id"), origin_obj, check_str(method, "method"), responded,
+                       check_u64(outstanding, "outstanding callbacks"))
+
+
+def callback_to_value(callback) -> tuple:
+    return (callback.callback_id, callback.call_context_id, callback.respondent, callback.on_reply,
+            callback.on_reject, callback.context)
+
+
+def callback_from_value(value: Any):
+    cb_id, ctx_id, respondent, on_reply, on_reject, context = check_tuple(value, "callback", 6)
+    try:
+        check_stable_value(context)
+    except StableValueError as exc:
+        raise CodecError(f"callback context: {exc}") from exc
+    return Callback(check_u64(cb_id, "callback id"), check_u64(ctx_id, "call context id"),
+                    check_u64(respondent, "respondent"), check_str(on_reply, "on_reply"),
+                    check_str(on_reject, "on_reject"), context)

@@ -1,0 +1,182 @@
+"""The whole replicated state as one canonical value: checkpoints and replay start points.
+
+``decode_state(encode_state(s)) == s`` and the decoded state hashes to the same full-state
+hash. Decoding is strict (``CodecError``), since checkpoints come from disk.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from .canister_state import CanisterState, CanisterStatus
+from .codec import (
+    CodecError, call_context_from_value, call_context_to_value, callback_from_value, callback_to_value,
+    check_bytes, check_str, check_tuple, check_u64, header_from_value, header_to_value, ingress_from_value,
+    ingress_status_from_value, ingress_status_to_value, ingress_to_value, message_from_value, message_to_value,
+)
+from .encoding import EncodingError, decode, encode_unchecked
+from .queues import Queue
+from .replicated_state import ReplicatedState
+from .routing_table import CanisterIdRange, CanisterMigrations, NetworkTopology, RoutingTable, RoutingTableError
+from .stable_map import StableValueError
+from .streams import Stream
+
+__all__ = ["STATE_ENCODING_VERSION", "encode_state", "decode_state", "state_to_value", "state_from_value",
+           "topology_to_value", "topology_from_value"]
+
+STATE_ENCODING_VERSION = 1
+
+
+def topology_to_value(topology: NetworkTopology) -> tuple:
+    return (
+        topology.registry_version,
+        tuple(((r.start, r.end), s) for r, s in topology.routing_table.entries),
+        tuple(((r.start, r.end), trace) for r, trace in topology.canister_migrations.entries),
+        topology.subnet_public_keys,
+    )
+
+
+def _range(value: Any) -> CanisterIdRange:
+    start, end = check_tuple(value, "canister range", 2)
+    try:
+        return CanisterIdRange(check_u64(start, "range start"), check_u64(end, "range end"))
+    except RoutingTableError as exc:
+        raise CodecError(str(exc)) from exc
+
+
+def topology_from_value(value: Any) -> NetworkTopology:
+    version, table, migrations, keys = check_tuple(value, "topology", 4)
+    try:
+        routing_table = RoutingTable(tuple(
+            (_range(r), check_str(s, "subnet")) for r, s in (check_tuple(e, "route", 2) for e in check_tuple(table, "routing table"))))
+    except RoutingTableError as exc:
+        raise CodecError(str(exc)) from exc
+    migration_entries = tuple(
+        (_range(r), tuple(check_str(s, "trace subnet") for s in check_tuple(trace, "trace")))
+        for r, trace in (check_tuple(e, "migration", 2) for e in check_tuple(migrations, "migrations")))
+    subnet_keys = tuple(
+        (check_str(s, "subnet"), check_bytes(k, "public key"))
+        for s, k in (check_tuple(e, "subnet key", 2) for e in check_tuple(keys, "subnet keys")))
+    return NetworkTopology(check_u64(version, "registry version"), routing_table,
+                           CanisterMigrations(migration_entries), subnet_keys)
+
+
+def _queue_to_value(queue: Queue, to_value) -> tuple:
+    return (queue.begin, queue.reserved_slots, tuple(to_value(m) for m in queue.elements))
+
+
+def _queue_from_value(value: Any, from_value) -> Queue:
+    begin, reserved, elements = check_tuple(value, "queue", 3)
+    return Queue(check_u64(begin, "queue begin"), (from_value(m) for m in check_tuple(elements, "queue elements")),
+                 check_u64(reserved, "reserved slots"))
+
+
+def _canister_to_value(c: CanisterState) -> tuple:
+    q = c.queues
+    return (
+        c.canister_id, c.module_name, c.module_hash, int(c.status), c.controller, c.certified_data,
+        c.next_call_context_id, c.next_callback_id,
+        tuple(call_context_to_value(x) for x in c.call_contexts.values()),
+        tuple(callback_to_value(x) for x in c.callbacks.values()),
+        _queue_to_value(q.ingress_queue, ingress_to_value),
+        tuple((r, _queue_to_value(x, message_to_value)) for r, x in q.input_queues.items()),
+        tuple((r, _queue_to_value(x, message_to_value)) for r, x in q.output_queues.items()),
+        q.input_schedule,
+        tuple(c.stable.items()),
+    )
+
+
+def _canister_from_value(value: Any) -> CanisterState:
+    (cid, module_name, module_hash, status, controller, certified_data, next_ctx, next_cb, contexts, callbacks,
+     ingress_queue, input_queues, output_queues, input_schedule, stable) = check_tuple(value, "canister", 15)
+    try:
+        status = CanisterStatus(check_u64(status, "status"))
+    except ValueError as exc:
+        raise CodecError(f"canister status: unknown value {status!r}") from exc
+    c = CanisterState(check_u64(cid, "canister id"), check_str(module_name, "module name"),
+                      check_bytes(module_hash, "module hash"), status=status, controller=check_bytes(controller, "controller"))
+    c.certified_data = check_bytes(certified_data, "certified data")
+    c.next_call_context_id = check_u64(next_ctx, "next call context id")
+    c.next_callback_id = check_u64(next_cb, "next callback id")
+    for x in check_tuple(contexts, "call contexts"):
+        ctx = call_context_from_value(x)
+        c.call_contexts[ctx.call_context_id] = ctx
+    for x in check_tuple(callbacks, "callbacks"):
+        cb = callback_from_value(x)
+        c.callbacks[cb.callback_id] = cb
+    q = c.queues
+    q.ingress_queue = _queue_from_value(ingress_queue, ingress_from_value)
+    for target, entries in ((q.input_queues, input_queues), (q.output_queues, output_queues)):
+        for entry in check_tuple(entries, "queues"):
+            remote, queue = check_tuple(entry, "queue entry", 2)
+            target[check_u64(remote, "remote canister")] = _queue_from_value(queue, message_from_value)
+    q.input_schedule = None if input_schedule is None else check_u64(input_schedule, "input schedule")
+    try:
+        for entry in check_tuple(stable, "stable state"):
+            key, item = check_tuple(entry, "stable entry", 2)
+            c.stable[check_str(key, "stable key")] = item
+    except StableValueError as exc:
+        raise CodecError(f"stable state: {exc}") from exc
+    c.stable.take_changed_keys()
+    return c
+
+
+def _stream_to_value(stream: Stream) -> tuple:
+    return (header_to_value(stream.header()), tuple(message_to_value(m) for m in stream.messages))
+
+
+def _stream_from_value(value: Any) -> Stream:
+    header, messages = check_tuple(value, "stream", 2)
+    h = header_from_value(header)
+    msgs = [message_from_value(m) for m in check_tuple(messages, "stream messages")]
+    if h.end != h.begin + len(msgs):
+        raise CodecError("stream: header end does not match its messages")
+    return Stream(h.begin, msgs, h.signals_end, h.reject_signals)
+
+
+def state_to_value(state: ReplicatedState) -> tuple:
+    m = state.metadata
+    return (
+        STATE_ENCODING_VERSION, m.own_subnet_id, m.batch_number, m.batch_time, m.prev_state_hash,
+        topology_to_value(m.network_topology), tuple(m.counters.items()),
+        tuple(_canister_to_value(c) for c in state.canisters.values()),
+        tuple((dst, _stream_to_value(s)) for dst, s in state.streams.items()),
+        tuple((mid, ingress_status_to_value(s)) for mid, s in state.ingress_history.statuses.items()),
+    )
+
+
+def state_from_value(value: Any) -> ReplicatedState:
+    (version, own, batch_number, batch_time, prev_hash, topology, counters, canisters, streams,
+     history) = check_tuple(value, "state", 10)
+    if type(version) is not int or version != STATE_ENCODING_VERSION:
+        raise CodecError(f"state: unknown encoding version {version!r}")
+    state = ReplicatedState(check_str(own, "own subnet"), topology_from_value(topology))
+    m = state.metadata
+    m.batch_number = check_u64(batch_number, "batch number")
+    m.batch_time = check_u64(batch_time, "batch time")
+    m.prev_state_hash = check_bytes(prev_hash, "prev state hash")
+    for entry in check_tuple(counters, "counters"):
+        name, count = check_tuple(entry, "counter", 2)
+        m.counters[check_str(name, "counter name")] = check_u64(count, "counter")
+    for entry in check_tuple(canisters, "canisters"):
+        c = _canister_from_value(entry)
+        state.canisters[c.canister_id] = c
+    for entry in check_tuple(streams, "streams"):
+        dst, stream = check_tuple(entry, "stream entry", 2)
+        state.streams[check_str(dst, "stream subnet")] = _stream_from_value(stream)
+    for entry in check_tuple(history, "ingress history"):
+        mid, status = check_tuple(entry, "ingress history entry", 2)
+        state.ingress_history.set(check_bytes(mid, "message id", 32), ingress_status_from_value(status))
+    return state
+
+
+def encode_state(state: ReplicatedState) -> bytes:
+    return encode_unchecked(state_to_value(state))
+
+
+def decode_state(data: bytes) -> ReplicatedState:
+    try:
+        value = decode(data, max_bytes=max(len(data), 1))
+    except EncodingError as exc:
+        raise CodecError(f"state: {exc}") from exc
+    return state_from_value(value)

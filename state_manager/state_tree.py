@@ -1,0 +1,383 @@
+"""The canonical state tree: the certified subset and the full state, hashed incrementally.
+
+Certified tree (what certifications sign; what users and peers verify)::
+
+    /time                                           [1, batch_time]
+    /metadata/height, /metadata/prev_state_hash     [1, value]
+    /request_status/<message id>/status             [1, "received" | "processing" | "replied" | "rejected" | "done"]
+                                /reply              [1, bytes]            (replied only)
+                                /reject_code        [1, code]             (rejected only)
+                                /reject_message     [1, text]             (rejected only)
+    /streams/<subnet>/header                        stream header leaf    (codec)
+    /streams/<subnet>/messages/<8-byte BE index>    message leaf          (codec)
+    /canister/<8-byte id>/module_hash, /certified_data
+    /subnet/<subnet>/public_key, /canister_ranges
+
+Full tree (everything that determines future behaviour)::
+
+    /certified                      the certified tree above, as a subtree
+    /metadata/{own_subnet, registry_version, canister_migrations, counters}
+    /ingress_history/<id>           the complete status record
+    /loopback/{header, messages/<index>}
+    /canister_state/<id>/meta       module, status, controller, id counters, input schedule
+                        /call_contexts/<id>, /callbacks/<id>
+                        /queues/ingress/<index>, /queues/{input,output}/<remote>/{reserved, messages/<index>}
+                        /stable/<key>
+
+Every leaf is canonical msgpack ``[version, value]``. ``StateTreeBuilder`` keeps the tries of
+the last commit and applies only what changed: streams by their index bounds (messages are
+immutable once routed), the ingress history and stable maps by their change records,
+canisters by their dirty marks. ``build_state_trees`` builds the same tries from scratch
+(no side effects): tests check the two always agree.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Iterable
+
+from .canister_state import CanisterState
+from .codec import (
+    LEAF_VERSION, call_context_to_value, callback_to_value, encode_header_leaf, encode_message_leaf,
+    ingress_status_to_value, ingress_to_value, message_to_value,
+)
+from .encoding import encode_unchecked
+from .ingress_history import IngressHistory, IngressState, IngressStatus
+from .labeled_trie import LabeledTrie, build_from_sorted
+from .queues import CanisterQueues, Queue
+from .replicated_state import ReplicatedState
+from .routing_table import NetworkTopology
+from .stable_map import StableMap
+from .streams import Stream
+
+__all__ = ["StateTrees", "StateTreeBuilder", "build_state_trees", "leaf", "index_label", "canister_label", "subnet_label"]
+
+EMPTY = LabeledTrie.empty()
+
+
+def leaf(value: Any) -> bytes:
+    """``encode([LEAF_VERSION, value])`` (values are built canonically by this module)."""
+    return encode_unchecked((LEAF_VERSION, value))
+
+
+def index_label(index: int) -> bytes:
+    return index.to_bytes(8, "big")
+
+
+canister_label = index_label
+
+
+def subnet_label(subnet: str) -> bytes:
+    return subnet.encode("utf-8")
+
+
+_STATUS_TEXT = {
+    IngressState.RECEIVED: "received", IngressState.PROCESSING: "processing", IngressState.REPLIED: "replied",
+    IngressState.REJECTED: "rejected", IngressState.DONE: "done",
+}
+
+
+@dataclass(frozen=True, slots=True)
+class StateTrees:
+    """The committed trees of one height: immutable, sharing structure with other heights."""
+
+    height: int
+    certified: LabeledTrie
+    full: LabeledTrie
+
+    @property
+    def certified_root(self) -> bytes:
+        return self.certified.digest()
+
+    @property
+    def full_hash(self) -> bytes:
+        return self.full.digest()
+
+
+# -- subtrees built from scratch ------------------------------------------------------------
+
+def _request_status_tree(status: IngressStatus) -> LabeledTrie:
+    items = [(b"status", leaf(_STATUS_TEXT[status.state]))]
+    if status.state is IngressState.REPLIED and status.reply is not None:
+        items.append((b"reply", leaf(status.reply)))
+    if status.state is IngressState.REJECTED:
+        items.append((b"reject_code", leaf(int(status.reject_code or 0))))
+        items.append((b"reject_message", leaf(status.reject_message or "")))
+    return build_from_sorted(sorted(items))
+
+
+def _messages_tree(begin: int, messages: Iterable) -> LabeledTrie:
+    return build_from_sorted((index_label(begin + k), encode_message_leaf(m)) for k, m in enumerate(messages))
+
+
+def _stream_tree(stream: Stream, messages: LabeledTrie) -> LabeledTrie:
+    return build_from_sorted([(b"header", encode_header_leaf(stream.header())), (b"messages", messages)])
+
+
+def _subnet_tree(topology: NetworkTopology) -> LabeledTrie:
+    table = topology.routing_table
+    keys = dict(topology.subnet_public_keys)
+    subnets = sorted(set(table.subnets()) | set(keys))
+    return build_from_sorted(
+        (subnet_label(s), build_from_sorted([
+            (b"canister_ranges", leaf(tuple((r.start, r.end) for r in table.ranges_of(s)))),
+            (b"public_key", leaf(keys.get(s, b""))),
+        ]))
+        for s in subnets
+    )
+
+
+def _queue_tree(queue: Queue, to_value) -> LabeledTrie:
+    return build_from_sorted((index_label(queue.begin + k), leaf(to_value(m))) for k, m in enumerate(queue.elements))
+
+
+def _queues_tree(queues: CanisterQueues) -> LabeledTrie:
+    def per_remote(queue_map) -> LabeledTrie:
+        return build_from_sorted(
+            (canister_label(remote), build_from_sorted([
+                (b"messages", _queue_tree(queue, message_to_value)),
+                (b"reserved", leaf(queue.reserved_slots)),
+            ]))
+            for remote, queue in queue_map.items()
+        )
+
+    return build_from_sorted([
+        (b"ingress", _queue_tree(queues.ingress_queue, ingress_to_value)),
+        (b"input", per_remote(queues.input_queues)),
+        (b"output", per_remote(queues.output_queues)),
+    ])
+
+
+def _stable_tree(stable: StableMap) -> LabeledTrie:
+    return build_from_sorted((k.encode("utf-8"), leaf(v)) for k, v in stable.items())
+
+
+def _canister_meta(canister: CanisterState) -> bytes:
+    return leaf((canister.module_name, canister.module_hash, int(canister.status), canister.controller,
+                 canister.next_call_context_id, canister.next_callback_id, canister.queues.input_schedule))
+
+
+def _canister_tree(canister: CanisterState, stable_tree: LabeledTrie) -> LabeledTrie:
+    return build_from_sorted([
+        (b"call_contexts", build_from_sorted(
+            (index_label(i), leaf(call_context_to_value(c))) for i, c in canister.call_contexts.items())),
+        (b"callbacks", build_from_sorted(
+            (index_label(i), leaf(callback_to_value(c))) for i, c in canister.callbacks.items())),
+        (b"meta", _canister_meta(canister)),
+        (b"queues", _queues_tree(canister.queues)),
+        (b"stable", stable_tree),
+    ])
+
+
+def _certified_canister_tree(canister: CanisterState) -> LabeledTrie:
+    return build_from_sorted([
+        (b"certified_data", leaf(canister.certified_data)),
+        (b"module_hash", leaf(canister.module_hash)),
+    ])
+
+
+def _metadata_full_tree(state: ReplicatedState) -> LabeledTrie:
+    metadata = state.metadata
+    topology = metadata.network_topology
+    migrations = tuple(((r.start, r.end), trace) for r, trace in topology.canister_migrations.entries)
+    return build_from_sorted([
+        (b"canister_migrations", leaf(migrations)),
+        (b"counters", leaf(tuple(metadata.counters.items()))),
+        (b"own_subnet", leaf(metadata.own_subnet_id)),
+        (b"registry_version", leaf(topology.registry_version)),
+    ])
+
+
+def _certified_top(state: ReplicatedState, request_status: LabeledTrie, streams: LabeledTrie,
+                   canisters: LabeledTrie, subnets: LabeledTrie) -> LabeledTrie:
+    metadata = state.metadata
+    return build_from_sorted([
+        (b"canister", canisters),
+        (b"metadata", build_from_sorted([
+            (b"height", leaf(metadata.batch_number)),
+            (b"prev_state_hash", leaf(metadata.prev_state_hash)),
+        ])),
+        (b"request_status", request_status),
+        (b"streams", streams),
+        (b"subnet", subnets),
+        (b"time", leaf(metadata.batch_time)),
+    ])
+
+
+def _full_top(state: ReplicatedState, certified: LabeledTrie, ingress_history: LabeledTrie,
+              loopback: LabeledTrie | None, canister_state: LabeledTrie) -> LabeledTrie:
+    items = [
+        (b"canister_state", canister_state),
+        (b"certified", certified),
+        (b"ingress_history", ingress_history),
+    ]
+    if loopback is not None:
+        items.append((b"loopback", loopback))
+    items.append((b"metadata", _metadata_full_tree(state)))
+    return build_from_sorted(items)
+
+
+def build_state_trees(state: ReplicatedState) -> StateTrees:
+    """The certified and full trees of ``state`` from scratch (reads only; marks nothing)."""
+    own = state.own_subnet_id
+    history = state.ingress_history.statuses
+    request_status = build_from_sorted((mid, _request_status_tree(s)) for mid, s in history.items())
+    ingress_history = build_from_sorted((mid, leaf(ingress_status_to_value(s))) for mid, s in history.items())
+    streams = build_from_sorted(
+        (subnet_label(dst), _stream_tree(s, _messages_tree(s.begin, s.messages)))
+        for dst, s in state.streams.items() if dst != own
+    )
+    loop = state.streams.get(own)
+    loopback = _stream_tree(loop, _messages_tree(loop.begin, loop.messages)) if loop is not None else None
+    canisters = build_from_sorted((canister_label(c), _certified_canister_tree(cs)) for c, cs in state.canisters.items())
+    canister_state = build_from_sorted(
+        (canister_label(c), _canister_tree(cs, _stable_tree(cs.stable))) for c, cs in state.canisters.items())
+    certified = _certified_top(state, request_status, streams, canisters, _subnet_tree(state.metadata.network_topology))
+    full = _full_top(state, certified, ingress_history, loopback, canister_state)
+    return StateTrees(state.metadata.batch_number, certified, full)
+
+
+# -- incremental ----------------------------------------------------------------------------
+
+def _update_messages(messages: LabeledTrie, stream: Stream, old_begin: int, old_end: int) -> LabeledTrie:
+    """Remove indices ``[old_begin, min(new_begin, old_end))``, add ``[max(old_end, new_begin), new_end)``."""
+    new_begin, new_end = stream.begin, stream.end
+    for index in range(old_begin, min(new_begin, old_end)):
+        messages = messages.remove(index_label(index))
+    for index in range(max(old_end, new_begin), new_end):
+        messages = messages.insert(index_label(index), encode_message_leaf(stream.messages[index - new_begin]))
+    return messages
+
+
+class StateTreeBuilder:
+    """Incremental maintenance of the state trees of one subnet's successive states.
+
+    Feed it every committed state in order (``update``); it consumes the change records
+    (dirty marks, changed keys and ids) of the state it is given.
+    """
+
+    def __init__(self) -> None:
+        self._trees: StateTrees | None = None
+        self._streams: dict[str, tuple[Stream, int, int, LabeledTrie]] = {}
+        self._loopback: tuple[Stream, int, int, LabeledTrie] | None = None
+        self._canisters: dict[int, CanisterState] = {}
+        self._stable: dict[int, LabeledTrie] = {}
+        self._history: IngressHistory | None = None
+        self._request_status = EMPTY
+        self._ingress_history = EMPTY
+        self._certified_canisters = EMPTY
+        self._canister_state = EMPTY
+        self._topology: NetworkTopology | None = None
+        self._subnets = EMPTY
+
+    @property
+    def trees(self) -> StateTrees | None:
+        return self._trees
+
+    def update(self, state: ReplicatedState) -> StateTrees:
+        self._update_ingress_history(state)
+        streams = self._update_streams(state)
+        loopback = self._update_loopback(state)
+        self._update_canisters(state)
+        topology = state.metadata.network_topology
+        if topology is not self._topology:
+            self._topology, self._subnets = topology, _subnet_tree(topology)
+        certified = _certified_top(state, self._request_status, streams, self._certified_canisters, self._subnets)
+        full = _full_top(state, certified, self._ingress_history, loopback, self._canister_state)
+        self._trees = StateTrees(state.metadata.batch_number, certified, full)
+        return self._trees
+
+    def _update_ingress_history(self, state: ReplicatedState) -> None:
+        history = state.ingress_history
+        changed = history.take_changed_ids()
+        if history is not self._history:
+            self._history = history
+            statuses = history.statuses
+            self._request_status = build_from_sorted((m, _request_status_tree(s)) for m, s in statuses.items())
+            self._ingress_history = build_from_sorted((m, leaf(ingress_status_to_value(s))) for m, s in statuses.items())
+            return
+        request_status, full_history = self._request_status, self._ingress_history
+        for message_id in changed:
+            status = history.get(message_id)
+            if status is None:
+                if message_id in request_status:
+                    request_status = request_status.remove(message_id)
+                    full_history = full_history.remove(message_id)
+            else:
+                request_status = request_status.insert(message_id, _request_status_tree(status))
+                full_history = full_history.insert(message_id, leaf(ingress_status_to_value(status)))
+        self._request_status, self._ingress_history = request_status, full_history
+
+    def _stream_subtree(self, previous, stream: Stream) -> tuple[tuple, LabeledTrie]:
+        if previous is not None and previous[0] is stream:
+            messages = _update_messages(previous[3], stream, previous[1], previous[2])
+        else:
+            messages = _messages_tree(stream.begin, stream.messages)
+        return (stream, stream.begin, stream.end, messages), _stream_tree(stream, messages)
+
+    def _update_streams(self, state: ReplicatedState) -> LabeledTrie:
+        own = state.own_subnet_id
+        previous_streams = self._streams
+        trees = self._trees.certified.get(b"streams") if self._trees is not None else EMPTY
+        current: dict[str, tuple] = {}
+        for dst, stream in state.streams.items():
+            if dst == own:
+                continue
+            previous = previous_streams.get(dst)
+            if previous is not None and previous[0] is stream and previous[1] == stream.begin \
+                    and previous[2] == stream.end and previous[3] is not None and _header_unchanged(trees, dst, stream):
+                current[dst] = previous
+                continue
+            current[dst], subtree = self._stream_subtree(previous, stream)
+            trees = trees.insert(subnet_label(dst), subtree)
+        for dst in previous_streams:
+            if dst not in current:
+                trees = trees.remove(subnet_label(dst))
+        self._streams = current
+        return trees
+
+    def _update_loopback(self, state: ReplicatedState) -> LabeledTrie | None:
+        stream = state.streams.get(state.own_subnet_id)
+        if stream is None:
+            self._loopback = None
+            return None
+        self._loopback, subtree = self._stream_subtree(self._loopback, stream)
+        return subtree
+
+    def _update_canisters(self, state: ReplicatedState) -> None:
+        certified, full = self._certified_canisters, self._canister_state
+        previous = self._canisters
+        current: dict[int, CanisterState] = {}
+        for cid, canister in state.canisters.items():
+            current[cid] = canister
+            same = previous.get(cid) is canister
+            if same and not canister.is_dirty():
+                continue
+            label = canister_label(cid)
+            stable = self._stable.get(cid) if same else None
+            changed = canister.stable.take_changed_keys()
+            if stable is None:
+                stable = _stable_tree(canister.stable)
+            else:
+                for key in changed:
+                    raw = key.encode("utf-8")
+                    if key in canister.stable:
+                        stable = stable.insert(raw, leaf(canister.stable[key]))
+                    elif raw in stable:
+                        stable = stable.remove(raw)
+            self._stable[cid] = stable
+            certified = certified.insert(label, _certified_canister_tree(canister))
+            full = full.insert(label, _canister_tree(canister, stable))
+            canister.mark_clean()
+        for cid in previous:
+            if cid not in current:
+                certified = certified.remove(canister_label(cid))
+                full = full.remove(canister_label(cid))
+                self._stable.pop(cid, None)
+        self._canisters = current
+        self._certified_canisters, self._canister_state = certified, full
+
+
+def _header_unchanged(streams: LabeledTrie, dst: str, stream: Stream) -> bool:
+    subtree = streams.get(subnet_label(dst))
+    return subtree is not None and subtree.get(b"header") == encode_header_leaf(stream.header())
