@@ -22,6 +22,8 @@ from message_routing.limits import DEFAULT, Limits
 from message_routing.state_machine import execute_round
 from state_manager.messages import Ingress, SubnetId
 from state_manager.replicated_state import ReplicatedState
+from state_manager.state_codec import encode_state
+from state_manager.state_manager import StateManager
 from state_manager.routing_table import CanisterIdRange, NetworkTopology, RoutingTable
 from state_manager.streams import StreamSlice
 from xnet.expected_indices import expected_indices_for
@@ -50,7 +52,12 @@ class SubnetSim:
     subnet_id: SubnetId
     state: ReplicatedState
     pending_ingress: list[Ingress] = field(default_factory=list)
+    #: What a recorded run holds: the state before the first batch, every batch, and the
+    #: hashes committed after each one as ``(height, full_hash, certified_root)``.
+    genesis: bytes | None = None
     batches: list[Batch] = field(default_factory=list)
+    hashes: list[tuple[int, bytes, bytes]] = field(default_factory=list)
+    state_manager: StateManager | None = None
     last_delivered: dict[SubnetId, StreamSlice] = field(default_factory=dict)
 
 
@@ -124,6 +131,10 @@ class Simulation:
     def step(self, subnet: SubnetId) -> None:
         """Make and execute the next batch of ``subnet``, then publish its streams."""
         sim = self.subnets[subnet]
+        if sim.state_manager is None:  # the first batch: what is installed now is genesis
+            if self.record_batches:
+                sim.genesis = encode_state(sim.state)
+            sim.state_manager = StateManager(sim.state)
         state = sim.state
         ingress, sim.pending_ingress = tuple(sim.pending_ingress), []
         batch = Batch(
@@ -137,6 +148,8 @@ class Simulation:
         if self.record_batches:
             sim.batches.append(batch)
         sim.state = execute_round(state, batch, self.topology, self.execution_environment, self.limits)
+        trees = sim.state_manager.commit(sim.state)
+        sim.hashes.append((trees.height, trees.full_hash, trees.certified_root))
         self._publish(sim)
 
     def run(self, ticks: int) -> None:
