@@ -17,6 +17,8 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey,
 from cryptography.hazmat.primitives.serialization import Encoding, PublicFormat
 
 from state_manager.encoding import EncodingError, decode, encode
+
+from .execution.codec import encode_value
 from state_manager.messages import Ingress
 
 __all__ = [
@@ -75,7 +77,7 @@ class UserKey:
 
 def sign_ingress(key: UserKey, receiver: int, method_name: str, arg: object, nonce: int, expiry: int) -> bytes:
     """The envelope bytes a user submits to call ``method_name(arg)`` on ``receiver``."""
-    content = (receiver, method_name, encode(arg), nonce, expiry)
+    content = (receiver, method_name, encode_value(arg), nonce, expiry)
     message_id = compute_message_id(content, key.public_key)
     return encode([ENVELOPE_VERSION, list(content), key.public_key, key.private_key.sign(message_id)])
 
