@@ -1,0 +1,130 @@
+"""The canonical state tree: layout, and incremental hashing equal to from-scratch hashing."""
+
+from __future__ import annotations
+
+import copy
+
+from hypothesis import HealthCheck, given, settings, strategies as st
+
+from message_routing.limits import DEFAULT
+from state_manager.canister_state import CanisterState, CanisterStatus, IngressOrigin
+from state_manager.hash_tree import Found, lookup_path
+from state_manager.ingress_history import IngressState, IngressStatus
+from state_manager.labeled_trie import to_hash_tree
+from state_manager.state_tree import StateTreeBuilder, build_state_trees, index_label, leaf
+from state_manager.streams import RejectReason, Stream
+from tests.builders import A, B, C, ingress, reply, request, state
+
+
+def test_certified_layout_holds_the_specified_paths():
+    s = state(A, canisters=[1])
+    s.metadata.batch_number, s.metadata.batch_time = 7, 123
+    s.streams[B] = Stream(begin=4, messages=[request(1, 100)], signals_end=2)
+    s.ingress_history.set(bytes(32), IngressStatus(IngressState.REPLIED, 1, b"u", 5, 9, reply=b"yes"))
+    tree = to_hash_tree(build_state_trees(s).certified)
+
+    def found(*path):
+        result = lookup_path(tree, [p.encode() if isinstance(p, str) else p for p in path])
+        assert isinstance(result, Found), path
+        return result.tree.value
+
+    assert found("time") == leaf(123)
+    assert found("metadata", "height") == leaf(7)
+    assert found("request_status", bytes(32), "status") == leaf("replied")
+    assert found("request_status", bytes(32), "reply") == leaf(b"yes")
+    found("streams", B, "header")
+    found("streams", B, "messages", index_label(4))
+    found("canister", index_label(1), "module_hash")
+    found("subnet", A, "canister_ranges")
+
+
+def test_loopback_stream_is_not_certified_but_is_in_the_full_state():
+    s = state(A, canisters=[1])
+    s.streams[A] = Stream(messages=[request(1, 1)])
+    trees = build_state_trees(s)
+    assert b"subnet-a" not in trees.certified.get(b"streams")
+    assert trees.full.get(b"loopback") is not None
+
+
+def test_a_garbage_collected_stream_front_does_not_rehash_the_rest():
+    s = state(A)
+    s.streams[B] = Stream(messages=[request(1, 100, callback=i, payload=b"x" * 10) for i in range(2000)])
+    builder = StateTreeBuilder()
+    first = builder.update(s)
+    messages_before = first.certified.get(b"streams").get(b"subnet-b").get(b"messages")
+    s.streams[B].discard_messages_before(100)
+    for i in range(100):
+        s.streams[B].push(request(1, 100, callback=5000 + i))
+    second = builder.update(s)
+    messages_after = second.certified.get(b"streams").get(b"subnet-b").get(b"messages")
+    # untouched message leaves are the very same objects, shared between the two heights
+    assert messages_after.get(index_label(1000)) is messages_before.get(index_label(1000))
+    assert second.full_hash == build_state_trees(s).full_hash
+    assert first.full_hash == first.full.digest() != second.full_hash
+
+
+def _mutations():
+    """Random operations on a small state, each a function of (state, data)."""
+    return st.lists(st.tuples(st.sampled_from(range(12)), st.integers(0, 10**6)), min_size=1, max_size=25)
+
+
+def _apply(s, op, n):
+    c = s.canisters
+    cid = (1, 2, 3)[n % 3]
+    canister = c.get(cid)
+    if op == 0 and canister:
+        canister.stable[f"k{n % 17}"] = n
+    elif op == 1 and canister and len(canister.stable):
+        key = list(canister.stable.keys())[n % len(canister.stable)]
+        del canister.stable[key]
+    elif op == 2 and canister:
+        if canister.queues.can_push_output_request(100 + n % 3, DEFAULT.queue_capacity):
+            canister.queues.push_output_request(request(cid, 100 + n % 3, n), DEFAULT.queue_capacity)
+    elif op == 3 and canister and canister.queues.output_queues:
+        remote = list(canister.queues.output_queues)[n % len(canister.queues.output_queues)]
+        if canister.queues.output_queues[remote].elements:
+            s.stream_to(B if n % 2 else C).push(canister.queues.pop_output(remote))
+    elif op == 4:
+        stream = s.streams.get(B)
+        if stream is not None and stream.messages:
+            stream.discard_messages_before(stream.begin + 1 + n % len(stream.messages))
+    elif op == 5:
+        s.stream_to(B).push_reject_signal(RejectReason.QUEUE_FULL) if n % 2 else s.stream_to(B).push_accept_signal()
+    elif op == 6:
+        s.ingress_history.set((n % 50).to_bytes(32, "big"), IngressStatus(IngressState(n % 5), cid, b"u", n, n + 5))
+    elif op == 7:
+        s.ingress_history.prune(n, 3)
+    elif op == 8 and canister:
+        canister.status = CanisterStatus(n % 3)
+    elif op == 9 and canister:
+        ctx = canister.new_call_context(IngressOrigin(bytes(32), b"u"), "m")
+        if n % 2:
+            canister.register_callback(ctx.call_context_id, 100, "a", "b", (n,))
+    elif op == 10 and canister and canister.callbacks:
+        canister.take_callback(list(canister.callbacks)[0])
+    elif op == 11:
+        if canister is not None and n % 4 == 0:
+            del c[cid]
+        elif canister is None:
+            s.add_canister(CanisterState(cid, "tests:Noop", b"\x01" * 32))
+        elif canister:
+            canister.queues.push_ingress(ingress(cid, n))
+    s.metadata.batch_number += 1
+    s.metadata.batch_time += 1
+
+
+@settings(max_examples=1500, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.lists(_mutations(), min_size=1, max_size=6))
+def test_incremental_root_equals_from_scratch_root(rounds):
+    s = state(A, canisters=[1, 2, 3])
+    builder = StateTreeBuilder()
+    builder.update(s)
+    for ops in rounds:
+        for op, n in ops:
+            _apply(s, op, n)
+        before = copy.deepcopy(s)
+        incremental = builder.update(s)
+        scratch = build_state_trees(s)
+        assert incremental.certified_root == scratch.certified_root
+        assert incremental.full_hash == scratch.full_hash
+        assert s == before  # hashing reads the state, it does not change it
