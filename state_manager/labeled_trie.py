@@ -106,13 +106,18 @@ def _crit_bit(a: bytes, b: bytes) -> int:
 # --------------------------------------------------------------------------- nodes
 
 
-@dataclass(frozen=True, slots=True, eq=False)
 class _Leaf:
-    """One child of the map: ``Labeled(label, value_tree(value))``."""
+    """One child of the map: ``Labeled(label, value_tree(value))``.
 
-    label: bytes
-    value: Value
-    cached_digest: Optional[bytes] = None  # set once, by _node_digest
+    Immutable by convention (plain slots: node creation is the hot path of every commit);
+    only ``cached_digest`` is ever written, once, by ``_node_digest``."""
+
+    __slots__ = ("label", "value", "cached_digest")
+
+    def __init__(self, label: bytes, value: Value) -> None:
+        self.label = label
+        self.value = value
+        self.cached_digest: Optional[bytes] = None
 
     @property
     def first(self) -> bytes:
@@ -127,18 +132,21 @@ class _Leaf:
         return 1
 
 
-@dataclass(frozen=True, slots=True, eq=False)
 class _Branch:
     """``Fork(left, right)``: the labels below agree on all bits before ``bit``; those with
-    bit 0 there are on the left. ``first``/``last`` are the smallest and largest label."""
+    bit 0 there are on the left. ``first``/``last`` are the smallest and largest label.
+    Immutable by convention, like ``_Leaf``."""
 
-    bit: int
-    left: _Node
-    right: _Node
-    size: int
-    first: bytes
-    last: bytes
-    cached_digest: Optional[bytes] = None  # set once, by _node_digest
+    __slots__ = ("bit", "left", "right", "size", "first", "last", "cached_digest")
+
+    def __init__(self, bit: int, left: "_Node", right: "_Node", size: int, first: bytes, last: bytes) -> None:
+        self.bit = bit
+        self.left = left
+        self.right = right
+        self.size = size
+        self.first = first
+        self.last = last
+        self.cached_digest: Optional[bytes] = None
 
 
 _Node = Union[_Leaf, _Branch]
@@ -158,7 +166,6 @@ def _rebuild(path: list[tuple[_Branch, int]], node: _Node) -> _Node:
     return node
 
 
-_set_cached = object.__setattr__  # the one write to a frozen node: filling its digest cache
 
 
 def _node_digest(node: _Node) -> bytes:
@@ -183,7 +190,7 @@ def _node_digest(node: _Node) -> bytes:
                 if left is None:
                     stack.append(current.left)
                 continue
-            _set_cached(current, "cached_digest", ht.hash_fork(left, right))
+            current.cached_digest = ht.hash_fork(left, right)
         else:
             value = current.value
             if isinstance(value, LabeledTrie):
@@ -199,7 +206,7 @@ def _node_digest(node: _Node) -> bytes:
                 inner = ht.hash_empty()
             else:
                 inner = ht.hash_leaf(value)
-            _set_cached(current, "cached_digest", ht.hash_labeled(current.label, inner))
+            current.cached_digest = ht.hash_labeled(current.label, inner)
         stack.pop()
     return node.cached_digest  # type: ignore[return-value]
 
