@@ -32,6 +32,11 @@ Decoding checks, in this order, each failure with its own ``SliceDecodeError`` s
 6. the header decodes and its bounds are sane;
 7. messages have consecutive 8-byte indices inside ``[header.begin, header.end)`` and decode.
 
+Editing verified slices (for the XNet slice pool), each failure a ``SliceEditError``:
+``restrict_certified_slice`` cuts the payload to a sub-range of its messages and
+``append_certified_slice`` prepends pooled messages to a newer slice whose witness reveals
+them; both keep the witness and certification bytes verbatim, so the result decodes.
+
 Pure: the certified tree, the certification and the public key lookup arrive as arguments.
 """
 
@@ -113,6 +118,14 @@ __all__ = [
     "NonConsecutiveMessages",
     "MessageOutsideHeaderRange",
     "MalformedMessage",
+    # editing verified slices (slice pool)
+    "SliceEditError",
+    "InvalidSliceRange",
+    "SliceMergeError",
+    "DifferentStreams",
+    "SlicesNotContiguous",
+    "WitnessDoesNotCover",
+    "PooledMessageMismatch",
     # API
     "CertifiedSlice",
     "message_label",
@@ -120,6 +133,8 @@ __all__ = [
     "decode_certified_stream_slice",
     "decode_valid_certified_stream_slice",
     "certified_slice_byte_size",
+    "restrict_certified_slice",
+    "append_certified_slice",
 ]
 
 SLICE_VERSION = 1
@@ -331,6 +346,38 @@ class MalformedMessage(SliceDecodeError):
     """A message leaf is not a canonical message."""
 
 
+# --------------------------------------------------------------------------- editing side
+# Not ``SliceDecodeError``s: these reject a requested edit of slices that already decoded.
+
+
+class SliceEditError(CertifiedSliceError):
+    """A restriction or merge of certified slices that cannot be made."""
+
+
+class InvalidSliceRange(SliceEditError):
+    """``restrict_certified_slice`` asked for messages the slice does not carry."""
+
+
+class SliceMergeError(SliceEditError):
+    """``append_certified_slice`` got two slices that do not continue each other."""
+
+
+class DifferentStreams(SliceMergeError):
+    """The two slices are of different ``/streams/<dst>``."""
+
+
+class SlicesNotContiguous(SliceMergeError):
+    """The newer slice's messages do not begin exactly at the pooled messages' end."""
+
+
+class WitnessDoesNotCover(SliceMergeError):
+    """The newer witness does not reveal a position of the pooled messages."""
+
+
+class PooledMessageMismatch(SliceMergeError):
+    """The newer witness's digest at a pooled position is not ``hash_leaf`` of the pooled message."""
+
+
 # =========================================================================== result
 
 
@@ -521,6 +568,15 @@ def _take_messages(
     return taken
 
 
+def _payload_tree(dst_label: bytes, header_leaf: bytes, messages: list[tuple[bytes, bytes]]) -> HashTree:
+    """``/streams/<dst>/{header, messages?}`` with the leaf data, forks balanced."""
+    stream_children: list[HashTree] = [Labeled(HEADER_LABEL, Leaf(header_leaf))]
+    if messages:
+        group = _balanced_group([Labeled(label, Leaf(value)) for label, value in messages])
+        stream_children.append(Labeled(MESSAGES_LABEL, group))
+    return Labeled(STREAMS_LABEL, Labeled(dst_label, _balanced_group(stream_children)))
+
+
 def encode_certified_stream_slice(
     certified_tree: LabeledTrie,
     certification: cm.Certification,
@@ -568,11 +624,7 @@ def encode_certified_stream_slice(
     taken = _take_messages(messages, header, witness_begin, msg_begin, msg_limit, byte_limit)
     msg_end = msg_begin + len(taken)
 
-    stream_children: list[HashTree] = [Labeled(HEADER_LABEL, Leaf(header_leaf))]
-    if taken:
-        group = _balanced_group([Labeled(label, Leaf(value)) for label, value in taken])
-        stream_children.append(Labeled(MESSAGES_LABEL, group))
-    payload = Labeled(STREAMS_LABEL, Labeled(dst_label, _balanced_group(stream_children)))
+    payload = _payload_tree(dst_label, header_leaf, taken)
 
     stream_plan: dict = {HEADER_LABEL: _LEAF_DIGEST}
     if witness_begin < msg_end:
@@ -1042,3 +1094,129 @@ def certified_slice_byte_size(data: bytes) -> int:
     if not isinstance(data, (bytes, bytearray, memoryview)):
         raise MalformedSlice(f"expected bytes, got {type(data).__name__}")
     return len(data)
+
+
+# =========================================================================== editing (slice pool)
+
+
+@dataclass(frozen=True, slots=True)
+class _OpenedSlice:
+    """A slice split into its parsed payload and its verbatim witness and certification."""
+
+    parts: _PayloadParts
+    messages_begin: int  # first message index; meaningless when ``parts.messages`` is empty
+    witness_bytes: bytes
+    certification_bytes: bytes
+
+    @property
+    def messages_end(self) -> int:
+        return self.messages_begin + len(self.parts.messages)
+
+
+def _open_slice(data: bytes) -> _OpenedSlice:
+    """Steps 1, 2 (shape) and 7 (index labels) of the decoder, over bytes that are expected
+    to have decoded before; the witness and certification stay undecoded."""
+    payload_bytes, witness_bytes, certification_bytes = _split_envelope(data, DEFAULT_MAX_SLICE_BYTES)
+    payload = _decode_bounded(payload_bytes, DEFAULT_MAX_SLICE_BYTES, DEFAULT_MAX_TREE_DEPTH, PayloadNotCanonical)
+    parts = _parse_payload(payload)
+    begin = 0
+    for position, (label, _) in enumerate(parts.messages):
+        if len(label) != _INDEX_BYTES:
+            raise MalformedMessageIndex(f"message label {label.hex()} is not {_INDEX_BYTES} bytes")
+        index = int.from_bytes(label, "big")
+        if position == 0:
+            begin = index
+        elif index != begin + position:
+            raise NonConsecutiveMessages(f"message {index} follows message {begin + position - 1}")
+    return _OpenedSlice(parts, begin, witness_bytes, certification_bytes)
+
+
+def _assemble(dst: str, header_leaf: bytes, messages: list[tuple[bytes, bytes]], witness_bytes: bytes,
+              certification_bytes: bytes) -> bytes:
+    """``[1, payload, witness, certification]`` with a payload built like the encoder's."""
+    payload = _payload_tree(dst.encode("utf-8"), header_leaf, messages)
+    return encoding.encode_unchecked((SLICE_VERSION, encode_tree(payload), witness_bytes, certification_bytes))
+
+
+def restrict_certified_slice(data: bytes, msg_begin: int, msg_end: int) -> bytes:
+    """The same certified slice with its payload cut to the messages ``[msg_begin, msg_end)``.
+
+    ``payload' = {header, messages[i] for msg_begin <= i < msg_end}``, ``witness' = witness``,
+    ``certification' = certification``; requires ``messages_begin <= msg_begin <= msg_end <=
+    messages_end`` of the slice's own messages, except that ``msg_begin == msg_end`` is always
+    allowed and gives the header-only slice. The witness still reveals the header and every
+    position of the original range, so the result decodes whenever ``data`` did (with the
+    same ``witness_begin``). Raises ``InvalidSliceRange``, or a ``SliceDecodeError`` for
+    bytes that are not a certified slice.
+    """
+    if not _is_u64(msg_begin) or not _is_u64(msg_end):
+        raise InvalidSliceRange(f"indices must be integers in [0, 2**64), got {msg_begin!r}, {msg_end!r}")
+    if msg_begin > msg_end:
+        raise InvalidSliceRange(f"msg_begin {msg_begin} is above msg_end {msg_end}")
+    opened = _open_slice(data)
+    messages = opened.parts.messages
+    if msg_begin == msg_end:
+        kept: list[tuple[bytes, bytes]] = []
+    elif messages and opened.messages_begin <= msg_begin and msg_end <= opened.messages_end:
+        kept = list(messages[msg_begin - opened.messages_begin : msg_end - opened.messages_begin])
+    else:
+        held = f"[{opened.messages_begin}, {opened.messages_end})" if messages else "no messages"
+        raise InvalidSliceRange(f"cannot cut [{msg_begin}, {msg_end}) from a slice holding {held}")
+    return _assemble(opened.parts.dst, opened.parts.header_leaf, kept, opened.witness_bytes,
+                     opened.certification_bytes)
+
+
+def _revealed_messages(witness_tree: HashTree, dst: str) -> dict[bytes, HashTree]:
+    """``label -> node`` of the positions the witness reveals under ``/streams/<dst>/messages``."""
+    node = witness_tree
+    for label in (STREAMS_LABEL, dst.encode("utf-8"), MESSAGES_LABEL):
+        child = _labeled_children(node).get(label)
+        if child is None:
+            return {}
+        node = child
+    return _labeled_children(node)
+
+
+def append_certified_slice(pooled: bytes, newer: bytes) -> bytes:
+    """Merge a pooled slice (messages ``[a, b)``) with a newer slice of the same stream that
+    was fetched with ``witness_begin <= a`` and ``msg_begin = b`` (messages ``[b, c)``,
+    possibly none, witness over ``[witness_begin, c)``).
+
+    ``result = {newer.header, pooled.messages ++ newer.messages}`` under ``newer.witness``
+    and ``newer.certification``, i.e. messages ``[a, c)``. Checks, each with its own
+    ``SliceMergeError``: same ``/streams/<dst>`` (``DifferentStreams``); the newer messages
+    begin exactly at ``b`` (``SlicesNotContiguous``); every pooled position ``i`` lies in the
+    newer header range and is revealed by the newer witness (``WitnessDoesNotCover``) with
+    digest ``hash_leaf(pooled message i)`` (``PooledMessageMismatch``). The result decodes
+    with ``decode_certified_stream_slice`` whenever ``newer`` did. A pooled slice without
+    messages contributes nothing: ``newer`` comes back unchanged.
+    """
+    old = _open_slice(pooled)
+    new = _open_slice(newer)
+    if old.parts.dst != new.parts.dst:
+        raise DifferentStreams(f"/streams/{old.parts.dst} cannot be merged with /streams/{new.parts.dst}")
+    if not old.parts.messages:
+        return bytes(newer)
+    if new.parts.messages and new.messages_begin != old.messages_end:
+        raise SlicesNotContiguous(
+            f"newer messages begin at {new.messages_begin}, pooled messages end at {old.messages_end}")
+    try:
+        header = decode_header_leaf(new.parts.header_leaf)
+    except CodecError as exc:
+        raise MalformedHeader(str(exc)) from exc
+    if not header.begin <= old.messages_begin or not old.messages_end <= header.end:
+        raise WitnessDoesNotCover(
+            f"pooled messages [{old.messages_begin}, {old.messages_end}) are outside the newer header range "
+            f"[{header.begin}, {header.end})")
+    witness_tree = _decode_bounded(new.witness_bytes, DEFAULT_MAX_SLICE_BYTES, DEFAULT_MAX_TREE_DEPTH,
+                                   WitnessNotCanonical)
+    revealed = _revealed_messages(witness_tree, new.parts.dst)
+    for label, value in old.parts.messages:
+        node = revealed.get(label)
+        if type(node) is not Pruned:
+            raise WitnessDoesNotCover(f"the newer witness does not reveal message {int.from_bytes(label, 'big')}")
+        if node.digest != ht.hash_leaf(value):
+            raise PooledMessageMismatch(
+                f"pooled message {int.from_bytes(label, 'big')} differs from the newer certified state")
+    return _assemble(new.parts.dst, new.parts.header_leaf, list(old.parts.messages) + list(new.parts.messages),
+                     new.witness_bytes, new.certification_bytes)

@@ -1,9 +1,12 @@
 """XNet transfer errors: one hierarchy for serving, requesting and fetching slices (pure).
 
-Two branches under ``XNetError``. ``ServeError`` is what a slice provider (pure code) raises
-while answering a peer; the gRPC server maps each one to a status code. ``FetchError`` is
-what a client call raises to its caller; the gRPC client maps status codes and bad bodies to
-it, so callers never see ``grpc`` exceptions. ``TlsConfigError`` is local misconfiguration.
+Under ``XNetError``: ``ServeError`` is what a slice provider (pure code) raises while
+answering a peer; the gRPC server maps each one to a status code. ``FetchError`` is what a
+client call raises to its caller; the gRPC client maps status codes and bad bodies to it, so
+callers never see ``grpc`` exceptions. ``TlsConfigError`` is local misconfiguration.
+``InvalidXNetPayload`` covers payload-level validation rules; ``RegistryVersionUnavailable``
+signals a registry that has not caught up (transient); ``CorruptPastPayload``,
+``InvalidBuildRequest`` and ``InvalidPoolRequest`` are local faults.
 """
 
 from __future__ import annotations
@@ -13,6 +16,9 @@ __all__ = [
     "ServeError", "BadRequest", "NoStream", "IndexOutOfRange", "Overloaded",
     "FetchError", "PeerUnavailable", "PeerTimeout", "PeerRejected", "ResponseTooLarge",
     "MalformedResponse", "TlsConfigError",
+    "RegistryVersionUnavailable", "InvalidXNetPayload", "MalformedXNetPayload", "UnsortedXNetPayload",
+    "OwnSubnetInPayload", "XNetPayloadTooLarge", "CorruptPastPayload", "InvalidBuildRequest",
+    "InvalidPoolRequest",
 ]
 
 
@@ -71,3 +77,44 @@ class MalformedResponse(FetchError):
 
 class TlsConfigError(XNetError):
     """A certificate or key that cannot be used for a node-to-node channel."""
+
+
+class RegistryVersionUnavailable(XNetError):
+    """The registry version a payload is validated at is not known locally yet.
+
+    A ``public_key_for(subnet, version)`` lookup raises it (instead of answering ``None``,
+    which means the subnet has no key at that version); validation is then *transient*:
+    retried once the registry has caught up.
+    """
+
+
+class InvalidXNetPayload(XNetError):
+    """A payload-level rule broken (permanent); per-slice errors keep their own types."""
+
+
+class MalformedXNetPayload(InvalidXNetPayload):
+    """Not a tuple of ``(subnet id: str, certified slice: bytes)`` pairs."""
+
+
+class UnsortedXNetPayload(InvalidXNetPayload):
+    """Subnet ids not strictly increasing: unsorted, or a subnet given twice."""
+
+
+class OwnSubnetInPayload(InvalidXNetPayload):
+    """A slice from our own subnet (loopback messages are never in a payload)."""
+
+
+class XNetPayloadTooLarge(InvalidXNetPayload):
+    """The slices together exceed the block payload byte budget."""
+
+
+class CorruptPastPayload(XNetError):
+    """An agreed past payload does not decode: the local block chain is damaged."""
+
+
+class InvalidBuildRequest(XNetError):
+    """``get_xnet_payload`` arguments of the wrong type or range."""
+
+
+class InvalidPoolRequest(XNetError):
+    """Slice pool arguments of the wrong type or range."""

@@ -13,7 +13,10 @@ from state_manager.messages import SubnetId
 from state_manager.replicated_state import ReplicatedState
 from state_manager.streams import ExpectedIndices, StreamSlice
 
-__all__ = ["expected_indices", "expected_indices_for"]
+from .xnet_payload import XNetPayload as AgreedPayload  # certified slice bytes, as in blocks
+from .xnet_payload import decode_past_payloads
+
+__all__ = ["expected_indices", "expected_indices_for", "expected_indices_from_payloads"]
 
 XNetPayload = Mapping[SubnetId, StreamSlice]
 
@@ -48,3 +51,12 @@ def expected_indices(
     payloads = list(past_payloads)
     own = state.own_subnet_id
     return {r: expected_indices_for(state, r, payloads) for r in sorted(set(remotes)) if r != own}
+
+
+def expected_indices_from_payloads(
+    state: ReplicatedState, remotes: Iterable[SubnetId], past_payloads: Iterable[AgreedPayload]
+) -> dict[SubnetId, ExpectedIndices]:
+    """``expected_indices(state, remotes, decoded past payloads)`` for past payloads as agreed
+    in blocks (certified slice bytes), each slice decoded with
+    ``decode_valid_certified_stream_slice``; ``CorruptPastPayload`` if one does not decode."""
+    return expected_indices(state, remotes, decode_past_payloads(past_payloads))

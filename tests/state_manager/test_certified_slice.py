@@ -760,3 +760,149 @@ def test_arbitrary_bytes_fail_with_slice_decode_errors(world, data):
         world.decode(data)
     with pytest.raises(cs.SliceDecodeError):
         cs.decode_valid_certified_stream_slice(data)
+
+
+# --------------------------------------------------------------------------- restrict and append
+
+
+def newer_world_tree():
+    """The next state of REMOTE: messages 5..14 unchanged, 15..17 added, new signals."""
+    header = replace(OWN_HEADER, end=18, signals_end=4)
+    messages = dict(OWN_MESSAGES) | {i: message(i, size=3 * i) for i in range(15, 18)}
+    return certified_tree({OWN: (header, messages), OTHER: (OTHER_HEADER, OTHER_MESSAGES)}, height=HEIGHT + 1), header
+
+
+@pytest.fixture(scope="module")
+def newer(world):
+    tree, header = newer_world_tree()
+    return tree, certify(tree, world.deal, height=HEIGHT + 1), header
+
+
+@pytest.mark.parametrize("msg_begin, msg_end", [(5, 15), (5, 6), (7, 10), (14, 15), (9, 9), (5, 5), (15, 15)])
+def test_restricted_slice_decodes_with_the_same_witness(world, msg_begin, msg_end):
+    data = world.encode(witness_begin=5, msg_begin=5)
+    restricted = cs.restrict_certified_slice(data, msg_begin, msg_end)
+    result = world.decode(restricted)
+    if msg_begin == msg_end:
+        assert result.stream_slice == StreamSlice(OWN_HEADER, OWN_HEADER.end, ())
+        assert (result.witness_begin, result.witness_end) == (5, 15)
+    else:
+        messages = tuple(OWN_MESSAGES[i] for i in range(msg_begin, msg_end))
+        assert result.stream_slice == StreamSlice(OWN_HEADER, msg_begin, messages)
+        assert (result.witness_begin, result.witness_end) == (5, msg_end)
+    assert result.certification == world.cert
+    assert split(restricted)[1:] == split(data)[1:]  # witness and certification untouched
+    # The encoder's own cut gives the very same payload.
+    if msg_begin < msg_end:
+        cut = world.encode(witness_begin=5, msg_begin=msg_begin, msg_limit=msg_end - msg_begin)
+        assert split(restricted)[0] == split(cut)[0]
+
+
+def test_restricting_to_the_whole_range_is_the_identity(world):
+    data = world.encode(witness_begin=6, msg_begin=8, msg_limit=4)
+    assert cs.restrict_certified_slice(data, 8, 12) == data
+    header_only = world.encode(witness_begin=6, msg_begin=9, msg_limit=0)
+    assert cs.restrict_certified_slice(header_only, 3, 3) == header_only
+
+
+@pytest.mark.parametrize("msg_begin, msg_end", [(6, 11), (4, 8), (9, 8), (8, 16), (-1, 3), (True, 9), (0, 2**64)])
+def test_restricting_outside_the_messages_is_rejected(world, msg_begin, msg_end):
+    data = world.encode(witness_begin=6, msg_begin=7, msg_limit=8)  # messages [7, 15)
+    with pytest.raises(cs.InvalidSliceRange):
+        cs.restrict_certified_slice(data, msg_begin, msg_end)
+
+
+def test_restricting_a_header_only_slice_to_messages_is_rejected(world):
+    with pytest.raises(cs.InvalidSliceRange):
+        cs.restrict_certified_slice(world.encode(msg_limit=0), 5, 6)
+
+
+def test_restricting_garbage_raises_decode_errors(world):
+    with pytest.raises(cs.SliceDecodeError):
+        cs.restrict_certified_slice(b"\x94\x01\xc4\x00", 0, 0)
+    with pytest.raises(cs.NonConsecutiveMessages):
+        tree = certified_tree(_tree_with())
+        cs.restrict_certified_slice(join(*hand_made(tree, [idx(6), idx(8)], [idx(6), idx(8)]),
+                                         certify(tree, world.deal)), 6, 6)
+
+
+def test_append_continues_the_pooled_messages(world):
+    pooled = world.encode(witness_begin=5, msg_begin=5, msg_limit=3)  # [5, 8)
+    newer = world.encode(witness_begin=5, msg_begin=8, msg_limit=4)  # [8, 12), witness [5, 12)
+    merged = cs.append_certified_slice(pooled, newer)
+    result = world.decode(merged)
+    assert result.stream_slice == StreamSlice(OWN_HEADER, 5, tuple(OWN_MESSAGES[i] for i in range(5, 12)))
+    assert (result.witness_begin, result.witness_end) == (5, 12)
+    assert merged == world.encode(witness_begin=5, msg_begin=5, msg_limit=7)
+
+
+def test_append_takes_the_newer_header_and_certification(world, newer):
+    tree, cert, header = newer
+    pooled = world.encode(witness_begin=5, msg_begin=6, msg_limit=3)  # [6, 9) at HEIGHT
+    fresh = world.encode(witness_begin=6, msg_begin=9, msg_limit=100, tree=tree, cert=cert)  # [9, 18) at HEIGHT + 1
+    result = world.decode(cs.append_certified_slice(pooled, fresh))
+    assert result.certification == cert
+    assert result.stream_slice.header == header
+    assert result.stream_slice.messages_begin == 6 and result.stream_slice.messages_end == 18
+    assert cs.decode_valid_certified_stream_slice(cs.append_certified_slice(pooled, fresh)) == result.stream_slice
+
+
+def test_append_of_a_header_only_refresh_recertifies_the_pooled_messages(world, newer):
+    tree, cert, header = newer
+    pooled = world.encode(witness_begin=5, msg_begin=5, msg_limit=4)  # [5, 9)
+    refresh = world.encode(witness_begin=5, msg_begin=9, msg_limit=0, tree=tree, cert=cert)
+    result = world.decode(cs.append_certified_slice(pooled, refresh))
+    assert result.stream_slice == StreamSlice(header, 5, tuple(OWN_MESSAGES[i] for i in range(5, 9)))
+    assert result.certification == cert
+
+
+def test_append_to_a_header_only_pooled_slice_is_the_newer_slice(world):
+    newer = world.encode(witness_begin=7, msg_begin=7, msg_limit=2)
+    assert cs.append_certified_slice(world.encode(msg_limit=0), newer) == newer
+
+
+def test_append_rejects_a_pooled_message_the_newer_state_does_not_hold(world):
+    """Same key, another history: message 6 differs, so the digests cannot match."""
+    forged = dict(OWN_MESSAGES) | {6: message(6, size=99)}
+    tree = certified_tree({OWN: (OWN_HEADER, forged), OTHER: (OTHER_HEADER, OTHER_MESSAGES)})
+    pooled = world.encode(witness_begin=5, msg_begin=5, msg_limit=3, tree=tree, cert=certify(tree, world.deal))
+    newer = world.encode(witness_begin=5, msg_begin=8, msg_limit=2)
+    world.decode(pooled)  # each slice alone is valid
+    with pytest.raises(cs.PooledMessageMismatch):
+        cs.append_certified_slice(pooled, newer)
+
+
+@pytest.mark.parametrize(
+    "pooled_args, newer_args, error",
+    [
+        ((5, 5, 3), (6, 8, 2), cs.WitnessDoesNotCover),  # newer witness starts above the pooled begin
+        ((5, 5, 3), (5, 9, 2), cs.SlicesNotContiguous),  # gap
+        ((5, 5, 3), (5, 7, 2), cs.SlicesNotContiguous),  # overlap
+    ],
+)
+def test_append_rejects_slices_that_do_not_continue(world, pooled_args, newer_args, error):
+    pooled = world.encode(*pooled_args)
+    newer = world.encode(*newer_args)
+    with pytest.raises(error):
+        cs.append_certified_slice(pooled, newer)
+
+
+def test_append_rejects_pooled_messages_outside_the_newer_header(world):
+    header = replace(OWN_HEADER, begin=7)  # the newer state garbage-collected 5 and 6
+    tree = certified_tree({OWN: (header, {i: OWN_MESSAGES[i] for i in range(7, 15)})})
+    newer = world.encode(witness_begin=7, msg_begin=8, msg_limit=2, tree=tree, cert=certify(tree, world.deal))
+    with pytest.raises(cs.WitnessDoesNotCover):
+        cs.append_certified_slice(world.encode(5, 5, 3), newer)
+
+
+def test_append_rejects_another_stream(world):
+    tree = certified_tree({OWN: (OWN_HEADER, OWN_MESSAGES), OTHER: (OTHER_HEADER, OTHER_MESSAGES)})
+    other = world.encode(witness_begin=0, msg_begin=0, subnet=OTHER, tree=tree)
+    with pytest.raises(cs.DifferentStreams):
+        cs.append_certified_slice(world.encode(5, 5, 3), other)
+
+
+def test_edit_errors_are_not_decode_errors():
+    for error in (cs.InvalidSliceRange, cs.DifferentStreams, cs.SlicesNotContiguous, cs.WitnessDoesNotCover,
+                  cs.PooledMessageMismatch):
+        assert issubclass(error, cs.SliceEditError) and not issubclass(error, cs.SliceDecodeError)
