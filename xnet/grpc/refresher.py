@@ -3,6 +3,8 @@
 Every ``interval_s`` one pass runs: for each peer subnet, ask ``wanted(subnet)`` what to
 fetch (``None``: nothing), fetch it from the replicas of that subnet in ``PeerSelector``
 order — the next replica on any failure — and hand the bytes to ``deliver(subnet, bytes)``.
+A ``deliver`` that returns ``False`` refuses the bytes (they did not decode or verify): the
+serving replica is penalised like a failed fetch and the next replica is asked.
 Subnets are fetched in parallel, so one slow subnet delays no other. Block making reads
 whatever the pool holds at that moment. Failures are counted per peer and kind, logged, and
 never end the thread; ``deliver`` and ``wanted`` run on refresher threads and must be quick
@@ -19,7 +21,7 @@ from collections import Counter
 from concurrent import futures
 from typing import Callable, Mapping, Protocol, Sequence
 
-from xnet.errors import FetchError, PeerTimeout
+from xnet.errors import FetchError, PeerRejected, PeerTimeout
 from xnet.grpc.client import PeerEndpoint
 from xnet.grpc.messages import GetStreamSliceRequest
 from xnet.peer_selection import PeerSelector
@@ -51,7 +53,7 @@ class SlicePoolRefresher:
         selector: PeerSelector,
         peers: PeerDirectory,
         wanted: Callable[[str], GetStreamSliceRequest | None],
-        deliver: Callable[[str, bytes], None],
+        deliver: Callable[[str, bytes], bool | None],
         *,
         interval_s: float = 0.5,
         rng: random.Random | None = None,
@@ -163,11 +165,17 @@ class SlicePoolRefresher:
             if data is None:
                 continue
             try:
-                self._deliver(subnet, data)
+                accepted = self._deliver(subnet, data)
             except Exception:  # noqa: BLE001
                 _log.exception("deliver(%s) failed", subnet)
                 self._count_callback_error("deliver")
                 return
+            if accepted is False:
+                # The bytes did not decode or verify: that replica misbehaved; ask the next one.
+                with self._lock:
+                    self._errors[(node_id, "RejectedSlice")] += 1
+                    self._selector.record_failure(node_id)
+                continue
             with self._lock:
                 self._delivered[subnet] += 1
             return
@@ -186,8 +194,13 @@ class SlicePoolRefresher:
                 _log.info("fetch from %s failed: %s", peer.node_id, exc)
             with self._lock:
                 self._errors[(peer.node_id, type(exc).__name__)] += 1
-                self._selector.record_failure(
-                    peer.node_id, timed_out=isinstance(exc, PeerTimeout), latency_s=elapsed)
+                if isinstance(exc, PeerRejected) and exc.code == "NOT_FOUND":
+                    # An honest answer ("no stream to you yet"), not a fault: no penalty, or
+                    # every replica of a subnet that has not sent to us yet would be backed off.
+                    self._selector.record_success(peer.node_id, elapsed)
+                else:
+                    self._selector.record_failure(
+                        peer.node_id, timed_out=isinstance(exc, PeerTimeout), latency_s=elapsed)
             return None
         with self._lock:
             self._selector.record_success(peer.node_id, max(0.0, self._clock() - started))

@@ -1,0 +1,336 @@
+"""One replica node (shell): state manager, execution, pools, and its XNet endpoint and client.
+
+A ``ReplicaNode`` owns
+
+* a ``StateManager`` over the subnet's genesis state (its own decoded copy), the
+  ``ExecutionEnvironment`` and the limits — ``execute`` turns a finalized block into a batch,
+  runs ``execute_round`` and commits;
+* an ``IngressPool`` and a ``SlicePool`` (the latter shared with the refresher thread, under
+  a lock) — ``make_block`` and ``validate_block`` are the consensus stub's pure functions
+  applied to this node's state and pools;
+* an ``XNetServer`` serving ``GetStreamSlice`` / ``ListStreams`` from the latest
+  *certified* snapshot, to callers whose TLS certificate the registry lists;
+* an ``XNetClient`` and a ``SlicePoolRefresher`` pulling slices of peer subnets' streams to
+  us from their nodes. Every fetched slice is decoded and verified
+  (``decode_certified_stream_slice`` under the registry's key) and checked against what was
+  asked for (``check_fetched_slice``) before it may enter the pool; a replica whose bytes
+  fail is penalised and the next replica of that subnet is asked.
+
+Signing keys (the secret key share, the TLS key) come from ``NodeSecrets`` and stay here.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections import Counter
+from dataclasses import dataclass
+from typing import Callable, Optional
+
+from consensus_stub.block import Block, to_batch
+from consensus_stub.block_maker import ChainTip, build_block
+from consensus_stub.genesis import NodeSecrets
+from consensus_stub.ingress_pool import Admission, IngressPool
+from consensus_stub.notary import registry_key_lookup, validate_block
+from consensus_stub.registry import Registry
+from message_routing.batch import Batch
+from message_routing.execution_environment import ExecutionEnvironment
+from message_routing.limits import Limits
+from message_routing.state_machine import execute_round
+from state_manager.certification import Certification, CertificationShare, sign_certification_share
+from state_manager.certified_slice import CertifiedSlice, SliceDecodeError, decode_certified_stream_slice
+from state_manager.messages import Ingress
+from state_manager.replicated_state import ReplicatedState
+from state_manager.state_codec import decode_state
+from state_manager.state_manager import StateManager
+from state_manager.state_tree import StateTrees
+from state_manager.streams import ExpectedIndices
+from xnet.expected_indices import expected_indices
+from xnet.grpc.client import PeerEndpoint, XNetClient
+from xnet.grpc.messages import GetStreamSliceRequest
+from xnet.grpc.refresher import SlicePoolRefresher
+from xnet.grpc.server import SliceProvider, XNetServer
+from xnet.grpc.tls import TlsIdentity
+from xnet.peer_selection import PeerSelector
+from xnet.slice_pool import PooledSlice, SlicePool
+from xnet.slice_provider import CertifiedSliceProvider
+from xnet.xnet_payload import DecodedXNetPayload, decode_xnet_payload
+
+__all__ = [
+    "NodeConfig", "RegistryHolder", "ReplicaNode", "FetchedSliceRejected", "check_fetched_slice",
+]
+
+_log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class NodeConfig:
+    """Knobs of the node shell (none of them affects the replicated state)."""
+
+    refresh_interval_s: float = 0.5
+    fetch_timeout_s: float = 5.0
+    max_response_bytes: int = 16 * 1024 * 1024
+    slice_pool_bytes: int = 32 * 1024 * 1024
+    keep_heights: int = 8
+    server_workers: int = 4
+    max_parallel_fetches: int = 4
+
+
+class RegistryHolder:
+    """The registry a shell currently knows; replaced whole when a new version arrives."""
+
+    def __init__(self, registry: Registry) -> None:
+        self._lock = threading.Lock()
+        self._registry = registry
+
+    def get(self) -> Registry:
+        with self._lock:
+            return self._registry
+
+    def set(self, registry: Registry) -> None:
+        with self._lock:
+            self._registry = registry
+
+
+class FetchedSliceRejected(ValueError):
+    """A verified slice that is not an answer to what was asked (stale, gap, overlap, signals)."""
+
+
+def check_fetched_slice(
+    decoded: CertifiedSlice,
+    request: GetStreamSliceRequest,
+    expected: ExpectedIndices,
+    own_stream_end: int,
+    pooled: Optional[PooledSlice],
+) -> None:
+    """What an honest replica's answer to ``request`` satisfies beyond decoding; raise
+    ``FetchedSliceRejected`` unless:
+
+    * its certification is not older than the pooled slice's (no replay of old states);
+    * if it carries messages, they begin exactly at ``request.msg_begin`` (no gap, no overlap);
+    * its witness begins at or below ``request.witness_begin`` when ``witness_begin < msg_begin``;
+    * ``expected.signal_index <= header.signals_end <= own_stream_end`` (signals never regress
+      and never acknowledge messages we did not send).
+    """
+    s = decoded.stream_slice
+    if pooled is not None and decoded.certification.height < pooled.certification_height:
+        raise FetchedSliceRejected(
+            f"certified at height {decoded.certification.height}, older than the pooled {pooled.certification_height}")
+    if s.messages and s.messages_begin != request.msg_begin:
+        raise FetchedSliceRejected(f"messages begin at {s.messages_begin}, {request.msg_begin} was asked for")
+    if request.witness_begin < request.msg_begin and s.messages and decoded.witness_begin > request.witness_begin:
+        raise FetchedSliceRejected(f"witness begins at {decoded.witness_begin}, {request.witness_begin} was asked for")
+    signals_end = s.header.signals_end
+    if signals_end < expected.signal_index:
+        raise FetchedSliceRejected(f"signals_end {signals_end} regresses below {expected.signal_index}")
+    if signals_end > own_stream_end:
+        raise FetchedSliceRejected(f"signals_end {signals_end} acknowledges messages never sent (end {own_stream_end})")
+
+
+class ReplicaNode:
+    """A node of subnet ``secrets.subnet_id`` (module docstring)."""
+
+    def __init__(
+        self,
+        secrets: NodeSecrets,
+        registry: RegistryHolder,
+        genesis_state: bytes,
+        environment: ExecutionEnvironment,
+        limits: Limits,
+        config: NodeConfig = NodeConfig(),
+        *,
+        serve_with: Callable[[SliceProvider], SliceProvider] | None = None,
+        server_identity: TlsIdentity | None = None,
+    ) -> None:
+        self.node_id = secrets.node_id
+        self.subnet_id = secrets.subnet_id
+        self.node_index = secrets.node_index
+        self._secret_share = secrets.secret_share
+        self._identity = secrets.identity
+        self.registry = registry
+        self.environment = environment
+        self.limits = limits
+        self.config = config
+        self.state_manager = StateManager(decode_state(genesis_state), keep_heights=config.keep_heights)
+        self.ingress_pool = IngressPool()
+        self._pool_lock = threading.Lock()
+        self.slice_pool = SlicePool(self.subnet_id, config.slice_pool_bytes)
+        self._expected: dict[str, ExpectedIndices] = {}
+        self._own_stream_ends: dict[str, int] = {}
+        self._requested: dict[str, GetStreamSliceRequest] = {}
+        self._last_delivered: dict[str, bytes] = {}
+        #: Fetched slices refused, per ``(remote subnet, error class name)``.
+        self.rejected_slices: Counter[tuple[str, str]] = Counter()
+        provider: SliceProvider = CertifiedSliceProvider(self.subnet_id, self.state_manager.latest_certified)
+        if serve_with is not None:
+            provider = serve_with(provider)
+        self.provider = provider
+        self._server_identity = server_identity or self._identity
+        self._server: XNetServer | None = None
+        self._stats_lock = threading.Lock()
+        self._client: XNetClient | None = None
+        self._refresher: SlicePoolRefresher | None = None
+        self.address: str | None = None
+        self._remember_indices(self.state_manager.take_tip())
+
+    # -- lifecycle ------------------------------------------------------------------------
+
+    def start_server(self, host: str = "127.0.0.1", port: int = 0) -> str:
+        """Bind the XNet endpoint and return its ``host:port``."""
+        if self._server is not None:
+            raise RuntimeError(f"{self.node_id}: the XNet endpoint is already started")
+        server = XNetServer(self.provider, self._server_identity, self._allowed_certificates,
+                            host=host, port=port, max_workers=self.config.server_workers)
+        bound = server.start()
+        self._server = server
+        self.address = f"{host}:{bound}"
+        return self.address
+
+    def start_fetching(self) -> None:
+        """Start pulling slices from peer subnets (the registry must list their addresses)."""
+        if self._refresher is not None:
+            return
+        self._client = XNetClient(self._identity, timeout_s=self.config.fetch_timeout_s,
+                                  max_response_bytes=self.config.max_response_bytes)
+        self._refresher = SlicePoolRefresher(
+            self._client, PeerSelector(), self._peer_directory, self._wanted, self._deliver,
+            interval_s=self.config.refresh_interval_s, max_parallel_fetches=self.config.max_parallel_fetches,
+        )
+        self._refresher.start()
+
+    def stop_fetching(self) -> None:
+        refresher = self._refresher  # kept after stopping: its counters stay readable
+        if refresher is not None and refresher.running:
+            refresher.stop(timeout=self.config.fetch_timeout_s + 1.0)
+        client, self._client = self._client, None
+        if client is not None:
+            client.close()
+
+    def stop(self) -> None:
+        self.stop_fetching()
+        server, self._server = self._server, None
+        if server is not None:
+            server.stop(0)
+
+    @property
+    def refresher(self) -> SlicePoolRefresher | None:
+        return self._refresher
+
+    # -- consensus-facing -----------------------------------------------------------------
+
+    @property
+    def state(self) -> ReplicatedState:
+        """The state at the latest height (read it only between rounds)."""
+        return self.state_manager.take_tip()
+
+    def add_ingress(self, ingress: Ingress, now: int) -> Admission:
+        return self.ingress_pool.add(ingress, now, self.limits.max_ingress_ttl_ns, self.limits.max_ingress_bytes)
+
+    def make_block(self, tip: ChainTip, now: int, rank: int, registry_version: int) -> Block:
+        with self._pool_lock:
+            return build_block(
+                tip=tip, now=now, registry_version=registry_version, maker=self.node_id, rank=rank,
+                state=self.state, past_payloads=(), ingress_pool=self.ingress_pool, slice_pool=self.slice_pool,
+                limits=self.limits,
+            )
+
+    def validate_block(self, block: Block, tip: ChainTip, now: int | None) -> DecodedXNetPayload:
+        """``notary.validate_block`` against this node's state; raises ``InvalidBlock`` /
+        ``BlockNotYetValid``, else returns the decoded XNet payload."""
+        return validate_block(block, tip=tip, state=self.state, past_payloads=(), registry=self.registry.get(),
+                              limits=self.limits, now=now)
+
+    def execute(self, block: Block, block_hash: bytes, decoded: DecodedXNetPayload | None = None) -> tuple[Batch, StateTrees]:
+        """Apply a finalized block: batch, ``execute_round``, commit; return the batch and trees."""
+        if decoded is None:
+            decoded = decode_xnet_payload(block.xnet_payload)
+        batch = to_batch(block, decoded, block_hash)
+        topology = self.registry.get().topology(block.registry_version)
+        state = execute_round(self.state_manager.take_tip(), batch, topology, self.environment, self.limits)
+        trees = self.state_manager.commit(state)
+        self.ingress_pool.remove(block.ingress)
+        self.ingress_pool.purge_expired(block.time)
+        self._remember_indices(state)
+        return batch, trees
+
+    def sign_share(self, height: int) -> CertificationShare:
+        trees = self.state_manager.snapshot(height)
+        if trees is None:
+            raise LookupError(f"{self.node_id} keeps no state at height {height}")
+        return sign_certification_share(height, trees.certified_root, self.node_index, self._secret_share)
+
+    def deliver_certification(self, certification: Certification) -> None:
+        registry = self.registry.get()
+        key = registry.public_key_for(self.subnet_id, registry.latest_version)
+        if key is None:
+            raise LookupError(f"no public key for {self.subnet_id} in the registry")
+        self.state_manager.deliver_certification(certification, key)
+
+    # -- XNet fetching (refresher threads) -------------------------------------------------
+
+    def _remember_indices(self, state: ReplicatedState) -> None:
+        registry = self.registry.get()
+        remotes = [s for s in registry.latest().subnet_ids() if s != self.subnet_id]
+        expected = expected_indices(state, remotes)
+        ends = {r: (state.streams[r].end if r in state.streams else 0) for r in remotes}
+        with self._pool_lock:
+            self._expected = expected
+            self._own_stream_ends = ends
+            self.slice_pool.garbage_collect(expected)
+
+    def _allowed_certificates(self) -> tuple[bytes, ...]:
+        registry = self.registry.get()
+        return registry.allowed_certificates(registry.latest_version)
+
+    def _peer_directory(self) -> dict[str, list[PeerEndpoint]]:
+        record = self.registry.get().latest()
+        directory = {}
+        for subnet in record.subnet_ids():
+            if subnet == self.subnet_id:
+                continue
+            directory[subnet] = [
+                PeerEndpoint(n.node_id, n.xnet_address, n.certificate_pem)
+                for n in record.nodes_of(subnet) if not n.xnet_address.endswith(":0")
+            ]
+        return directory
+
+    def _wanted(self, remote: str) -> GetStreamSliceRequest | None:
+        with self._pool_lock:
+            expected = self._expected.get(remote, ExpectedIndices(0, 0))
+            witness_begin, msg_begin, msg_limit, byte_limit = self.slice_pool.next_request(
+                remote, expected, self.limits.max_slice_messages, self.limits.max_slice_bytes)
+            if msg_limit == 0 or byte_limit == 0:
+                return None  # a full slice is pooled already; it goes into the next block
+            request = GetStreamSliceRequest(self.subnet_id, witness_begin, msg_begin, msg_limit, byte_limit)
+            self._requested[remote] = request
+            return request
+
+    def _deliver(self, remote: str, data: bytes) -> bool:
+        """Decode, verify and check a fetched slice; pool it. ``False``: the bytes are bad."""
+        if self._last_delivered.get(remote) == data:
+            return True  # the same answer as last time: nothing new, nothing wrong
+        registry = self.registry.get()
+        try:
+            decoded = decode_certified_stream_slice(
+                self.subnet_id, remote, registry_key_lookup(registry), registry.latest_version, data,
+                max_bytes=self.config.max_response_bytes)
+        except SliceDecodeError as exc:
+            return self._reject(remote, exc)
+        with self._pool_lock:
+            request = self._requested.get(remote)
+            expected = self._expected.get(remote, ExpectedIndices(0, 0))
+            try:
+                if request is not None:
+                    check_fetched_slice(decoded, request, expected, self._own_stream_ends.get(remote, 0),
+                                        self.slice_pool.get(remote))
+            except FetchedSliceRejected as exc:
+                return self._reject(remote, exc)
+            self.slice_pool.put(remote, data, decoded)
+            self._last_delivered[remote] = data
+        return True
+
+    def _reject(self, remote: str, exc: Exception) -> bool:
+        with self._stats_lock:
+            self.rejected_slices[(remote, type(exc).__name__)] += 1
+        _log.info("%s: slice from %s refused: %s", self.node_id, remote, exc)
+        return False
