@@ -59,11 +59,17 @@ from state_manager.hash_tree import Empty, Fork, HashTree, Labeled, Leaf, Pruned
 from state_manager.labeled_trie import LabeledTrie, _Branch, _node_digest
 from state_manager.streams import StreamHeader, StreamSlice
 from state_manager.tree_encoding import (
+    TAG_EMPTY,
+    TAG_FORK,
+    TAG_LABELED,
+    TAG_LEAF,
+    TAG_PRUNED,
     TreeDecodeError,
     TreeTooDeepError,
     TreeTooLargeError,
     decode_tree,
     encode_tree,
+    tree_from_nested_arrays,
 )
 
 __all__ = [
@@ -414,15 +420,44 @@ def _is_u64(value: object) -> bool:
     return type(value) is int and 0 <= value < _U64
 
 
-def _balanced_group(nodes: list[HashTree]) -> HashTree:
+def _balanced_group(nodes: list, fork=Fork):
     """Join ``nodes`` (left to right) with forks into a tree of depth ``ceil(log2 n)``."""
     level = nodes
     while len(level) > 1:
-        joined = [Fork(level[i], level[i + 1]) for i in range(0, len(level) - 1, 2)]
+        joined = [fork(level[i], level[i + 1]) for i in range(0, len(level) - 1, 2)]
         if len(level) % 2:
             joined.append(level[-1])
         level = joined
     return level[0]
+
+
+# The encoder builds trees in their nested-array form — exactly what ``tree_encoding``
+# writes, ``Fork -> (1, l, r)``, ``Labeled -> (2, k, t)``, ``Leaf -> (3, v)``,
+# ``Pruned -> (4, d)``, ``Empty -> (0,)`` — so msgpack's C packer can produce the bytes.
+
+
+def _fork_value(left: tuple, right: tuple) -> tuple:
+    return (TAG_FORK, left, right)
+
+
+def _labeled_value(label: bytes, subtree: tuple) -> tuple:
+    return (TAG_LABELED, label, subtree)
+
+
+def _pruned_value(digest: bytes) -> tuple:
+    return (TAG_PRUNED, digest)
+
+
+def _empty_value() -> tuple:
+    return (TAG_EMPTY,)
+
+
+def _encode_value(value: tuple) -> bytes:
+    """The canonical bytes of a tree in nested-array form (``encode_tree`` of that tree)."""
+    try:
+        return msgpack.packb(value, use_bin_type=True)
+    except ValueError:  # nested deeper than the C packer goes: the iterative encoder
+        return encode_tree(tree_from_nested_arrays(value))
 
 
 _LEAF_DIGEST = object()  # plan target: reveal the label, prune the leaf to hash_leaf(value)
@@ -450,17 +485,46 @@ class _Plan:
         return _LEAF_DIGEST if found is None else found
 
 
+_LEAF_DOMAIN = ht.domain_sep("ic-hashtree-leaf")
+
+
+def _reveal_all_leaves(node, Fork, Labeled, Pruned):  # noqa: N803 - node constructors
+    """``_reveal`` of a trie node whose every label the plan reveals as a pruned leaf (a run
+    of messages inside the witness range): the same result, without a plan check per node."""
+    sha256, domain = hashlib.sha256, _LEAF_DOMAIN
+    out: list = []
+    stack: list = [node]
+    push, pop, emit = stack.append, stack.pop, out.append
+    while stack:
+        current = pop()
+        if current is None:  # both children of a branch are done
+            right = out.pop()
+            out[-1] = Fork(out[-1], right)
+        elif type(current) is _Branch:
+            push(None)
+            push(current.right)
+            push(current.left)
+        else:
+            value = current.value
+            if not isinstance(value, bytes):
+                raise MalformedCertifiedTree(f"{current.label!r} is not a leaf")
+            emit(Labeled(current.label, Pruned(sha256(domain + value).digest())))
+    return out[0]
+
+
 # Task codes of the witness walker's explicit stack.
 _TRIE, _NODE, _LABEL, _FORK = range(4)
 
 
-def _reveal(trie: LabeledTrie, plan: _Plan) -> HashTree:
+def _reveal(trie: LabeledTrie, plan: _Plan, nodes: tuple = (Fork, Labeled, Pruned, ht.empty)):
     """The witness of ``trie`` under ``plan``: subtrees the plan does not touch are
     ``Pruned(digest)``, planned leaves are ``Labeled(label, Pruned(hash_leaf(value)))``, and
     the forks and labels above them are revealed. ``reconstruct`` of the result is
     ``trie.digest()``. Walks the trie nodes directly (no intermediate tree with leaf data);
-    every planned label must exist (the caller checked)."""
-    out: list[HashTree] = []
+    every planned label must exist (the caller checked). ``nodes`` are the constructors of
+    fork, labeled, pruned and empty nodes (hash trees, or their nested-array form)."""
+    Fork, Labeled, Pruned, empty = nodes  # noqa: N806 - the node constructors to build with
+    out: list = []
     tasks: list[tuple] = [(_TRIE, trie, plan)]
     while tasks:
         task = tasks.pop()
@@ -469,6 +533,8 @@ def _reveal(trie: LabeledTrie, plan: _Plan) -> HashTree:
             node, level = task[1], task[2]
             if not level.overlaps(node.first, node.last):
                 out.append(Pruned(_node_digest(node)))
+            elif not level.children and level.lo is not None and level.lo <= node.first and node.last < level.hi:
+                out.append(_reveal_all_leaves(node, Fork, Labeled, Pruned))
             elif type(node) is _Branch:
                 tasks.append((_FORK,))
                 tasks.append((_NODE, node.right, level))
@@ -493,7 +559,7 @@ def _reveal(trie: LabeledTrie, plan: _Plan) -> HashTree:
         else:
             root = task[1].root
             if root is None:
-                out.append(ht.empty())
+                out.append(empty())
             else:
                 tasks.append((_NODE, root, task[2]))
     return out[0]
@@ -568,13 +634,13 @@ def _take_messages(
     return taken
 
 
-def _payload_tree(dst_label: bytes, header_leaf: bytes, messages: list[tuple[bytes, bytes]]) -> HashTree:
-    """``/streams/<dst>/{header, messages?}`` with the leaf data, forks balanced."""
-    stream_children: list[HashTree] = [Labeled(HEADER_LABEL, Leaf(header_leaf))]
+def _payload_value(dst_label: bytes, header_leaf: bytes, messages: list[tuple[bytes, bytes]]) -> tuple:
+    """``/streams/<dst>/{header, messages?}`` with the leaf data, forks balanced (nested-array form)."""
+    stream_children = [(TAG_LABELED, HEADER_LABEL, (TAG_LEAF, header_leaf))]
     if messages:
-        group = _balanced_group([Labeled(label, Leaf(value)) for label, value in messages])
-        stream_children.append(Labeled(MESSAGES_LABEL, group))
-    return Labeled(STREAMS_LABEL, Labeled(dst_label, _balanced_group(stream_children)))
+        group = _balanced_group([(TAG_LABELED, label, (TAG_LEAF, value)) for label, value in messages], _fork_value)
+        stream_children.append((TAG_LABELED, MESSAGES_LABEL, group))
+    return (TAG_LABELED, STREAMS_LABEL, (TAG_LABELED, dst_label, _balanced_group(stream_children, _fork_value)))
 
 
 def encode_certified_stream_slice(
@@ -624,16 +690,16 @@ def encode_certified_stream_slice(
     taken = _take_messages(messages, header, witness_begin, msg_begin, msg_limit, byte_limit)
     msg_end = msg_begin + len(taken)
 
-    payload = _payload_tree(dst_label, header_leaf, taken)
+    payload = _payload_value(dst_label, header_leaf, taken)
 
     stream_plan: dict = {HEADER_LABEL: _LEAF_DIGEST}
     if witness_begin < msg_end:
         stream_plan[MESSAGES_LABEL] = _Plan({}, message_label(witness_begin), message_label(msg_end))
     plan = _Plan({STREAMS_LABEL: _Plan({dst_label: _Plan(stream_plan)})})
-    witness_tree = _reveal(certified_tree, plan)
+    witness = _reveal(certified_tree, plan, (_fork_value, _labeled_value, _pruned_value, _empty_value))
 
     return encoding.encode_unchecked(
-        (SLICE_VERSION, encode_tree(payload), encode_tree(witness_tree), cm.encode_certification(certification))
+        (SLICE_VERSION, _encode_value(payload), _encode_value(witness), cm.encode_certification(certification))
     )
 
 
@@ -1134,8 +1200,8 @@ def _open_slice(data: bytes) -> _OpenedSlice:
 def _assemble(dst: str, header_leaf: bytes, messages: list[tuple[bytes, bytes]], witness_bytes: bytes,
               certification_bytes: bytes) -> bytes:
     """``[1, payload, witness, certification]`` with a payload built like the encoder's."""
-    payload = _payload_tree(dst.encode("utf-8"), header_leaf, messages)
-    return encoding.encode_unchecked((SLICE_VERSION, encode_tree(payload), witness_bytes, certification_bytes))
+    payload = _payload_value(dst.encode("utf-8"), header_leaf, messages)
+    return encoding.encode_unchecked((SLICE_VERSION, _encode_value(payload), witness_bytes, certification_bytes))
 
 
 def restrict_certified_slice(data: bytes, msg_begin: int, msg_end: int) -> bytes:

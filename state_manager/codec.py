@@ -9,6 +9,8 @@ from __future__ import annotations
 
 from typing import Any
 
+import msgpack
+
 from .canister_state import CallContext, Callback, CanisterOrigin, IngressOrigin
 from .encoding import EncodingError, decode, encode
 from .ingress_history import IngressState, IngressStatus
@@ -122,8 +124,26 @@ def encode_message_leaf(message: Request | Response) -> bytes:
     return encode((LEAF_VERSION, message_to_value(message)))
 
 
+def _decode_typed(data: bytes, what: str) -> Any:
+    """``decode(data)`` for values whose decoder checks every field's type afterwards (so no
+    float or map can pass): msgpack's C unpacker plus the canonical re-encoding check, without
+    ``encoding.decode``'s generic value walk. Same accepted inputs, same error class."""
+    if not isinstance(data, bytes):
+        raise CodecError(f"{what}: expected bytes, got {type(data).__name__}")
+    try:
+        value = msgpack.unpackb(data, use_list=False, raw=False, strict_map_key=False)
+        canonical = msgpack.packb(value, use_bin_type=True) == data
+    except Exception as exc:  # noqa: BLE001 - every unpacker failure means: not canonical msgpack
+        raise CodecError(f"{what}: malformed msgpack: {exc}") from None
+    if not canonical:
+        raise CodecError(f"{what}: non-canonical msgpack encoding")
+    return value
+
+
 def decode_message_leaf(data: bytes) -> Request | Response:
-    return message_from_value(_versioned(_decode(data, "message leaf"), "message leaf"))
+    """Inverse of ``encode_message_leaf`` (the fields' types are all checked, so the fast
+    ``_decode_typed`` applies)."""
+    return message_from_value(_versioned(_decode_typed(data, "message leaf"), "message leaf"))
 
 
 # -- stream headers -------------------------------------------------------------------------

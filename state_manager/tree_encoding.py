@@ -50,6 +50,7 @@ __all__ = [
     "DigestLengthError",
     "encode_tree",
     "decode_tree",
+    "tree_from_nested_arrays",
 ]
 
 TAG_EMPTY = 0
@@ -269,15 +270,114 @@ def _build(tag: int, items: list) -> HashTree:
     return Empty()
 
 
+# Nesting the C unpacker handles without hitting its own stack limit (msgpack's is 1024).
+_FAST_PATH_MAX_DEPTH = 512
+
+
+def _tree_from_unpacked(value: object, max_depth: int) -> HashTree | None:
+    """The tree that msgpack's nested ``value`` spells, or ``None`` if it spells none within
+    ``max_depth`` (wrong tag, arity or field type, too deep): the caller then decodes with
+    the checking reader to raise the precise error. Post-order with an explicit stack."""
+    out: list[HashTree] = []
+    stack: list[tuple] = [(value, 1, False)]
+    push, pop = stack.append, stack.pop
+    emit = out.append
+    while stack:
+        node, depth, children_done = pop()
+        if children_done:
+            if node[0] == TAG_FORK:
+                right = out.pop()
+                out[-1] = Fork(out[-1], right)
+            else:
+                out[-1] = Labeled(node[1], out[-1])
+            continue
+        if type(node) is not tuple or not node or depth > max_depth:
+            return None
+        tag = node[0]
+        if type(tag) is not int:
+            return None
+        size = len(node)
+        if tag == TAG_FORK and size == 3:
+            push((node, depth, True))
+            push((node[2], depth + 1, False))
+            push((node[1], depth + 1, False))
+        elif tag == TAG_LABELED and size == 3 and type(node[1]) is bytes:
+            sub = node[2]
+            # Most labeled nodes hold a leaf or a pruned digest (messages, witness positions):
+            # build those at once instead of a round trip over the stack.
+            if type(sub) is tuple and len(sub) == 2 and depth < max_depth and type(sub[0]) is int \
+                    and type(sub[1]) is bytes:
+                if sub[0] == TAG_LEAF:
+                    emit(Labeled(node[1], Leaf(sub[1])))
+                    continue
+                if sub[0] == TAG_PRUNED and len(sub[1]) == DIGEST_LENGTH:
+                    emit(Labeled(node[1], Pruned(sub[1])))
+                    continue
+            push((node, depth, True))
+            push((sub, depth + 1, False))
+        elif tag == TAG_LEAF and size == 2 and type(node[1]) is bytes:
+            emit(Leaf(node[1]))
+        elif tag == TAG_PRUNED and size == 2 and type(node[1]) is bytes and len(node[1]) == DIGEST_LENGTH:
+            emit(Pruned(node[1]))
+        elif tag == TAG_EMPTY and size == 1:
+            emit(Empty())
+        else:
+            return None
+    return out[0]
+
+
+def tree_from_nested_arrays(value: tuple) -> HashTree:
+    """The hash tree of a well-formed nested-array value (``msgpack`` form of the encoding);
+    ``NotATreeError`` if ``value`` is not one."""
+    tree = _tree_from_unpacked(value, 2**63)
+    if tree is None:
+        raise NotATreeError("not a hash tree in nested-array form")
+    return tree
+
+
+def _decode_fast(data: bytes, max_depth: int) -> HashTree | None:
+    """Unpack with msgpack's C unpacker, build the tree, and accept it only if re-packing the
+    unpacked value gives back exactly ``data`` (the encoding is msgpack of nested arrays, so
+    that is the canonical-form check). ``None``: take the checking reader instead."""
+    if max_depth > _FAST_PATH_MAX_DEPTH:
+        return None
+    try:
+        value = msgpack.unpackb(data, use_list=False, raw=False)
+    except Exception:  # noqa: BLE001 - any failure: the checking reader names it precisely
+        return None
+    tree = _tree_from_unpacked(value, max_depth)
+    if tree is None:
+        return None
+    try:
+        if msgpack.packb(value, use_bin_type=True) != data:
+            return None
+    except Exception:  # noqa: BLE001
+        return None
+    return tree
+
+
 def decode_tree(data: bytes, *, max_bytes: int, max_depth: int) -> HashTree:
     """Decode exactly one canonically encoded tree of at most ``max_bytes`` bytes and
     ``max_depth`` nested nodes (a lone leaf has depth 1). Each violation raises its own
-    ``TreeDecodeError`` subclass."""
+    ``TreeDecodeError`` subclass.
+
+    Well-formed input takes a fast path (msgpack's C unpacker, then the same checks on the
+    unpacked value); anything it does not accept is decoded again by the checking reader,
+    which raises the precise error."""
     if not isinstance(data, (bytes, bytearray, memoryview)):
         raise InputTypeError(f"expected bytes, got {type(data).__name__}")
     data = bytes(data)
     if len(data) > max_bytes:
         raise TreeTooLargeError(f"{len(data)} bytes exceed the limit of {max_bytes}")
+    fast = _decode_fast(data, max_depth)
+    if fast is not None:
+        return fast
+    return _decode_with_reader(data, max_depth)
+
+
+def _decode_with_reader(data: bytes, max_depth: int) -> HashTree:
+    """The checking reader: every msgpack header, tag, arity, length and depth is checked as
+    it is read, each violation with its own error; then the canonical re-encoding check."""
     reader = _Reader(data)
     # Each frame is one open node: [tag, arity, decoded children so far].
     frames: list[list] = []
