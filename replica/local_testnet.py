@@ -3,7 +3,9 @@
 ``LocalTestnet`` deals the genesis registry (threshold keys, node TLS identities), builds
 each subnet's genesis state (``setup(subnet_id, state)`` installs canisters), starts every
 node's XNet endpoint on an ephemeral loopback port, publishes the bound addresses in the
-registry, and starts every node's slice refresher. ``step()`` makes one height on every
+registry, and starts every node's slice refresher. With ``block_log_dir`` every subnet
+keeps its finalized blocks in ``<dir>/<subnet>.blocks``; a testnet built again on the same
+directory, seed, setup and ``genesis_time`` re-executes them and continues where it stopped. ``step()`` makes one height on every
 subnet in turn; ``run_until(predicate)`` steps until the predicate holds or a deadline
 passes. ``stop()`` (or the context manager) ends every thread, channel and server.
 """
@@ -12,6 +14,7 @@ from __future__ import annotations
 
 import datetime
 import time
+from pathlib import Path
 from typing import Callable, Iterable, Mapping
 
 from consensus_stub.genesis import NodeSecrets, SubnetSpec, genesis_registry
@@ -42,6 +45,8 @@ class LocalTestnet:
         config: NodeConfig = NodeConfig(),
         hooks: Mapping[str, NodeHooks] | None = None,
         clock: Callable[[], int] = time.time_ns,
+        genesis_time: int | None = None,
+        block_log_dir: Path | str | None = None,
     ) -> None:
         specs = list(specs)
         # TLS checks certificates against the wall clock: make them valid from a little while ago.
@@ -52,7 +57,7 @@ class LocalTestnet:
         self.environment = environment
         self.limits = limits
         hooks = dict(hooks or {})
-        genesis_time = clock()
+        genesis_time = clock() if genesis_time is None else genesis_time
         self.subnets: dict[str, Subnet] = {}
         for spec in sorted(specs, key=lambda s: s.subnet_id):
             state = ReplicatedState(spec.subnet_id, registry.topology(registry.latest_version))
@@ -62,7 +67,8 @@ class LocalTestnet:
             subnet_hooks = {n: h for n, h in hooks.items() if secrets.get(n) and secrets[n].subnet_id == spec.subnet_id}
             self.subnets[spec.subnet_id] = Subnet(
                 spec.subnet_id, self.registry, [s for s in secrets.values() if s.subnet_id == spec.subnet_id],
-                encode_state(state), environment, limits, config=config, clock=clock, hooks=subnet_hooks)
+                encode_state(state), environment, limits, config=config, clock=clock, hooks=subnet_hooks,
+                block_log=None if block_log_dir is None else Path(block_log_dir) / f"{spec.subnet_id}.blocks")
         unknown = sorted(set(hooks) - set(secrets))
         if unknown:
             raise ValueError(f"hooks for unknown nodes {unknown}")

@@ -14,7 +14,8 @@
    state to peer subnets.
 
 Each height is recorded (genesis state bytes, batch bytes, hashes) so a determinism audit
-can replay the run. ``step`` can be driven by the caller (tests, a deterministic loop) or by
+can replay the run. With a ``block_log`` every finalized block is also appended to a file;
+a subnet restarted on the same log re-executes those blocks before it makes new ones. ``step`` can be driven by the caller (tests, a deterministic loop) or by
 ``run_in_background`` (a timer thread). All methods are thread-safe.
 """
 
@@ -82,7 +83,9 @@ class SubnetRecording:
 @dataclass(frozen=True)
 class NodeHooks:
     """Test and fault-injection hooks of one node: wrap its slice provider, replace the TLS
-    identity its endpoint presents, or keep it from proposing and voting (a crashed node)."""
+    identity its endpoint presents, or take it ``offline`` — it neither proposes, votes,
+    signs nor fetches (its state still follows the finalized chain, as a node catching up
+    from the block store would)."""
 
     serve_with: Callable[[SliceProvider], SliceProvider] | None = None
     server_identity: TlsIdentity | None = None
@@ -131,8 +134,6 @@ class Subnet:
         if hooks:
             raise SubnetError(f"hooks for unknown nodes {sorted(hooks)}")
         self.block_store: BlockStore = open_block_store(block_log)
-        if self.block_store.height:
-            raise SubnetError("catching up from a block log is not supported yet; start with an empty log")
         self.certification_pool = CertificationPool(record)
         self.recording = SubnetRecording(subnet_id, genesis_state)
         #: Refused proposals per reason (error class name), and heights that needed a fallback maker.
@@ -141,6 +142,16 @@ class Subnet:
         self._thread: threading.Thread | None = None
         self._stop = threading.Event()
         self.failure: BaseException | None = None
+        self._catch_up()
+
+    def _catch_up(self) -> None:
+        """Re-execute the finalized blocks of the block log (a restart): every node replays
+        them from genesis, hashes are checked per height, and the last height is certified."""
+        blocks = self.block_store.blocks_from(1)
+        for block in blocks:
+            self._execute(block, self.block_store.hash_at(block.height), {})
+        if blocks:
+            self._certify(blocks[-1].height)
 
     # -- lifecycle ------------------------------------------------------------------------
 

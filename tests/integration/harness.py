@@ -51,10 +51,11 @@ def _setup(subnet: str, state) -> None:
     install_canister(state, canister(subnet, LEDGER), Ledger, {"balances": holders})
 
 
-def make_testnet(nodes: int = 4, hooks: dict[str, NodeHooks] | None = None, config: NodeConfig = CONFIG) -> LocalTestnet:
+def make_testnet(nodes: int = 4, hooks: dict[str, NodeHooks] | None = None, config: NodeConfig = CONFIG,
+                 **options) -> LocalTestnet:
     specs = [SubnetSpec(s, nodes, (RANGES[s],)) for s in (ALPHA, BETA)]
     env = ExecutionEnvironment([PingPong, Ledger])
-    return LocalTestnet(specs, env, LIMITS, seed=SEED, setup=_setup, config=config, hooks=hooks)
+    return LocalTestnet(specs, env, LIMITS, seed=SEED, setup=_setup, config=config, hooks=hooks, **options)
 
 
 @dataclass
