@@ -4,7 +4,9 @@ A message is inducted iff its id is new, it has not expired (and its expiry is n
 ahead), it fits the size limit, its receiver is a running canister of this subnet and the
 canister's ingress queue has room. A failed check never raises: it yields a typed reason
 and, unless the id is a duplicate (whose existing status must stay untouched), a
-``rejected`` status in the ingress history. Nothing else in the state changes.
+``rejected`` status in the ingress history, kept until ``min(expiry, now + max_ingress_ttl)``
+plus the retention period (so a far-future expiry cannot pin it). Nothing else in the state
+changes.
 """
 
 from __future__ import annotations
@@ -74,10 +76,13 @@ def induct_ingress(state: ReplicatedState, ingress: Ingress, limits: Limits) -> 
         return None
     state.metadata.counters["ingress_rejected"] += 1
     if failure is not IngressInductionFailure.DUPLICATE:
+        # The status lives until its expiry plus the retention period; a claimed expiry
+        # beyond the TTL must not keep it (and the history) growing for that long.
+        expiry = min(ingress.expiry_time, now + limits.max_ingress_ttl_ns)
         state.ingress_history.set(
             ingress.message_id,
             IngressStatus(
-                IngressState.REJECTED, ingress.receiver, ingress.source, now, ingress.expiry_time,
+                IngressState.REJECTED, ingress.receiver, ingress.source, now, expiry,
                 reject_code=failure.reject_code,
                 reject_message=truncate_reject_message(f"{failure.description} (canister {ingress.receiver})"),
             ),

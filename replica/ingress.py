@@ -96,7 +96,7 @@ def decode_signed_ingress(envelope: bytes, max_bytes: int) -> Ingress:
     if not (isinstance(value, tuple) and len(value) == 4):
         raise MalformedIngress("envelope must be [version, content, sender_pubkey, signature]")
     version, content, public_key, signature = value
-    if version != ENVELOPE_VERSION:
+    if type(version) is not int or version != ENVELOPE_VERSION:  # ``true`` is not 1
         raise MalformedIngress(f"unknown envelope version {version!r}")
     if not (isinstance(content, tuple) and len(content) == 5):
         raise MalformedIngress("content must be [receiver, method, arg, nonce, expiry]")

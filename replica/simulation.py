@@ -26,7 +26,7 @@ from state_manager.state_codec import encode_state
 from state_manager.state_manager import StateManager
 from state_manager.routing_table import CanisterIdRange, NetworkTopology, RoutingTable
 from state_manager.streams import StreamSlice
-from xnet.expected_indices import expected_indices_for
+from xnet.expected_indices import expected_indices_for, reject_signals_begin_for
 from xnet.slice_validation import InvalidSlice, trim_stream_slice, validate_stream_slice
 
 __all__ = ["NetworkKnobs", "Simulation", "SubnetSim", "GENESIS_TIME_NS", "TICK_NS"]
@@ -228,7 +228,8 @@ class Simulation:
             own_stream = state.streams.get(src)
             try:
                 validate_stream_slice(candidate, expected, own_stream.end if own_stream else 0,
-                                      self.limits.max_slice_messages, self.limits.max_slice_bytes)
+                                      self.limits.max_slice_messages, self.limits.max_slice_bytes,
+                                      own_reject_signals_begin=reject_signals_begin_for(state, src, ()))
             except InvalidSlice:
                 self.rejected_deliveries += 1
                 continue

@@ -16,7 +16,7 @@ from state_manager.streams import ExpectedIndices, StreamSlice
 from .xnet_payload import XNetPayload as AgreedPayload  # certified slice bytes, as in blocks
 from .xnet_payload import decode_past_payloads
 
-__all__ = ["expected_indices", "expected_indices_for", "expected_indices_from_payloads"]
+__all__ = ["expected_indices", "expected_indices_for", "expected_indices_from_payloads", "reject_signals_begin_for"]
 
 XNetPayload = Mapping[SubnetId, StreamSlice]
 
@@ -42,6 +42,31 @@ def expected_indices_for(
             message_index = stream_slice.messages_end
         signal_index = stream_slice.header.signals_end
     return ExpectedIndices(message_index, signal_index)
+
+
+def reject_signals_begin_for(
+    state: ReplicatedState, remote: SubnetId, past_payloads: Iterable[XNetPayload]
+) -> int | None:
+    """The index of our oldest reject signal for ``remote``'s stream that is still to be
+    garbage-collected: the first of ``streams[remote].reject_signals`` at or above the largest
+    ``header.begin`` of the past-payload slices from ``remote`` (None if there is none).
+
+    A slice from ``remote`` whose ``header.begin`` exceeds it frees that signal, so it is
+    worth inducting even with no messages and no new signals (otherwise the reject signals
+    for ``remote``'s last messages would stay in our stream for good once traffic stops).
+    """
+    stream = state.streams.get(remote)
+    if stream is None or not stream.reject_signals:
+        return None
+    freed_below = 0
+    for payload in past_payloads:
+        stream_slice = payload.get(remote)
+        if stream_slice is not None:
+            freed_below = max(freed_below, stream_slice.header.begin)
+    for signal in stream.reject_signals:
+        if signal.index >= freed_below:
+            return signal.index
+    return None
 
 
 def expected_indices(

@@ -7,7 +7,8 @@ For the block on top of ``state`` and the agreed but not yet executed ``past_pay
 2. peers are visited in a seeded rotation (``compute_rotation``), at most one slice each;
 3. first pass — peers whose pooled slice has no message at the expected index but carries
    new signals (``signals_end > expected.signal_index``) get a header-only slice: signals
-   are small and let the peer garbage-collect its stream, so they never starve;
+   are small and let the peer garbage-collect its stream, so they never starve; so does a
+   header whose ``begin`` frees one of our reject signals (``reject_signals_begin_for``);
 4. second pass — peers with messages at the expected index get a slice cut to start exactly
    there, with at most ``limits.max_slice_messages`` messages and as many as fit in
    ``min(limits.max_slice_bytes, remaining budget)`` encoded bytes (at least one when one
@@ -33,11 +34,11 @@ from state_manager.replicated_state import ReplicatedState
 from state_manager.streams import ExpectedIndices, StreamSlice
 
 from .errors import InvalidBuildRequest
-from .expected_indices import expected_indices_from_payloads
+from .expected_indices import expected_indices, reject_signals_begin_for
 from .payload_validator import own_stream_end, validate_slice
 from .slice_pool import PooledSlice, SlicePool, restrict_pooled_slice
 from .slice_validation import InvalidSlice
-from .xnet_payload import XNetPayload
+from .xnet_payload import XNetPayload, decode_past_payloads
 
 __all__ = [
     "XNetPayload", "ROTATION_DOMAIN", "compute_rotation", "has_messages_at", "carries_new_signals",
@@ -109,7 +110,9 @@ def get_xnet_payload(
         raise InvalidBuildRequest(f"seed must be bytes, got {type(seed).__name__}")
     own = state.own_subnet_id
     remotes = [remote for remote in pool.remotes() if remote != own]
-    expected = expected_indices_from_payloads(state, remotes, past_payloads)
+    decoded_past = decode_past_payloads(past_payloads)
+    expected = expected_indices(state, remotes, decoded_past)
+    reject_floor = {remote: reject_signals_begin_for(state, remote, decoded_past) for remote in remotes}
     order = compute_rotation(remotes, seed)
     remaining = min(byte_budget, limits.max_block_payload_bytes)
     chosen: dict[SubnetId, bytes] = {}
@@ -118,13 +121,16 @@ def get_xnet_payload(
         if cut.byte_size > remaining:
             return False
         try:
-            validate_slice(cut.stream_slice, cut.byte_size, expected[remote], own_stream_end(state, remote), limits)
+            validate_slice(cut.stream_slice, cut.byte_size, expected[remote], own_stream_end(state, remote), limits,
+                           own_reject_signals_begin=reject_floor[remote])
         except (InvalidSlice, SliceTooLarge):
             return False
         return True
 
     def header_only_if_new_signals(remote: SubnetId, pooled: PooledSlice) -> PooledSlice | None:
-        if not carries_new_signals(pooled.stream_slice, expected[remote]):
+        floor = reject_floor[remote]
+        if not (carries_new_signals(pooled.stream_slice, expected[remote])
+                or (floor is not None and pooled.stream_slice.header.begin > floor)):
             return None
         cut = _header_only(pooled)
         return cut if passes(remote, cut) else None

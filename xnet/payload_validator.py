@@ -34,13 +34,14 @@ from .errors import (
     RegistryVersionUnavailable,
     XNetPayloadTooLarge,
 )
-from .expected_indices import expected_indices_from_payloads
+from .expected_indices import expected_indices, reject_signals_begin_for
 from .slice_validation import InvalidSlice, validate_stream_slice
 from .xnet_payload import (
     DecodedXNetPayload,
     XNetPayload,
     check_payload_order,
     check_payload_shape,
+    decode_past_payloads,
     decode_xnet_payload,
     xnet_payload_byte_size,
 )
@@ -105,17 +106,22 @@ def validate_slice(
     expected: ExpectedIndices,
     own_end: int,
     limits: Limits,
+    *,
+    own_reject_signals_begin: int | None = None,
 ) -> None:
     """The per-slice rules the builder and the validator share. Raise unless
 
     * ``encoded_size ≤ limits.max_slice_bytes`` (``SliceTooLarge``), and
     * ``validate_stream_slice(stream_slice, expected, own_end, limits.max_slice_messages,
-      limits.max_slice_bytes)`` (``InvalidSlice``: no gap, no overlap, signals in
-      ``[expected.signal_index, own_end]``, reject signals in order, within limits, not empty).
+      limits.max_slice_bytes, own_reject_signals_begin=…)`` (``InvalidSlice``: no gap, no
+      overlap, signals in ``[expected.signal_index, own_end]``, reject signals in order, within
+      limits, not empty — a header-only slice whose ``begin`` frees one of our reject signals,
+      see ``reject_signals_begin_for``, is not empty).
     """
     if encoded_size > limits.max_slice_bytes:
         raise SliceTooLarge(f"{encoded_size} encoded bytes exceed the slice limit of {limits.max_slice_bytes}")
-    validate_stream_slice(stream_slice, expected, own_end, limits.max_slice_messages, limits.max_slice_bytes)
+    validate_stream_slice(stream_slice, expected, own_end, limits.max_slice_messages, limits.max_slice_bytes,
+                          own_reject_signals_begin=own_reject_signals_begin)
 
 
 def _payload_rules(payload: object, own_subnet: SubnetId, limits: Limits) -> Invalid | None:
@@ -155,7 +161,9 @@ def validate_xnet_payload(
         return invalid
     if state is None:
         return Transient(STATE_UNAVAILABLE)
-    expected = expected_indices_from_payloads(state, [remote for remote, _ in payload], past_payloads)
+    remotes = [remote for remote, _ in payload]
+    decoded_past = decode_past_payloads(past_payloads)
+    expected = expected_indices(state, remotes, decoded_past)
     decoded: list[tuple[SubnetId, StreamSlice]] = []
     transient: Transient | None = None
     for remote, data in payload:
@@ -168,7 +176,8 @@ def validate_xnet_payload(
         except SliceDecodeError as exc:
             return Invalid(remote, UNDECODABLE_SLICE, exc)
         try:
-            validate_slice(certified.stream_slice, len(data), expected[remote], own_stream_end(state, remote), limits)
+            validate_slice(certified.stream_slice, len(data), expected[remote], own_stream_end(state, remote), limits,
+                           own_reject_signals_begin=reject_signals_begin_for(state, remote, decoded_past))
         except (InvalidSlice, SliceTooLarge) as exc:
             return Invalid(remote, INVALID_SLICE, exc)
         decoded.append((remote, certified.stream_slice))

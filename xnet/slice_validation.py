@@ -54,6 +54,8 @@ def validate_stream_slice(
     own_stream_end: int,
     max_messages: int,
     max_bytes: int,
+    *,
+    own_reject_signals_begin: int | None = None,
 ) -> None:
     """Raise ``InvalidSlice`` unless all hold:
 
@@ -62,7 +64,11 @@ def validate_stream_slice(
     * ``expected.signal_index ≤ header.signals_end ≤ own_stream_end``
     * reject signal indices strictly increasing, ``< header.signals_end``, known reasons
     * ``|messages| ≤ max_messages`` and ``byte_size ≤ max_bytes``
-    * not empty: it carries messages or moves ``signals_end`` forward
+    * not empty: it carries messages, moves ``signals_end`` forward, or moves the peer's
+      ``header.begin`` past ``own_reject_signals_begin`` (the index of the oldest reject
+      signal we still keep for the peer's stream, if any), so we can garbage-collect it.
+      Without that last case, the reject signal for a peer's last message would stay in
+      our stream forever once traffic stops.
     """
     header = stream_slice.header
     begin, end = stream_slice.messages_begin, stream_slice.messages_end
@@ -88,8 +94,9 @@ def validate_stream_slice(
     size = stream_slice.byte_size()
     if size > max_bytes:
         raise SliceTooLarge(f"{size} bytes exceed the limit of {max_bytes}")
-    if not stream_slice.messages and header.signals_end == expected.signal_index:
-        raise EmptySlice("slice carries no messages and no new signals")
+    if not stream_slice.messages and header.signals_end == expected.signal_index and not (
+            own_reject_signals_begin is not None and header.begin > own_reject_signals_begin):
+        raise EmptySlice("slice carries no messages, no new signals and frees none of our reject signals")
 
 
 def trim_stream_slice(stream_slice: StreamSlice, expected: ExpectedIndices, max_messages: int, max_bytes: int) -> StreamSlice:
