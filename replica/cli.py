@@ -22,6 +22,9 @@ def build_parser() -> argparse.ArgumentParser:
     demo.add_argument("--ticks", type=int, default=40)
     demo.add_argument("--out", default="runs/demo", help="directory for the recorded run and reports")
     demo.set_defaults(func=_demo)
+
+    from replica.testnet import add_testnet_command
+    add_testnet_command(sub)  # testnet
     return parser
 
 

@@ -1,0 +1,349 @@
+"""A local multi-process testnet: ``replica testnet --subnets N --nodes M --dir DIR``.
+
+``create_testnet`` writes a testnet directory; ``launch`` starts one process per subnet
+(``replica.testnet_process``), each running its subnet's M nodes, all XNet endpoints on
+127.0.0.1. The directory::
+
+    manifest.json               subnets, canister modules, limits preset, tick, seed (hex)
+    registry.bin                the registry (consensus_stub.registry encoding); rewritten
+                                once every subnet process has bound its endpoints
+    genesis/<subnet>.bin        genesis state (state_codec)
+    secrets/<node>.bin          one node's secret key share and TLS key (mode 0600)
+    addresses/<subnet>.json     {node id: "127.0.0.1:port"}, written by the subnet process
+    blocks/<subnet>.blocks      the subnet's finalized blocks (consensus_stub.block_store)
+    status/<subnet>.json        height, certified root, streams, app counters (every tick)
+    control/traffic-off         present: the processes stop submitting demo traffic
+    logs/<subnet>.log           the subnet process's log
+
+Every subnet hosts the example apps (ledger, ping-pong, counter) and one user whose tokens
+live on its ledger. With ``traffic`` each process submits signed pings and cross-subnet
+transfers every tick. At the end the launcher turns traffic off, waits until every call is
+answered and every stream acknowledged, checks that the ledgers kept their total supply,
+and stops the processes. A restarted launch on the same directory resumes from the block
+logs.
+"""
+
+from __future__ import annotations
+
+import datetime
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from consensus_stub.genesis import SubnetSpec, encode_node_secrets, genesis_registry
+from consensus_stub.registry import decode_registry, encode_registry
+from examples.counter import Counter
+from examples.ledger import Ledger, account_of
+from examples.ping_pong import PingPong
+from replica.execution import install_canister, module_name_of
+from replica.ingress import UserKey
+from replica.progress import StatusLine
+from state_manager.replicated_state import ReplicatedState
+from state_manager.state_codec import encode_state
+
+__all__ = [
+    "LEDGER", "PINGER", "COUNTER", "INITIAL_BALANCE", "TestnetError", "TestnetLayout", "subnet_ids",
+    "canister_range", "user_key", "create_testnet", "launch", "quiescent", "total_supply",
+]
+
+LEDGER, PINGER, COUNTER = 1, 2, 3
+INITIAL_BALANCE = 1_000_000
+CANISTERS_PER_SUBNET = 1_000
+APPS = (Ledger, PingPong, Counter)
+
+
+class TestnetError(RuntimeError):
+    """The testnet directory or one of its processes is not usable."""
+
+
+def subnet_ids(count: int) -> list[str]:
+    return [f"subnet-{i}" for i in range(count)]
+
+
+def canister_range(position: int) -> tuple[int, int]:
+    return (position * CANISTERS_PER_SUBNET, (position + 1) * CANISTERS_PER_SUBNET - 1)
+
+
+def user_key(subnet: str) -> UserKey:
+    """The demo user whose tokens live on ``subnet``'s ledger."""
+    return UserKey.from_seed(f"user-of-{subnet}".encode())
+
+
+def _write(path: Path, data: bytes, mode: int | None = None) -> None:
+    """Atomically replace ``path`` with ``data``."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(path.name + ".tmp")
+    with open(tmp, "wb") as out:
+        out.write(data)
+        out.flush()
+        os.fsync(out.fileno())
+    if mode is not None:
+        os.chmod(tmp, mode)
+    os.replace(tmp, path)
+
+
+@dataclass(frozen=True)
+class TestnetLayout:
+    """Paths inside a testnet directory."""
+
+    root: Path
+
+    @property
+    def manifest(self) -> Path:
+        return self.root / "manifest.json"
+
+    @property
+    def registry(self) -> Path:
+        return self.root / "registry.bin"
+
+    def genesis(self, subnet: str) -> Path:
+        return self.root / "genesis" / f"{subnet}.bin"
+
+    def secrets(self, node: str) -> Path:
+        return self.root / "secrets" / f"{node}.bin"
+
+    def addresses(self, subnet: str) -> Path:
+        return self.root / "addresses" / f"{subnet}.json"
+
+    def blocks(self, subnet: str) -> Path:
+        return self.root / "blocks" / f"{subnet}.blocks"
+
+    def status(self, subnet: str) -> Path:
+        return self.root / "status" / f"{subnet}.json"
+
+    @property
+    def traffic_off(self) -> Path:
+        return self.root / "control" / "traffic-off"
+
+    def log(self, subnet: str) -> Path:
+        return self.root / "logs" / f"{subnet}.log"
+
+    def read_manifest(self) -> dict[str, Any]:
+        try:
+            return json.loads(self.manifest.read_text())
+        except (OSError, ValueError) as exc:
+            raise TestnetError(f"{self.root} is not a testnet directory: {exc}") from exc
+
+    def write_json(self, path: Path, value: Any) -> None:
+        _write(path, json.dumps(value, sort_keys=True).encode())
+
+    def read_json(self, path: Path) -> Any | None:
+        try:
+            return json.loads(path.read_text())
+        except (OSError, ValueError):
+            return None
+
+
+def _genesis_state(registry, subnet: str, position: int, subnets: list[str], genesis_time: int) -> bytes:
+    state = ReplicatedState(subnet, registry.topology(registry.latest_version))
+    state.metadata.batch_time = genesis_time
+    base = canister_range(position)[0]
+    holder = account_of(user_key(subnet).source)
+    install_canister(state, base + LEDGER, Ledger, {"balances": ((holder, INITIAL_BALANCE),)})
+    install_canister(state, base + PINGER, PingPong)
+    install_canister(state, base + COUNTER, Counter)
+    return encode_state(state)
+
+
+def create_testnet(directory: Path | str, subnets: int, nodes: int, *, seed: bytes, tick_s: float = 0.5) -> TestnetLayout:
+    """Write a fresh testnet directory (refuses a directory that already holds one)."""
+    layout = TestnetLayout(Path(directory))
+    if layout.manifest.exists():
+        raise TestnetError(f"{layout.root} already holds a testnet; launch it, or choose another directory")
+    if subnets < 1 or nodes < 1:
+        raise TestnetError("a testnet needs at least one subnet of at least one node")
+    ids = subnet_ids(subnets)
+    specs = [SubnetSpec(s, nodes, (canister_range(i),)) for i, s in enumerate(ids)]
+    not_before = datetime.datetime.now(datetime.timezone.utc) - datetime.timedelta(minutes=5)
+    registry, secrets = genesis_registry(specs, seed, not_before=not_before)
+    genesis_time = time.time_ns()
+    for position, subnet in enumerate(ids):
+        _write(layout.genesis(subnet), _genesis_state(registry, subnet, position, ids, genesis_time))
+    for node_id, node_secrets in secrets.items():
+        _write(layout.secrets(node_id), encode_node_secrets(node_secrets), mode=0o600)
+    _write(layout.registry, encode_registry(registry))
+    layout.write_json(layout.manifest, {
+        "version": 1,
+        "subnets": ids,
+        "nodes": nodes,
+        "canister_modules": [module_name_of(cls) for cls in APPS],
+        "limits": "DEFAULT",
+        "tick_s": tick_s,
+        "seed": seed.hex(),
+    })
+    return layout
+
+
+# -- the launcher -----------------------------------------------------------------------------
+
+def _publish_addresses(layout: TestnetLayout, subnets: list[str], processes: dict, timeout_s: float) -> None:
+    """Wait for every subnet process to bind; write the registry with every address."""
+    deadline = time.monotonic() + timeout_s
+    addresses: dict[str, str] = {}
+    pending = set(subnets)
+    while pending:
+        for subnet in sorted(pending):
+            found = layout.read_json(layout.addresses(subnet))
+            if found is not None:
+                addresses.update(found)
+                pending.discard(subnet)
+        for subnet, process in processes.items():
+            if process.poll() is not None:
+                raise TestnetError(f"the process of {subnet} exited with {process.returncode}; "
+                                   f"see {layout.log(subnet)}")
+        if pending and time.monotonic() > deadline:
+            raise TestnetError(f"subnets {sorted(pending)} did not bind their endpoints in {timeout_s} s")
+        time.sleep(0.05)
+    registry = decode_registry(layout.registry.read_bytes())
+    _write(layout.registry, encode_registry(registry.with_node_addresses(addresses)))
+
+
+def _statuses(layout: TestnetLayout, subnets: list[str]) -> dict[str, dict]:
+    return {s: layout.read_json(layout.status(s)) or {} for s in subnets}
+
+
+def quiescent(statuses: dict[str, dict]) -> bool:
+    """Every call answered (no open call contexts, no escrow) and every stream between two
+    subnets garbage-collected and acknowledged by its receiver."""
+    for subnet, status in statuses.items():
+        if not status or status.get("open_calls") or status.get("escrow"):
+            return False
+        for dst, (begin, end, _signals_end) in status.get("streams", {}).items():
+            peer = statuses.get(dst, {}).get("streams", {}).get(subnet)
+            if begin != end or peer is None or peer[2] != end:
+                return False
+    return True
+
+
+def total_supply(statuses: dict[str, dict]) -> int:
+    return sum(status.get("balances", 0) + status.get("escrow", 0) for status in statuses.values())
+
+
+def _stop(processes: dict[str, subprocess.Popen]) -> None:
+    for process in processes.values():
+        if process.poll() is None:
+            process.send_signal(signal.SIGTERM)
+    deadline = time.monotonic() + 20
+    for process in processes.values():
+        try:
+            process.wait(timeout=max(0.1, deadline - time.monotonic()))
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
+
+
+def launch(
+    directory: Path | str,
+    *,
+    duration_s: float | None,
+    traffic: bool = True,
+    settle_timeout_s: float = 120.0,
+    stream=None,
+) -> int:
+    """Run the testnet in ``directory`` for ``duration_s`` seconds (``None``: until
+    interrupted), then settle, check and stop. Returns 0 when the ledgers kept their supply."""
+    layout = TestnetLayout(Path(directory))
+    manifest = layout.read_manifest()
+    subnets = list(manifest["subnets"])
+    out = stream or sys.stdout
+    for subnet in subnets:
+        layout.addresses(subnet).unlink(missing_ok=True)
+        layout.status(subnet).unlink(missing_ok=True)
+    if traffic:
+        layout.traffic_off.unlink(missing_ok=True)
+    else:
+        _write(layout.traffic_off, b"")
+    processes: dict[str, subprocess.Popen] = {}
+    try:
+        for subnet in subnets:
+            layout.log(subnet).parent.mkdir(parents=True, exist_ok=True)
+            with open(layout.log(subnet), "ab") as log:
+                processes[subnet] = subprocess.Popen(
+                    [sys.executable, "-m", "replica.testnet_process", str(layout.root), subnet],
+                    stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                )
+        _publish_addresses(layout, subnets, processes, timeout_s=120)
+        status = StatusLine(f"testnet: {len(subnets)} subnets x {manifest['nodes']} nodes in {layout.root}")
+        started = time.monotonic()
+        try:
+            while duration_s is None or time.monotonic() - started < duration_s:
+                _check_alive(processes, layout)
+                statuses = _statuses(layout, subnets)
+                status.update(int(time.monotonic() - started), _describe(statuses))
+                time.sleep(0.5)
+        except KeyboardInterrupt:
+            print("\ninterrupted: settling", file=out)
+        _write(layout.traffic_off, b"")
+        settle = StatusLine("testnet: traffic off, waiting until every call is answered")
+        deadline = time.monotonic() + settle_timeout_s
+        statuses = _statuses(layout, subnets)
+        while not quiescent(statuses):
+            _check_alive(processes, layout)
+            if time.monotonic() > deadline:
+                print(f"not quiescent after {settle_timeout_s} s: {_describe(statuses)}", file=out)
+                return 1
+            settle.update(int(time.monotonic() - started), _describe(statuses))
+            time.sleep(0.5)
+            statuses = _statuses(layout, subnets)
+        settle.done()
+    finally:
+        _stop(processes)
+    supply = total_supply(statuses)
+    expected = INITIAL_BALANCE * len(subnets)
+    for subnet in subnets:
+        s = statuses[subnet]
+        print(f"  {subnet}: height {s['height']}, xnet inducted {s['xnet_inducted']}, "
+              f"pings {s['pings']}, counter {s['counter']}, root {s['certified_root'][:16]}", file=out)
+    ok = supply == expected
+    print(f"  ledger supply {supply} (initial {expected}): {'invariant holds' if ok else 'INVARIANT BROKEN'}",
+          file=out)
+    return 0 if ok else 1
+
+
+def _check_alive(processes: dict[str, subprocess.Popen], layout: TestnetLayout) -> None:
+    for subnet, process in processes.items():
+        if process.poll() is not None:
+            raise TestnetError(f"the process of {subnet} exited with {process.returncode}; see {layout.log(subnet)}")
+
+
+def _describe(statuses: dict[str, dict]) -> str:
+    return " ".join(f"{s}={st.get('height', '?')}" for s, st in statuses.items())
+
+
+# -- the command ------------------------------------------------------------------------------
+
+def testnet_command(args) -> int:
+    """``replica testnet``: create the directory (unless it holds a testnet) and launch it."""
+    import hashlib
+
+    layout = TestnetLayout(Path(args.dir))
+    if layout.manifest.exists():
+        manifest = layout.read_manifest()
+        if (len(manifest["subnets"]), manifest["nodes"]) != (args.subnets, args.nodes):
+            print(f"{layout.root} holds a testnet of {len(manifest['subnets'])} subnets x {manifest['nodes']} "
+                  f"nodes; resuming it", file=sys.stderr)
+    else:
+        seed = hashlib.sha256(args.seed.encode()).digest()
+        create_testnet(layout.root, args.subnets, args.nodes, seed=seed, tick_s=args.tick)
+    return launch(layout.root, duration_s=args.duration, traffic=not args.no_traffic)
+
+
+def add_testnet_command(sub) -> None:
+    parser = sub.add_parser(
+        "testnet", help="run a local multi-process testnet: one process per subnet, XNet over 127.0.0.1",
+        description=__doc__.split("\n\n")[0])
+    parser.add_argument("--subnets", type=int, default=2)
+    parser.add_argument("--nodes", type=int, default=4, help="nodes per subnet")
+    parser.add_argument("--dir", required=True, help="testnet directory (created, or resumed if it holds one)")
+    parser.add_argument("--duration", type=float, default=None,
+                        help="seconds of traffic before settling and stopping (default: until Ctrl-C)")
+    parser.add_argument("--tick", type=float, default=0.5, help="seconds between heights (new testnets)")
+    parser.add_argument("--seed", default="replica-testnet", help="genesis seed text (new testnets)")
+    parser.add_argument("--no-traffic", action="store_true", help="do not submit demo traffic")
+    parser.set_defaults(func=testnet_command)

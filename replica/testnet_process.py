@@ -1,0 +1,162 @@
+"""One subnet of a local testnet, as its own process: ``python -m replica.testnet_process DIR SUBNET``.
+
+Reads the testnet directory (``replica.testnet``), builds the subnet's nodes from the
+registry, their secrets and the genesis state, re-executes its block log, binds every
+node's XNet endpoint on 127.0.0.1 and publishes the addresses; once the launcher has put
+every subnet's addresses into the registry it starts fetching, then makes one height per
+tick until SIGTERM / SIGINT. Each tick it may submit demo traffic (signed pings, transfers
+and counter increments from the subnet's user) and writes its status file.
+"""
+
+from __future__ import annotations
+
+import importlib
+import logging
+import random
+import signal
+import sys
+import threading
+import time
+from pathlib import Path
+
+from consensus_stub.genesis import decode_node_secrets
+from consensus_stub.registry import Registry, decode_registry
+from examples.ledger import account_of
+from message_routing.limits import DEFAULT, MINIMAL
+from replica.execution import ExecutionEnvironment
+from replica.ingress import sign_ingress
+from replica.node import NodeConfig, RegistryHolder
+from replica.subnet import Subnet
+from replica.testnet import COUNTER, LEDGER, PINGER, TestnetError, TestnetLayout, canister_range, user_key
+
+__all__ = ["main"]
+
+_log = logging.getLogger("replica.testnet_process")
+_LIMITS = {"DEFAULT": DEFAULT, "MINIMAL": MINIMAL}
+_TTL_NS = 120 * 10**9
+
+
+def _load_class(name: str) -> type:
+    module, _, qualname = name.partition(":")
+    value = importlib.import_module(module)
+    for part in qualname.split("."):
+        value = getattr(value, part)
+    return value
+
+
+def _published(registry: Registry, addresses: dict[str, str]) -> bool:
+    """The registry lists our freshly bound addresses (and every other node has one)."""
+    record = registry.latest()
+    if any(n.xnet_address.endswith(":0") for n in record.nodes):
+        return False
+    return all(record.node(node).xnet_address == address for node, address in addresses.items())
+
+
+class _Traffic:
+    """The subnet's demo user: a ping, a cross-subnet transfer and an increment per tick."""
+
+    def __init__(self, subnet: str, subnets: list[str]) -> None:
+        self.subnet = subnet
+        self.position = subnets.index(subnet)
+        self.others = [(s, i) for i, s in enumerate(subnets) if s != subnet]
+        self.user = user_key(subnet)
+        self.rng = random.Random(f"traffic/{subnet}")
+        self.nonce = time.time_ns()
+
+    def _submit(self, sub: Subnet, receiver: int, method: str, arg) -> None:
+        self.nonce += 1
+        envelope = sign_ingress(self.user, receiver, method, arg, self.nonce, time.time_ns() + _TTL_NS)
+        sub.submit(envelope)
+
+    def tick(self, sub: Subnet) -> None:
+        base = canister_range(self.position)[0]
+        self._submit(sub, base + COUNTER, "increment", self.rng.randint(1, 9))
+        if not self.others:
+            return
+        other, position = self.rng.choice(self.others)
+        other_base = canister_range(position)[0]
+        self._submit(sub, base + PINGER, "ping", {"target": other_base + PINGER, "rounds": self.rng.randint(1, 3)})
+        self._submit(sub, base + LEDGER, "transfer", {
+            "to_ledger": other_base + LEDGER, "to": account_of(user_key(other).source),
+            "amount": self.rng.randint(1, 100)})
+
+
+def _status(sub: Subnet, position: int) -> dict:
+    base = canister_range(position)[0]
+
+    def read(state) -> dict:
+        own = state.own_subnet_id
+        return {
+            "height": state.metadata.batch_number,
+            "xnet_inducted": state.metadata.counters["xnet_messages_inducted"],
+            "critical_errors": state.metadata.counters["critical_errors"],
+            "streams": {dst: [s.begin, s.end, s.signals_end] for dst, s in state.streams.items() if dst != own},
+            "open_calls": any(c.call_contexts or c.callbacks for c in state.canisters.values()),
+        }
+
+    status = sub.read(read)
+    certification = sub.latest_certification()
+    status["certified_height"] = certification.height if certification else 0
+    status["certified_root"] = certification.root.hex() if certification else ""
+    status["balances"] = sum(amount for _, amount in sub.query(base + LEDGER, "accounts"))
+    status["escrow"] = sub.query(base + LEDGER, "escrow")
+    status["pings"] = sub.query(base + PINGER, "stats")
+    status["counter"] = sub.query(base + COUNTER, "get")
+    return status
+
+
+def run(root: Path, subnet: str) -> int:
+    layout = TestnetLayout(root)
+    manifest = layout.read_manifest()
+    subnets = list(manifest["subnets"])
+    if subnet not in subnets:
+        raise TestnetError(f"{subnet!r} is not a subnet of this testnet")
+    tick_s = float(manifest["tick_s"])
+    registry = decode_registry(layout.registry.read_bytes())
+    record = registry.latest().subnet(subnet)
+    secrets = [decode_node_secrets(layout.secrets(node).read_bytes()) for node in record.node_ids]
+    environment = ExecutionEnvironment([_load_class(name) for name in manifest["canister_modules"]])
+    holder = RegistryHolder(registry)
+    config = NodeConfig(refresh_interval_s=min(0.5, max(0.02, tick_s / 2)), fetch_timeout_s=2.0)
+    stop = threading.Event()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(sig, lambda *_: stop.set())
+
+    _log.info("%s: re-executing the block log", subnet)
+    sub = Subnet(subnet, holder, secrets, layout.genesis(subnet).read_bytes(), environment,
+                 _LIMITS[manifest["limits"]], config=config, block_log=layout.blocks(subnet))
+    try:
+        addresses = sub.start_servers()
+        layout.write_json(layout.addresses(subnet), addresses)
+        _log.info("%s: height %d, endpoints %s", subnet, sub.height, addresses)
+        while not stop.is_set():
+            current = decode_registry(layout.registry.read_bytes())
+            if _published(current, addresses):
+                holder.set(current)
+                break
+            stop.wait(0.05)
+        sub.start_fetching()
+        traffic = _Traffic(subnet, subnets)
+        position = subnets.index(subnet)
+        while not stop.wait(tick_s):
+            if not layout.traffic_off.exists():
+                traffic.tick(sub)
+            sub.step()
+            layout.write_json(layout.status(subnet), _status(sub, position))
+    finally:
+        sub.stop()
+    _log.info("%s: stopped at height %d", subnet, sub.height)
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = sys.argv[1:] if argv is None else argv
+    if len(args) != 2:
+        print("usage: python -m replica.testnet_process DIR SUBNET", file=sys.stderr)
+        return 2
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    return run(Path(args[0]), args[1])
+
+
+if __name__ == "__main__":
+    sys.exit(main())
