@@ -13,7 +13,7 @@ A ``ReplicaNode`` owns
 * an ``XNetClient`` and a ``SlicePoolRefresher`` pulling slices of peer subnets' streams to
   us from their nodes. Every fetched slice is decoded and verified
   (``decode_certified_stream_slice`` under the registry's key) and checked against what was
-  asked for (``check_fetched_slice``) before it may enter the pool; a replica whose bytes
+  asked for (``xnet.fetched_slice.check_fetched_slice``) before it may enter the pool; a replica whose bytes
   fail is penalised and the next replica of that subnet is asked.
 
 Signing keys (the secret key share, the TLS key) come from ``NodeSecrets`` and stay here.
@@ -25,7 +25,7 @@ import logging
 import threading
 from collections import Counter
 from dataclasses import dataclass
-from typing import Callable, Optional
+from typing import Callable
 
 from consensus_stub.block import Block, to_batch
 from consensus_stub.block_maker import ChainTip, build_block
@@ -38,7 +38,7 @@ from message_routing.execution_environment import ExecutionEnvironment
 from message_routing.limits import Limits
 from message_routing.state_machine import execute_round
 from state_manager.certification import Certification, CertificationShare, sign_certification_share
-from state_manager.certified_slice import CertifiedSlice, SliceDecodeError, decode_certified_stream_slice
+from state_manager.certified_slice import SliceDecodeError, decode_certified_stream_slice
 from state_manager.messages import Ingress
 from state_manager.replicated_state import ReplicatedState
 from state_manager.state_codec import decode_state
@@ -46,19 +46,18 @@ from state_manager.state_manager import StateManager
 from state_manager.state_tree import StateTrees
 from state_manager.streams import ExpectedIndices
 from xnet.expected_indices import expected_indices
+from xnet.fetched_slice import FetchedSliceRejected, check_fetched_slice
 from xnet.grpc.client import PeerEndpoint, XNetClient
 from xnet.grpc.messages import GetStreamSliceRequest
 from xnet.grpc.refresher import SlicePoolRefresher
 from xnet.grpc.server import SliceProvider, XNetServer
 from xnet.grpc.tls import TlsIdentity
 from xnet.peer_selection import PeerSelector
-from xnet.slice_pool import PooledSlice, SlicePool
+from xnet.slice_pool import SlicePool
 from xnet.slice_provider import CertifiedSliceProvider
 from xnet.xnet_payload import DecodedXNetPayload, decode_xnet_payload
 
-__all__ = [
-    "NodeConfig", "RegistryHolder", "ReplicaNode", "FetchedSliceRejected", "check_fetched_slice",
-]
+__all__ = ["NodeConfig", "RegistryHolder", "ReplicaNode"]
 
 _log = logging.getLogger(__name__)
 
@@ -90,41 +89,6 @@ class RegistryHolder:
     def set(self, registry: Registry) -> None:
         with self._lock:
             self._registry = registry
-
-
-class FetchedSliceRejected(ValueError):
-    """A verified slice that is not an answer to what was asked (stale, gap, overlap, signals)."""
-
-
-def check_fetched_slice(
-    decoded: CertifiedSlice,
-    request: GetStreamSliceRequest,
-    expected: ExpectedIndices,
-    own_stream_end: int,
-    pooled: Optional[PooledSlice],
-) -> None:
-    """What an honest replica's answer to ``request`` satisfies beyond decoding; raise
-    ``FetchedSliceRejected`` unless:
-
-    * its certification is not older than the pooled slice's (no replay of old states);
-    * if it carries messages, they begin exactly at ``request.msg_begin`` (no gap, no overlap);
-    * its witness begins at or below ``request.witness_begin`` when ``witness_begin < msg_begin``;
-    * ``expected.signal_index <= header.signals_end <= own_stream_end`` (signals never regress
-      and never acknowledge messages we did not send).
-    """
-    s = decoded.stream_slice
-    if pooled is not None and decoded.certification.height < pooled.certification_height:
-        raise FetchedSliceRejected(
-            f"certified at height {decoded.certification.height}, older than the pooled {pooled.certification_height}")
-    if s.messages and s.messages_begin != request.msg_begin:
-        raise FetchedSliceRejected(f"messages begin at {s.messages_begin}, {request.msg_begin} was asked for")
-    if request.witness_begin < request.msg_begin and s.messages and decoded.witness_begin > request.witness_begin:
-        raise FetchedSliceRejected(f"witness begins at {decoded.witness_begin}, {request.witness_begin} was asked for")
-    signals_end = s.header.signals_end
-    if signals_end < expected.signal_index:
-        raise FetchedSliceRejected(f"signals_end {signals_end} regresses below {expected.signal_index}")
-    if signals_end > own_stream_end:
-        raise FetchedSliceRejected(f"signals_end {signals_end} acknowledges messages never sent (end {own_stream_end})")
 
 
 class ReplicaNode:
@@ -321,8 +285,8 @@ class ReplicaNode:
             expected = self._expected.get(remote, ExpectedIndices(0, 0))
             try:
                 if request is not None:
-                    check_fetched_slice(decoded, request, expected, self._own_stream_ends.get(remote, 0),
-                                        self.slice_pool.get(remote))
+                    check_fetched_slice(decoded, request.witness_begin, request.msg_begin, expected,
+                                        self._own_stream_ends.get(remote, 0), self.slice_pool.get(remote))
             except FetchedSliceRejected as exc:
                 return self._reject(remote, exc)
             self.slice_pool.put(remote, data, decoded)
