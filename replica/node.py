@@ -121,7 +121,7 @@ class ReplicaNode:
         self.slice_pool = SlicePool(self.subnet_id, config.slice_pool_bytes)
         self._expected: dict[str, ExpectedIndices] = {}
         self._own_stream_ends: dict[str, int] = {}
-        self._requested: dict[str, GetStreamSliceRequest] = {}
+        self._requested: dict[str, tuple[GetStreamSliceRequest, ExpectedIndices]] = {}
         self._last_delivered: dict[str, bytes] = {}
         #: Fetched slices refused, per ``(remote subnet, error class name)``.
         self.rejected_slices: Counter[tuple[str, str]] = Counter()
@@ -266,7 +266,7 @@ class ReplicaNode:
             if msg_limit == 0 or byte_limit == 0:
                 return None  # a full slice is pooled already; it goes into the next block
             request = GetStreamSliceRequest(self.subnet_id, witness_begin, msg_begin, msg_limit, byte_limit)
-            self._requested[remote] = request
+            self._requested[remote] = (request, expected)
             return request
 
     def _deliver(self, remote: str, data: bytes) -> bool:
@@ -281,10 +281,12 @@ class ReplicaNode:
         except SliceDecodeError as exc:
             return self._reject(remote, exc)
         with self._pool_lock:
-            request = self._requested.get(remote)
-            expected = self._expected.get(remote, ExpectedIndices(0, 0))
+            asked = self._requested.get(remote)
             try:
-                if request is not None:
+                if asked is not None:
+                    # Against the indices the request was made for: a block executed while the
+                    # answer travelled may have moved them on, which is not the replica's fault.
+                    request, expected = asked
                     check_fetched_slice(decoded, request.witness_begin, request.msg_begin, expected,
                                         self._own_stream_ends.get(remote, 0), self.slice_pool.get(remote))
             except FetchedSliceRejected as exc:

@@ -34,7 +34,8 @@ EXPECTED = {
     "signals_beyond": ("RejectedSlice", {"FetchedSliceRejected"}),
     "oversized": ("ResponseTooLarge", set()),
     "garbage": ("RejectedSlice", {"MalformedSlice", "NonCanonicalSlice", "UnsupportedSliceVersion",
-                                  "SliceFieldCount"}),
+                                  "SliceFieldCount", "SliceTrailingBytes", "PayloadNotCanonical",
+                                  "WitnessNotCanonical", "TreeTooDeep", "SliceTooLarge"}),
     "hang": ("PeerTimeout", set()),
 }
 
