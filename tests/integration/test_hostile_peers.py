@@ -13,6 +13,9 @@ import datetime
 import pytest
 
 from consensus_stub.node_keys import generate_node_identity
+from xnet.errors import PeerRejected, PeerUnavailable
+from xnet.grpc.client import PeerEndpoint, XNetClient
+from xnet.grpc.messages import GetStreamSliceRequest
 from replica.subnet import NodeHooks, Subnet
 from tests.integration.harness import ALPHA, BETA, check_invariants, drive, make_testnet, run_to_settlement
 from tests.integration.hostile import MODES, Forger, HostileProvider
@@ -93,7 +96,8 @@ def test_hostile_peer(mode):
 
 def test_peer_without_registry_listed_certificate():
     """beta-node-2's endpoint presents a certificate the registry does not list: alpha's
-    clients (which trust exactly the listed certificate) never complete the handshake."""
+    clients (which trust exactly the listed certificate) never complete the handshake; and a
+    client with an unlisted certificate is refused by the honest endpoints."""
     not_before = datetime.datetime.now(datetime.timezone.utc) - datetime.timedelta(minutes=5)
     impostor = generate_node_identity(HOSTILE, not_before)
     net = make_testnet(hooks={HOSTILE: NodeHooks(server_identity=impostor)})
@@ -107,6 +111,12 @@ def test_peer_without_registry_listed_certificate():
             drive(net, rounds=2, transfers=2, traffic=traffic)
             run_to_settlement(net, traffic)
         check_invariants(net, traffic)
+        # and the other way round: an unlisted client gets nothing from an honest endpoint
+        honest = net.current_registry.latest().node("beta-node-1")
+        peer = PeerEndpoint(honest.node_id, honest.xnet_address, honest.certificate_pem)
+        with XNetClient(impostor, timeout_s=2.0) as client:
+            with pytest.raises((PeerUnavailable, PeerRejected)):
+                client.get_stream_slice(peer, GetStreamSliceRequest(ALPHA, 0, 0, 10, 10_000))
     finally:
         net.stop()
     assert _errors(net, "PeerUnavailable") > 0
