@@ -25,6 +25,9 @@ def build_parser() -> argparse.ArgumentParser:
 
     from replica.testnet import add_testnet_command
     add_testnet_command(sub)  # testnet
+
+    from replica.audit.cli import add_audit_commands
+    add_audit_commands(sub)  # audit, replay-one
     return parser
 
 

@@ -2,7 +2,8 @@
 
 Users sign ingress (Ed25519) that goes through the ingress API's checks; canisters call
 each other across subnets; the network delays, reorders and duplicates slices. At the end
-the demo prints what happened and checks the apps' invariants.
+the demo prints what happened, checks the apps' invariants, records the run and audits it
+(``replica.audit``: many simulated replicas replay it on Spark) and prints the verdict.
 """
 
 from __future__ import annotations
@@ -142,7 +143,11 @@ def run_demo(seed: int = 7, ticks: int = 40, out: str = "runs/demo") -> int:
     ok = balances == net.initial_supply and escrow == 0
     print(f"  ledger supply: {balances} in balances + {escrow} in escrow (initial {net.initial_supply}) "
           f"-> {'invariant holds' if ok else 'INVARIANT BROKEN'}")
-    return 0 if ok else 1
+
+    print("\n== Determinism audit of the recorded run ==")
+    from replica.audit.cli import audit_simulation
+    audited = audit_simulation(sim, out)
+    return 0 if ok and audited == 0 else 1
 
 
 if __name__ == "__main__":

@@ -1,0 +1,219 @@
+"""``replica audit`` and ``replica replay-one``: the audit's command-line shell.
+
+``replica audit RUN_DIR`` (or ``--generate …``) runs the Spark job, prints the summary,
+writes ``report.json`` and ``report.html`` to ``--out`` and exits 0 when every replica
+agrees with every other and with the live run, 1 when not, 2 when the input is unusable.
+``replica replay-one`` replays one replica locally (in a subprocess with the hash seed the
+audit's workers used, or the replica's own), compares it with the live hashes and
+optionally with another replica, down to the differing state paths.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+from .errors import AuditError
+from .perturbation import parse_fault, parse_perturbation
+
+__all__ = ["add_audit_commands", "audit_command", "replay_one_command", "parse_replica_fault", "audit_simulation"]
+
+
+def parse_replica_fault(text: str):
+    """``REPLICA:KIND@HEIGHT[:MESSAGE[:OTHER]]`` → ``(replica, Fault)``."""
+    replica, _, fault = text.partition(":")
+    if not replica.isdigit() or not fault:
+        raise argparse.ArgumentTypeError(f"fault {text!r} is not REPLICA:KIND@HEIGHT[:MESSAGE[:OTHER]]")
+    try:
+        return int(replica), parse_fault(fault)
+    except AuditError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
+def add_audit_commands(sub) -> None:
+    """Register ``audit`` and ``replay-one`` on an argparse subparsers object."""
+    audit = sub.add_parser("audit", help="determinism audit: replay a recorded run on many simulated replicas with Spark",
+                           description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    audit.add_argument("run_dir", nargs="?", help="a recorded run directory (see replica.audit.run_log)")
+    gen = audit.add_argument_group("generated workload (instead of RUN_DIR)")
+    gen.add_argument("--generate", action="store_true", help="generate a seeded multi-subnet run and audit it")
+    gen.add_argument("--subnets", type=int, default=4)
+    gen.add_argument("--canisters", type=int, default=16, help="canisters per subnet")
+    gen.add_argument("--batches", type=int, default=50, help="batches per subnet")
+    gen.add_argument("--messages", type=int, default=100, help="messages (ingress + XNet) per batch, about")
+    gen.add_argument("--nondeterministic", action="store_true",
+                     help="also host the deliberately nondeterministic example canister")
+    audit.add_argument("--seed", type=int, default=1, help="seed of the workload and of the replica plan")
+    audit.add_argument("--replicas", type=int, default=2048)
+    audit.add_argument("--master", default="local[*]", help="local[*] or spark://HOST:PORT")
+    audit.add_argument("--partitions", type=int, default=None, help="default: 4 × the cluster's cores, at most one per 64 replicas")
+    audit.add_argument("--fault", dest="faults", action="append", type=parse_replica_fault, default=[],
+                       metavar="REPLICA:KIND@HEIGHT[:MSG[:MSG2]]", help="inject a fault (flip, drop, swap); repeatable")
+    audit.add_argument("--faults", dest="faults", nargs="+", action="extend", type=parse_replica_fault,
+                       metavar="SPEC", help="several faults at once")
+    audit.add_argument("--from-genesis", action="store_true", help="every replica replays from genesis")
+    audit.add_argument("--drilldowns", type=int, default=8, help="divergence clusters to diff down to state paths")
+    audit.add_argument("--out", default="runs/audit", help="directory for report.json, report.html (and a generated run)")
+    audit.add_argument("--quiet", action="store_true", help="no progress line")
+    audit.set_defaults(func=audit_command)
+
+    one = sub.add_parser("replay-one", help="replay one simulated replica locally and compare it")
+    one.add_argument("run_dir")
+    one.add_argument("--subnet", required=True)
+    one.add_argument("--perturbation", default="none", help="e.g. none, checkpoint@20+shuffle:7, hashseed:3")
+    one.add_argument("--until", type=int, default=None, help="last height to replay")
+    one.add_argument("--against", default=None, help="another replica's perturbation to diff with")
+    one.add_argument("--worker-hash-seed", type=int, default=0,
+                     help="PYTHONHASHSEED for replicas without hashseed (the audit reports the one its workers used)")
+    one.add_argument("--paths", type=int, default=32, help="differing paths to show at most")
+    one.set_defaults(func=replay_one_command)
+
+
+def _generate(args, status) -> tuple:
+    from .isolation import generate_isolated
+    from .job import default_worker_hash_seed
+    from .run_log import decode_run_log, write_run_log
+    from .workload import WorkloadConfig
+
+    config = WorkloadConfig(subnets=args.subnets, canisters=args.canisters, batches=args.batches,
+                            messages=args.messages, seed=args.seed, nondeterministic=args.nondeterministic)
+    status.update(f"generating workload: {config.subnets} subnets × {config.batches} batches")
+    log = decode_run_log(generate_isolated(config, default_worker_hash_seed()))
+    run_dir = Path(args.out) / "run"
+    write_run_log(log, run_dir)
+    status.done(f"generated {config.subnets} subnets × {config.batches} batches into {run_dir}")
+    return log, str(run_dir)
+
+
+def audit_command(args: argparse.Namespace) -> int:
+    from .job import AuditOptions, run_audit, spark_session
+    from .progress import StatusLine
+    from .report import render_text
+    from .run_log import load_run_log
+
+    status = StatusLine(quiet=args.quiet)
+    if bool(args.run_dir) == bool(args.generate):
+        print("replica audit: give a RUN_DIR or --generate (not both)", file=sys.stderr)
+        return 2
+    try:
+        if args.generate:
+            log, run_dir = _generate(args, status)
+        else:
+            log, run_dir = load_run_log(args.run_dir), args.run_dir
+        options = AuditOptions(replicas=args.replicas, seed=args.seed, faults=tuple(args.faults),
+                               partitions=args.partitions, drilldowns=args.drilldowns, from_genesis=args.from_genesis)
+        spark = spark_session(args.master)
+        try:
+            report = run_audit(spark, log, options, source=run_dir, run_dir=run_dir, status=status)
+        finally:
+            spark.stop()
+    except AuditError as exc:
+        print(f"replica audit: {exc}", file=sys.stderr)
+        return 2
+    out = Path(args.out)
+    _write_reports(report, out)
+    print(render_text(report))
+    print(f"report: {out / 'report.json'}  page: {out / 'report.html'}")
+    return report["exit_status"]
+
+
+def _write_reports(report: dict, out: Path) -> None:
+    from .report import render_html
+
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "report.json").write_text(json.dumps(report, indent=2, sort_keys=True) + "\n")
+    (out / "report.html").write_text(render_html(report))
+
+
+def audit_simulation(simulation, out: str | Path, *, replicas: int = 1024, master: str = "local[*]",
+                     seed: int = 1, quiet: bool = False) -> int:
+    """Record ``simulation`` into ``out/run``, audit it, write the reports to ``out/audit``,
+    print the summary; return the exit status (what ``replica demo`` ends with)."""
+    from .job import AuditOptions, run_audit, spark_session
+    from .progress import StatusLine
+    from .recording import record_run
+    from .report import render_text
+
+    status = StatusLine(quiet=quiet)
+    run_dir = Path(out) / "run"
+    try:
+        log = record_run(simulation, run_dir)
+        spark = spark_session(master)
+        try:
+            report = run_audit(spark, log, AuditOptions(replicas=replicas, seed=seed), source=str(run_dir),
+                               run_dir=str(run_dir), status=status)
+        finally:
+            spark.stop()
+    except AuditError as exc:
+        print(f"audit: {exc}", file=sys.stderr)
+        return 2
+    _write_reports(report, Path(out) / "audit")
+    print(render_text(report))
+    print(f"report: {Path(out) / 'audit' / 'report.json'}  page: {Path(out) / 'audit' / 'report.html'}")
+    return report["exit_status"]
+
+
+def _rows(blob: bytes, subnet: str, perturbation: str, seed: int, until: int | None) -> list[tuple]:
+    from .isolation import run_isolated
+
+    rows = [r for r in run_isolated(blob, "rows", seed, [(0, subnet, perturbation)])]
+    return [r for r in rows if until is None or r[2] <= until]
+
+
+def _seed_for(perturbation: str, worker_seed: int) -> int:
+    own = parse_perturbation(perturbation).hash_seed
+    return worker_seed if own is None else own
+
+
+def replay_one_command(args: argparse.Namespace) -> int:
+    from .drilldown import diff_states
+    from .isolation import run_isolated
+    from .run_log import encode_run_log, load_run_log
+
+    try:
+        log = load_run_log(args.run_dir)
+        subnet = log.subnet(args.subnet)
+        blob = encode_run_log(log)
+        live = {h: (f, c) for h, f, c in subnet.hashes}
+        sides = [args.perturbation] + ([args.against] if args.against else [])
+        replays = {p: _rows(blob, args.subnet, p, _seed_for(p, args.worker_hash_seed), args.until) for p in sides}
+    except AuditError as exc:
+        print(f"replica replay-one: {exc}", file=sys.stderr)
+        return 2
+    ok = True
+    for p, rows in replays.items():
+        seed = _seed_for(p, args.worker_hash_seed)
+        print(f"replica {p} of {args.subnet} (PYTHONHASHSEED={seed}):")
+        for _, _, height, full, certified, error in rows:
+            if error is not None:
+                print(f"  {height:>5}  replay failed: {error}")
+                ok = False
+                continue
+            mark = "" if height not in live else ("live: same" if live[height] == (full, certified) else "live: DIFFERS")
+            ok = ok and (height not in live or live[height] == (full, certified))
+            print(f"  {height:>5}  {bytes(full).hex()[:16]}  {bytes(certified).hex()[:16]}  {mark}")
+    if args.against:
+        a = {r[2]: (r[3], r[4]) for r in replays[args.perturbation]}
+        b = {r[2]: (r[3], r[4]) for r in replays[args.against]}
+        common = sorted(set(a) & set(b))
+        differing = [h for h in common if a[h] != b[h]]
+        if not differing:
+            print(f"{args.perturbation} and {args.against} agree at heights {common[0] if common else '-'}.."
+                  f"{common[-1] if common else '-'}")
+        else:
+            ok = False
+            height = differing[0]
+            print(f"{args.perturbation} and {args.against} first differ at height {height}; differing state paths:")
+            states = [next(iter(run_isolated(blob, "states", _seed_for(p, args.worker_hash_seed),
+                                             [(i, args.subnet, p, height)])))
+                      for i, p in enumerate((args.perturbation, args.against))]
+            drill = diff_states(states[0], states[1], limit=args.paths)
+            for note in drill["notes"]:
+                print(f"  note: {note}")
+            for path in drill["paths"]:
+                print(f"  {path['path']}: {path['minority']!r}  (other: {path['majority']!r})")
+            if drill["more_paths"]:
+                print(f"  … {drill['more_paths']} more")
+    return 0 if ok else 1

@@ -1,0 +1,269 @@
+"""The Spark job of ``replica audit``: extract, pure transform, load.
+
+* **extract**   the run log (a recorded directory or a generated workload) → one blob,
+                broadcast once; replica specs planned in the driver → a DataFrame
+                (``analysis.SPEC_SCHEMA``); the live hashes → a DataFrame.
+* **transform** specs, keyed by their planned partition, ``mapPartitions(worker.replay_task)``
+                → rows ``(replica, subnet, height, full_hash, certified_root, error)``
+                (``analysis.ROW_SCHEMA``, cached); the ``analysis`` transforms; the drill-down
+                replays (``mapPartitions(worker.states_task)``) and their diff.
+* **load**      the collected facts → ``report.build_report``; writing files is the CLI's job.
+
+The same code runs on ``local[*]`` and on a standalone cluster: for a ``spark://`` master
+the project's packages are zipped and shipped with ``addPyFile``.
+"""
+
+from __future__ import annotations
+
+import importlib
+import os
+import sys
+import tempfile
+import time
+import zipfile
+from collections import Counter as Tally
+from dataclasses import dataclass
+from functools import partial
+from pathlib import Path
+from typing import Any
+
+from pyspark import StorageLevel
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
+
+from . import analysis
+from .drilldown import diff_states, drill_requests
+from .errors import AuditError
+from .faults import apply_fault
+from .inputs import RunInputs, prepare_run
+from .perturbation import Fault
+from .progress import SparkProgress, StatusLine
+from .replicas import ReplicaSpec, assign_partitions, plan_replicas
+from .report import AuditFacts, build_report, reproduce_command
+from .run_log import RunLog, encode_run_log
+from .worker import replay_task, states_task
+
+__all__ = ["AuditOptions", "spark_session", "run_audit", "PROJECT_PACKAGES", "project_zip", "worker_hash_seed",
+           "default_worker_hash_seed", "default_partitions"]
+
+PROJECT_PACKAGES = ("replica", "message_routing", "state_manager", "xnet", "consensus_stub", "examples")
+
+
+@dataclass(frozen=True)
+class AuditOptions:
+    replicas: int = 2048
+    seed: int = 1
+    faults: tuple[tuple[int, Fault], ...] = ()
+    partitions: int | None = None       # default: ``default_partitions``
+    drilldowns: int = 8
+    from_genesis: bool = False
+
+
+#: Fewer replicas than this per partition cost more in task and subprocess overhead than they balance.
+MIN_REPLICAS_PER_PARTITION = 64
+
+
+def default_partitions(replicas: int, parallelism: int) -> int:
+    """``4 × parallelism`` (slack for uneven tasks), but no fewer than 64 replicas per
+    partition and at least one partition per core."""
+    return max(1, min(4 * parallelism, max(parallelism, replicas // MIN_REPLICAS_PER_PARTITION), replicas))
+
+
+def _is_loopback_master(master: str) -> bool:
+    if master.startswith("local"):
+        return True
+    host = master.removeprefix("spark://").split(":")[0]
+    return host in ("127.0.0.1", "localhost")
+
+
+def project_zip(directory: Path, extra_packages: tuple[str, ...] = ()) -> Path:
+    """A zip of the project's packages (and ``extra_packages``) for executors' ``sys.path``."""
+    target = directory / "replica-audit-code.zip"
+    with zipfile.ZipFile(target, "w", zipfile.ZIP_DEFLATED) as archive:
+        for package in sorted(set(PROJECT_PACKAGES) | set(extra_packages)):
+            root = Path(importlib.import_module(package).__file__).resolve().parent
+            for path in sorted(root.rglob("*.py")):
+                archive.write(path, Path(package) / path.relative_to(root))
+    return target
+
+
+def spark_session(master: str = "local[*]", *, app_name: str = "replica-audit", shuffle_partitions: int = 8,
+                  conf: dict[str, str] | None = None) -> SparkSession:
+    """A session for the audit: no UI, the driver on loopback for local or loopback masters,
+    executors running this interpreter, and the project's code shipped for cluster masters."""
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)  # what PySpark starts its workers with
+    builder = (SparkSession.builder.master(master).appName(app_name)
+               .config("spark.ui.enabled", "false")
+               .config("spark.ui.showConsoleProgress", "false")
+               .config("spark.sql.shuffle.partitions", str(shuffle_partitions))
+               .config("spark.pyspark.python", sys.executable)
+               .config("spark.pyspark.driver.python", sys.executable))
+    if _is_loopback_master(master):
+        builder = builder.config("spark.driver.host", "127.0.0.1").config("spark.driver.bindAddress", "127.0.0.1")
+    for key, value in (conf or {}).items():
+        builder = builder.config(key, value)
+    spark = builder.getOrCreate()
+    spark.sparkContext.setLogLevel("ERROR")
+    if not master.startswith("local"):
+        code_dir = Path(tempfile.mkdtemp(prefix="replica-audit-"))
+        spark.sparkContext.addPyFile(str(project_zip(code_dir)))
+    return spark
+
+
+def default_worker_hash_seed() -> int:
+    """The seed PySpark will give its workers: this process's ``PYTHONHASHSEED``, else 0."""
+    value = os.environ.get("PYTHONHASHSEED", "0")
+    return int(value) if value.isdigit() else 0
+
+
+def worker_hash_seed(spark: SparkSession) -> int:
+    """The ``PYTHONHASHSEED`` Spark gives its Python workers (PySpark sets one for them)."""
+    value = spark.sparkContext.environment.get("PYTHONHASHSEED", os.environ.get("PYTHONHASHSEED", "0"))
+    try:
+        return int(value)
+    except ValueError as exc:
+        raise AuditError(f"Spark workers run with PYTHONHASHSEED={value!r}; the audit needs a fixed seed") from exc
+
+
+def _key_by_partition(row) -> tuple[int, Any]:
+    return row["partition"], row
+
+
+def _partition_of(key: int) -> int:
+    return key
+
+
+def _validate_faults(run: RunInputs, specs: tuple[ReplicaSpec, ...]) -> None:
+    for spec in specs:
+        fault = spec.perturbation.fault
+        if fault is not None:
+            apply_fault(run.subnet(spec.subnet).batches[fault.height - 1], fault)
+
+
+def _spec_rows(specs: tuple[ReplicaSpec, ...], assignment: dict[int, int], heights: dict[str, int]) -> list[tuple]:
+    return [(s.replica, s.subnet, s.perturbation.text(), list(s.perturbation.kinds()), s.start,
+             s.expected_rows(heights[s.subnet]), assignment[s.replica]) for s in specs]
+
+
+def _recorded_rows(log: RunLog) -> list[tuple]:
+    return [(s.subnet_id, h, f, c) for s in log.subnets for h, f, c in s.hashes]
+
+
+def _replica_batches(replicas: int, row_count: int, incomplete: list) -> int:
+    """Batches executed: one per row after each replica's start row (a failed replica's error
+    row stands for the batch it failed on)."""
+    silent = sum(1 for r in incomplete if r[3] == 0)  # replicas that reported nothing at all
+    return int(row_count - (replicas - silent))
+
+
+def _b(value) -> bytes | None:
+    return None if value is None else bytes(value)
+
+
+def run_audit(spark: SparkSession, log: RunLog, options: AuditOptions, *, source: str, run_dir: str | None,
+              status: StatusLine | None = None) -> dict[str, Any]:
+    """Audit ``log`` with ``options``; return the report (``report.build_report``)."""
+    status = status or StatusLine(quiet=True)
+    sc = spark.sparkContext
+    started = time.perf_counter()
+    # -- extract -----------------------------------------------------------------------------
+    run = prepare_run(log)
+    heights = {s.subnet_id: s.height for s in log.subnets}
+    worker_seed = worker_hash_seed(spark)
+    specs = plan_replicas(heights, {s.subnet_id: s.checkpoint_heights() for s in log.subnets}, options.replicas,
+                          options.seed, faults=dict(options.faults), worker_hash_seed=worker_seed,
+                          from_genesis=options.from_genesis)
+    _validate_faults(run, specs)
+    partitions = options.partitions or default_partitions(len(specs), sc.defaultParallelism)
+    assignment = assign_partitions(specs, heights, partitions)
+    spec_df = spark.createDataFrame(_spec_rows(specs, assignment, heights), analysis.SPEC_SCHEMA)
+    recorded_df = spark.createDataFrame(_recorded_rows(log), analysis.RECORDED_SCHEMA)
+    blob = encode_run_log(log)
+    broadcast = sc.broadcast(blob)
+    # -- transform: replay -------------------------------------------------------------------
+    replayed = (spec_df.rdd.map(_key_by_partition).partitionBy(partitions, _partition_of).values()
+                .mapPartitions(partial(replay_task, broadcast)))
+    rows = spark.createDataFrame(replayed, analysis.ROW_SCHEMA, verifySchema=False).persist(StorageLevel.MEMORY_AND_DISK)
+    with SparkProgress(sc, status, f"replaying {len(specs)} replicas in {partitions} partitions", "audit-replay"):
+        row_count = rows.count()
+    replay_s = time.perf_counter() - started
+    # -- transform: analysis -----------------------------------------------------------------
+    with SparkProgress(sc, status, "comparing hashes", "audit-analysis"):
+        groups = analysis.hash_groups(rows).persist()
+        majority = analysis.majority(groups, recorded_df).persist()
+        per_height = [tuple(r) for r in analysis.divergent_per_height(groups, majority).collect()]
+        error_rows = sum(r.replicas for r in groups.where(F.col("error").isNotNull()).select("replicas").collect())
+        split = [(r.subnet, r.height, _b(r.full_hash), _b(r.certified_root), r.error, r.replicas, r.is_majority)
+                 for r in analysis.split_groups(groups, majority).orderBy("subnet", "height").limit(2000).collect()]
+        mismatches = [(r.subnet, r.height, _b(r.majority_full), _b(r.majority_root), _b(r.recorded_full),
+                       _b(r.recorded_root))
+                      for r in analysis.recorded_agreement(majority, recorded_df).where(~F.col("agrees")).collect()]
+        first = analysis.first_divergence(rows, majority).persist()
+        cluster_rows = [r.asDict() for r in analysis.clusters(first, spec_df).collect()]
+        divergent_replicas = sum(c["size"] for c in cluster_rows)
+        incomplete = [tuple(r) for r in analysis.incomplete_replicas(rows, spec_df).collect()]
+    analysis_s = time.perf_counter() - started - replay_s
+    # -- transform: drill-down ---------------------------------------------------------------
+    clusters_sorted = sorted(cluster_rows, key=lambda c: (c["first_height"], c["subnet"], c["replicas"][0]))
+    chosen = clusters_sorted[: options.drilldowns]
+    by_replica = {s.replica: s for s in specs}
+    if chosen:
+        with SparkProgress(sc, status, f"drilling down into {len(chosen)} clusters", "audit-drilldown"):
+            _drill(spark, broadcast, chosen, rows, majority, spec_df, by_replica, run_dir, worker_seed)
+    drill_s = time.perf_counter() - started - replay_s - analysis_s
+    rows.unpersist()
+    groups.unpersist()
+    majority.unpersist()
+    first.unpersist()
+    broadcast.unpersist()
+    # -- load --------------------------------------------------------------------------------
+    kinds = Tally(kind for s in specs for kind in s.perturbation.kinds())
+    facts = AuditFacts(
+        source=source,
+        subnets=[{"subnet": s.subnet_id, "batches": s.height, "checkpoints": list(s.checkpoint_heights())}
+                 for s in log.subnets],
+        canister_modules=list(log.canister_modules), limits=log.limits_name, replicas=len(specs),
+        seed=options.seed, worker_hash_seed=worker_seed, from_genesis=options.from_genesis,
+        faults=[f"{r}:{f.text()}" for r, f in options.faults], perturbation_counts=dict(kinds),
+        replica_batches=_replica_batches(len(specs), row_count, incomplete), rows=int(row_count),
+        error_rows=int(error_rows), per_height=per_height, split_groups=split, clusters=clusters_sorted,
+        recorded_mismatches=mismatches, incomplete=incomplete, divergent_replicas=int(divergent_replicas),
+        environment={"master": sc.master, "default_parallelism": sc.defaultParallelism, "partitions": partitions,
+                     "timing_s": {"replay": round(replay_s, 3), "analysis": round(analysis_s, 3),
+                                  "drilldown": round(drill_s, 3), "total": round(time.perf_counter() - started, 3)}},
+    )
+    recorded = {(s.subnet_id, h): (f, c) for s in log.subnets for h, f, c in s.hashes}
+    return build_report(facts, recorded)
+
+
+def _drill(spark: SparkSession, broadcast, chosen: list[dict], rows: DataFrame, majority: DataFrame,
+           spec_df: DataFrame, by_replica: dict[int, ReplicaSpec], run_dir: str | None, worker_seed: int) -> None:
+    """Fill ``drilldown``, ``majority_replica`` and ``reproduce`` of the chosen clusters."""
+    wanted = spark.createDataFrame([(c["subnet"], c["first_height"]) for c in chosen], "subnet string, height int")
+    witnesses = {(r.subnet, r.height): (r.replica, r.perturbation)
+                 for r in analysis.majority_witnesses(rows, majority, spec_df, wanted).collect()}
+    pairs, drilled = [], []
+    for cluster in chosen:
+        witness = witnesses.get((cluster["subnet"], cluster["first_height"]))
+        minority = by_replica[cluster["replicas"][0]]
+        command_against = None if witness is None else witness[1]
+        cluster["reproduce"] = reproduce_command(run_dir or "RUN_DIR", cluster["subnet"], minority.perturbation.text(),
+                                                 cluster["first_height"], command_against, worker_seed)
+        if witness is None:
+            cluster["drilldown"] = {"paths": [], "more_paths": 0,
+                                    "notes": ["no replica computed a majority hash at this height"]}
+            continue
+        cluster["majority_replica"] = witness[0]
+        height = cluster["first_height"]
+        pairs.append(((cluster["subnet"], minority.perturbation.text(), height),
+                      (cluster["subnet"], witness[1], height)))
+        drilled.append(cluster)
+    if not pairs:
+        return
+    requests, ids = drill_requests(pairs)
+    slices = min(len(requests), spark.sparkContext.defaultParallelism)
+    states = {row[0]: row for row in spark.sparkContext.parallelize([r.as_tuple() for r in requests], slices)
+              .mapPartitions(partial(states_task, broadcast)).collect()}
+    for cluster, (minority_id, majority_id) in zip(drilled, ids):
+        cluster["drilldown"] = diff_states(states[minority_id], states[majority_id],
+                                           (cluster["full_hash"], cluster["certified_root"]))

@@ -1,0 +1,166 @@
+"""The replay engine: one simulated replica, as a pure function of its inputs.
+
+``replay(genesis, batches, perturbation, context)`` yields ``(height, full_state_hash,
+certified_root)`` for the start height and every height after it. It runs the replica's
+own code and nothing else: ``message_routing.state_machine.execute_round`` with the
+replica's ``ExecutionEnvironment``, committed through ``state_manager.StateManager`` (the
+incremental state-tree hashing every replica uses), with state decoding from
+``state_manager.state_codec``. There is no second implementation of any of it here.
+
+What a replica with perturbation ``p`` executes:
+
+1. its start state: genesis, or the recorded checkpoint of height ``p.start`` (decoded,
+   then hashed from scratch — the row for the start height);
+2. every batch of heights ``p.start + 1 ..`` in order: the fault of ``p`` applied to its
+   batch, XNet slices presented shuffled under ``shuffle``; ``execute_round``; ``commit``
+   (hashes of that height);
+3. at ``p.restart_at``: ``encode_state``, decode again (shuffled under ``shuffle``), a fresh
+   state manager that hashes the reloaded state from scratch; that hash is the row of the
+   restart height, and the next commit chains on it.
+
+``hashseed`` cannot be applied from inside a process: callers run such replicas in a
+subprocess (``isolation``), which calls this same function. Nothing here reads a clock,
+a file or the environment; shuffling draws from ``random.Random`` seeded by text.
+"""
+
+from __future__ import annotations
+
+import importlib
+import random
+from dataclasses import dataclass
+from typing import Iterator, Mapping, NamedTuple, Sequence
+
+from message_routing.batch import Batch
+from message_routing.limits import Limits
+from message_routing.state_machine import execute_round
+from replica.execution import CanisterRegistry, ExecutionEnvironment
+from state_manager.codec import CodecError
+from state_manager.replicated_state import ReplicatedState
+from state_manager.routing_table import NetworkTopology
+from state_manager.state_codec import decode_state, encode_state
+from state_manager.state_manager import StateManager
+from state_manager.state_tree import StateTrees
+
+from .errors import ReplayError, RunLogError
+from .faults import apply_fault
+from .perturbation import Perturbation
+from .shuffle import present_xnet_payload, shuffled, shuffled_state
+
+__all__ = ["ReplayContext", "ReplayStep", "replay", "replay_states", "load_canister_classes", "shuffle_rng"]
+
+
+class ReplayStep(NamedTuple):
+    height: int
+    full_hash: bytes
+    certified_root: bytes
+
+
+def load_canister_classes(module_names: Sequence[str]) -> tuple[type, ...]:
+    """Import ``"package.module:Class"`` names (the run log's canister registry)."""
+    classes = []
+    for name in module_names:
+        module_name, _, qualname = name.partition(":")
+        if not module_name or not qualname:
+            raise RunLogError(f"canister module {name!r} is not 'package.module:Class'")
+        try:
+            target = importlib.import_module(module_name)
+            for part in qualname.split("."):
+                target = getattr(target, part)
+        except (ImportError, AttributeError) as exc:
+            raise RunLogError(f"canister module {name!r} cannot be loaded: {exc}") from exc
+        classes.append(target)
+    return tuple(classes)
+
+
+@dataclass(frozen=True)
+class ReplayContext:
+    """What every replica of a run shares: its code (canister classes), limits and the
+    registry's topologies by version."""
+
+    classes: tuple[type, ...]
+    limits: Limits
+    topologies: tuple[NetworkTopology, ...]
+
+    def topology(self, registry_version: int) -> NetworkTopology:
+        for topology in self.topologies:
+            if topology.registry_version == registry_version:
+                return topology
+        raise ReplayError(f"no topology of registry version {registry_version} in the run")
+
+    def environment(self, rng: random.Random | None = None) -> ExecutionEnvironment:
+        """The execution environment; its registry filled in a shuffled order if ``rng``."""
+        classes = self.classes if rng is None else shuffled(self.classes, rng)
+        return ExecutionEnvironment(CanisterRegistry(classes))
+
+
+def shuffle_rng(seed: int, purpose: str, height: int = 0) -> random.Random:
+    """A generator for one shuffling decision (text seeds hash the same in every process)."""
+    return random.Random(f"audit-shuffle/{seed}/{purpose}/{height}")
+
+
+def _load(data: bytes, perturbation: Perturbation, height: int, purpose: str) -> ReplicatedState:
+    try:
+        if perturbation.shuffle_seed is None:
+            state = decode_state(data)
+        else:
+            state = shuffled_state(data, shuffle_rng(perturbation.shuffle_seed, purpose, height))
+    except CodecError as exc:
+        raise ReplayError(f"the state of height {height} does not decode: {exc}") from exc
+    if state.metadata.batch_number != height:
+        raise ReplayError(f"the state loaded for height {height} is of height {state.metadata.batch_number}")
+    return state
+
+
+def replay_states(
+    genesis: bytes,
+    batches: Sequence[Batch],
+    perturbation: Perturbation,
+    context: ReplayContext,
+    checkpoints: Mapping[int, bytes] | None = None,
+    until: int | None = None,
+) -> Iterator[tuple[int, ReplicatedState, StateTrees]]:
+    """``(height, state, trees)`` per height (module docstring). The state is the replica's
+    live state: it changes when the iteration continues."""
+    start = perturbation.start
+    last = len(batches) if until is None else min(until, len(batches))
+    if start:
+        data = (checkpoints or {}).get(start)
+        if data is None:
+            raise ReplayError(f"the run has no checkpoint at height {start}")
+    else:
+        data = genesis
+    state = _load(data, perturbation, start, "start")
+    manager = StateManager(state, keep_heights=1)
+    shuffle = perturbation.shuffle_seed
+    environment = context.environment(None if shuffle is None else shuffle_rng(shuffle, "registry"))
+    limits = context.limits
+    fault = perturbation.fault
+    yield start, state, manager.latest
+    for height in range(start + 1, last + 1):
+        batch = batches[height - 1]
+        if batch.batch_number != height:
+            raise ReplayError(f"batch {height - 1} of the log has number {batch.batch_number}")
+        if fault is not None and fault.height == height:
+            batch = apply_fault(batch, fault)
+        if shuffle is not None:
+            batch = present_xnet_payload(batch, shuffle_rng(shuffle, "xnet", height))
+        state = execute_round(state, batch, context.topology(batch.registry_version), environment, limits)
+        trees = manager.commit(state)
+        if perturbation.restart_at == height:
+            state = _load(encode_state(state), perturbation, height, "restart")
+            manager = StateManager(state, keep_heights=1)
+            trees = manager.latest
+        yield height, state, trees
+
+
+def replay(
+    genesis: bytes,
+    batches: Sequence[Batch],
+    perturbation: Perturbation,
+    context: ReplayContext,
+    checkpoints: Mapping[int, bytes] | None = None,
+    until: int | None = None,
+) -> Iterator[ReplayStep]:
+    """``(height, full_state_hash, certified_root)`` of every height the replica commits."""
+    for height, _, trees in replay_states(genesis, batches, perturbation, context, checkpoints, until):
+        yield ReplayStep(height, trees.full_hash, trees.certified_root)
