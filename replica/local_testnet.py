@@ -107,6 +107,16 @@ class LocalTestnet:
     def current_registry(self) -> Registry:
         return self.registry.get()
 
+    def run_log(self, *, checkpoint_interval: int = 10):
+        """Every subnet's recording so far as the audit's ``RunLog`` (``replica audit``)."""
+        from .run_recording import run_log_from_recordings
+
+        registry = self.registry.get()
+        classes = [self.environment.registry.class_of(name) for name in self.environment.registry.names()]
+        return run_log_from_recordings(
+            [subnet.recording for subnet in self.subnets.values()], classes, self.limits,
+            [record.topology() for record in registry.records], checkpoint_interval=checkpoint_interval)
+
     # -- driving --------------------------------------------------------------------------
 
     def step(self) -> None:

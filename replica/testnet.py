@@ -12,6 +12,9 @@
     addresses/<subnet>.json     {node id: "127.0.0.1:port"}, written by the subnet process
     blocks/<subnet>.blocks      the subnet's finalized blocks (consensus_stub.block_store)
     status/<subnet>.json        height, certified root, streams, app counters (every tick)
+    recordings/<subnet>.bin     genesis, batches and live hashes (replica.run_recording),
+                                written when the process stops
+    run/                        the whole run as the audit's run log: ``replica audit DIR/run``
     control/traffic-off         present: the processes stop submitting demo traffic
     logs/<subnet>.log           the subnet process's log
 
@@ -19,8 +22,8 @@ Every subnet hosts the example apps (ledger, ping-pong, counter) and one user wh
 live on its ledger. With ``traffic`` each process submits signed pings and cross-subnet
 transfers every tick. At the end the launcher turns traffic off, waits until every call is
 answered and every stream acknowledged, checks that the ledgers kept their total supply,
-and stops the processes. A restarted launch on the same directory resumes from the block
-logs.
+and stops the processes; then it writes the run log a determinism audit replays. A
+restarted launch on the same directory resumes from the block logs.
 """
 
 from __future__ import annotations
@@ -41,6 +44,7 @@ from consensus_stub.registry import decode_registry, encode_registry
 from examples.counter import Counter
 from examples.ledger import Ledger, account_of
 from examples.ping_pong import PingPong
+from message_routing.limits import DEFAULT, MINIMAL
 from replica.execution import install_canister, module_name_of
 from replica.ingress import UserKey
 from replica.progress import StatusLine
@@ -48,7 +52,7 @@ from state_manager.replicated_state import ReplicatedState
 from state_manager.state_codec import encode_state
 
 __all__ = [
-    "LEDGER", "PINGER", "COUNTER", "INITIAL_BALANCE", "TestnetError", "TestnetLayout", "subnet_ids",
+    "load_class", "LIMIT_PRESETS", "LEDGER", "PINGER", "COUNTER", "INITIAL_BALANCE", "TestnetError", "TestnetLayout", "subnet_ids",
     "canister_range", "user_key", "create_testnet", "launch", "quiescent", "total_supply",
 ]
 
@@ -56,6 +60,7 @@ LEDGER, PINGER, COUNTER = 1, 2, 3
 INITIAL_BALANCE = 1_000_000
 CANISTERS_PER_SUBNET = 1_000
 APPS = (Ledger, PingPong, Counter)
+LIMIT_PRESETS = {"DEFAULT": DEFAULT, "MINIMAL": MINIMAL}
 
 
 class TestnetError(RuntimeError):
@@ -123,6 +128,13 @@ class TestnetLayout:
 
     def log(self, subnet: str) -> Path:
         return self.root / "logs" / f"{subnet}.log"
+
+    def recording(self, subnet: str) -> Path:
+        return self.root / "recordings" / f"{subnet}.bin"
+
+    @property
+    def run(self) -> Path:
+        return self.root / "run"
 
     def read_manifest(self) -> dict[str, Any]:
         try:
@@ -294,6 +306,7 @@ def launch(
         settle.done()
     finally:
         _stop(processes)
+    _write_run_log(layout, subnets, out)
     supply = total_supply(statuses)
     expected = INITIAL_BALANCE * len(subnets)
     for subnet in subnets:
@@ -304,6 +317,32 @@ def launch(
     print(f"  ledger supply {supply} (initial {expected}): {'invariant holds' if ok else 'INVARIANT BROKEN'}",
           file=out)
     return 0 if ok else 1
+
+
+def _write_run_log(layout: TestnetLayout, subnets: list[str], out) -> None:
+    """Assemble the subnet processes' recordings into ``DIR/run`` (checked by replaying)."""
+    from replica.audit.run_log import write_run_log
+    from replica.run_recording import decode_recording, run_log_from_recordings
+
+    manifest = layout.read_manifest()
+    recordings = [decode_recording(layout.recording(subnet).read_bytes()) for subnet in subnets]
+    registry = decode_registry(layout.registry.read_bytes())
+    classes = [load_class(name) for name in manifest["canister_modules"]]
+    limits = LIMIT_PRESETS[manifest["limits"]]
+    log = run_log_from_recordings(recordings, classes, limits, [r.topology() for r in registry.records])
+    write_run_log(log, layout.run)
+    print(f"  run log: {layout.run} (audit it with: replica audit {layout.run})", file=out)
+
+
+def load_class(name: str) -> type:
+    """``"package.module:Class"`` → the class."""
+    import importlib
+
+    module, _, qualname = name.partition(":")
+    value = importlib.import_module(module)
+    for part in qualname.split("."):
+        value = getattr(value, part)
+    return value
 
 
 def _check_alive(processes: dict[str, subprocess.Popen], layout: TestnetLayout) -> None:

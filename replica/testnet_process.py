@@ -5,12 +5,12 @@ registry, their secrets and the genesis state, re-executes its block log, binds 
 node's XNet endpoint on 127.0.0.1 and publishes the addresses; once the launcher has put
 every subnet's addresses into the registry it starts fetching, then makes one height per
 tick until SIGTERM / SIGINT. Each tick it may submit demo traffic (signed pings, transfers
-and counter increments from the subnet's user) and writes its status file.
+and counter increments from the subnet's user) and writes its status file; when it stops
+it writes its recording (genesis, batches, live hashes) for the run log.
 """
 
 from __future__ import annotations
 
-import importlib
 import logging
 import random
 import signal
@@ -22,26 +22,19 @@ from pathlib import Path
 from consensus_stub.genesis import decode_node_secrets
 from consensus_stub.registry import Registry, decode_registry
 from examples.ledger import account_of
-from message_routing.limits import DEFAULT, MINIMAL
 from replica.execution import ExecutionEnvironment
 from replica.ingress import sign_ingress
 from replica.node import NodeConfig, RegistryHolder
+from replica.run_recording import encode_recording
 from replica.subnet import Subnet
-from replica.testnet import COUNTER, LEDGER, PINGER, TestnetError, TestnetLayout, canister_range, user_key
+from replica.testnet import (
+    COUNTER, LEDGER, LIMIT_PRESETS, PINGER, TestnetError, TestnetLayout, canister_range, load_class, user_key,
+)
 
 __all__ = ["main"]
 
 _log = logging.getLogger("replica.testnet_process")
-_LIMITS = {"DEFAULT": DEFAULT, "MINIMAL": MINIMAL}
 _TTL_NS = 120 * 10**9
-
-
-def _load_class(name: str) -> type:
-    module, _, qualname = name.partition(":")
-    value = importlib.import_module(module)
-    for part in qualname.split("."):
-        value = getattr(value, part)
-    return value
 
 
 def _published(registry: Registry, addresses: dict[str, str]) -> bool:
@@ -105,6 +98,14 @@ def _status(sub: Subnet, position: int) -> dict:
     return status
 
 
+def _write_recording(layout: TestnetLayout, sub: Subnet) -> None:
+    path = layout.recording(sub.subnet_id)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_bytes(encode_recording(sub.recording))
+    tmp.replace(path)
+
+
 def run(root: Path, subnet: str) -> int:
     layout = TestnetLayout(root)
     manifest = layout.read_manifest()
@@ -115,7 +116,7 @@ def run(root: Path, subnet: str) -> int:
     registry = decode_registry(layout.registry.read_bytes())
     record = registry.latest().subnet(subnet)
     secrets = [decode_node_secrets(layout.secrets(node).read_bytes()) for node in record.node_ids]
-    environment = ExecutionEnvironment([_load_class(name) for name in manifest["canister_modules"]])
+    environment = ExecutionEnvironment([load_class(name) for name in manifest["canister_modules"]])
     holder = RegistryHolder(registry)
     config = NodeConfig(refresh_interval_s=min(0.5, max(0.02, tick_s / 2)), fetch_timeout_s=2.0)
     stop = threading.Event()
@@ -124,7 +125,7 @@ def run(root: Path, subnet: str) -> int:
 
     _log.info("%s: re-executing the block log", subnet)
     sub = Subnet(subnet, holder, secrets, layout.genesis(subnet).read_bytes(), environment,
-                 _LIMITS[manifest["limits"]], config=config, block_log=layout.blocks(subnet))
+                 LIMIT_PRESETS[manifest["limits"]], config=config, block_log=layout.blocks(subnet))
     try:
         addresses = sub.start_servers()
         layout.write_json(layout.addresses(subnet), addresses)
@@ -145,6 +146,7 @@ def run(root: Path, subnet: str) -> int:
             layout.write_json(layout.status(subnet), _status(sub, position))
     finally:
         sub.stop()
+        _write_recording(layout, sub)
     _log.info("%s: stopped at height %d", subnet, sub.height)
     return 0
 

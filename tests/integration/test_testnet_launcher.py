@@ -10,6 +10,7 @@ import pytest
 
 from consensus_stub.registry import decode_registry
 from replica import testnet as tn
+from replica.audit.run_log import load_run_log
 
 pytestmark = pytest.mark.timeout(180)
 
@@ -26,6 +27,11 @@ def test_two_subnet_processes_exchange_traffic_and_settle(tmp_path):
     registry = decode_registry(layout.registry.read_bytes())
     assert all(n.xnet_address.startswith("127.0.0.1:") for n in registry.latest().nodes)
     assert layout.blocks("subnet-0").stat().st_size > 0
+    # the run is recorded for a determinism audit (and it replays to the live hashes)
+    assert f"replica audit {layout.run}" in out.getvalue()
+    run = load_run_log(layout.run)
+    assert run.subnet_ids() == ("subnet-0", "subnet-1")
+    assert run.subnet("subnet-0").height >= statuses["subnet-0"]["height"]
     with pytest.raises(tn.TestnetError):
         tn.create_testnet(layout.root, 2, 2, seed=b"launcher-test-seed-of-32-bytes!!")
 

@@ -1,0 +1,100 @@
+"""From a live subnet's recording to the audit's run log (``replica.audit.run_log``).
+
+Every ``Subnet`` records its genesis state, the batch of every height and the hashes its
+nodes committed (``SubnetRecording``). ``run_log_from_recordings`` turns the recordings of
+a testnet into a ``RunLog`` with checkpoints every ``checkpoint_interval`` heights, derived
+by replaying each subnet's batches once — and refuses (``RecordError``) a recording that
+does not replay to its own live hashes. ``replica audit`` then audits it on Spark.
+
+A subnet process keeps its recording in a file (canonical msgpack)::
+
+    ["replica-subnet-recording", 1, subnet_id, genesis, [batch bytes, ...], [[height, full hash, certified root], ...]]
+"""
+
+from __future__ import annotations
+
+from typing import Any, Sequence
+
+from message_routing.batch import decode_batch
+from message_routing.limits import Limits
+from state_manager.codec import CodecError, check_bytes, check_str, check_tuple, check_u64
+from state_manager.encoding import EncodingError, decode, encode
+from state_manager.routing_table import NetworkTopology
+from state_manager.state_codec import encode_state
+
+from .audit.errors import RecordError
+from .audit.perturbation import NONE
+from .audit.replay import ReplayContext, replay_states
+from .audit.run_log import RunLog, SubnetLog, limits_preset_name
+from .execution import module_name_of
+from .subnet import SubnetRecording
+
+__all__ = ["DEFAULT_CHECKPOINT_INTERVAL", "encode_recording", "decode_recording", "run_log_from_recordings"]
+
+DEFAULT_CHECKPOINT_INTERVAL = 10
+_TAG = "replica-subnet-recording"
+_VERSION = 1
+
+
+def encode_recording(recording: SubnetRecording) -> bytes:
+    return encode((_TAG, _VERSION, recording.subnet_id, recording.genesis, tuple(recording.batches),
+                   tuple(tuple(h) for h in recording.hashes)))
+
+
+def decode_recording(data: bytes) -> SubnetRecording:
+    """Strict inverse of ``encode_recording``; ``RecordError`` for anything else."""
+    try:
+        value: Any = decode(data)
+        tag, version, subnet, genesis, batches, hashes = check_tuple(value, "recording", 6)
+        if tag != _TAG or type(version) is not int or version != _VERSION:
+            raise CodecError("not a version-1 subnet recording")
+        recording = SubnetRecording(
+            check_str(subnet, "subnet"), check_bytes(genesis, "genesis"),
+            [check_bytes(b, "batch") for b in check_tuple(batches, "batches")],
+            [(check_u64(h, "height"), check_bytes(f, "full hash", 32), check_bytes(r, "certified root", 32))
+             for h, f, r in (check_tuple(e, "hashes entry", 3) for e in check_tuple(hashes, "hashes"))],
+        )
+    except (EncodingError, CodecError) as exc:
+        raise RecordError(f"subnet recording: {exc}") from exc
+    if len(recording.batches) != len(recording.hashes):
+        raise RecordError(f"subnet recording of {recording.subnet_id}: {len(recording.batches)} batches, "
+                          f"{len(recording.hashes)} hashes")
+    return recording
+
+
+def _checkpoints(recording: SubnetRecording, context: ReplayContext, interval: int) -> tuple[tuple[int, bytes], ...]:
+    batches = [decode_batch(b) for b in recording.batches]
+    checkpoints = []
+    for height, state, trees in replay_states(recording.genesis, batches, NONE, context):
+        if height == 0:
+            continue
+        if (height, trees.full_hash, trees.certified_root) != tuple(recording.hashes[height - 1]):
+            raise RecordError(f"subnet {recording.subnet_id}: replaying the recorded batches gives another state "
+                              f"hash at height {height} than the live run committed")
+        if height % interval == 0:
+            checkpoints.append((height, encode_state(state)))
+    return tuple(checkpoints)
+
+
+def run_log_from_recordings(
+    recordings: Sequence[SubnetRecording],
+    classes: Sequence[type],
+    limits: Limits,
+    topologies: Sequence[NetworkTopology],
+    *,
+    checkpoint_interval: int = DEFAULT_CHECKPOINT_INTERVAL,
+) -> RunLog:
+    """The run log of a testnet's subnets (module docstring)."""
+    if checkpoint_interval < 1:
+        raise RecordError("the checkpoint interval is at least 1")
+    classes = sorted(classes, key=module_name_of)
+    context = ReplayContext(tuple(classes), limits, tuple(topologies))
+    logs = []
+    for recording in sorted(recordings, key=lambda r: r.subnet_id):
+        if not recording.batches:
+            raise RecordError(f"subnet {recording.subnet_id} has not executed a batch yet: nothing is recorded")
+        logs.append(SubnetLog(recording.subnet_id, recording.genesis, tuple(recording.batches),
+                              tuple(tuple(h) for h in recording.hashes),
+                              _checkpoints(recording, context, checkpoint_interval)))
+    names = tuple(module_name_of(cls) for cls in classes)
+    return RunLog(tuple(logs), names, limits_preset_name(limits), limits, checkpoint_interval, tuple(topologies))
