@@ -24,8 +24,14 @@ from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Optional, Union
 
+from hashlib import sha256
+
 from state_manager import hash_tree as ht
 from state_manager.hash_tree import Empty, HashTree
+
+# The trie hashes only digests it computed itself, so it skips hash_tree's argument checks.
+_FORK_SEP = ht.domain_sep("ic-hashtree-fork")
+_LABELED_SEP = ht.domain_sep("ic-hashtree-labeled")
 
 __all__ = [
     "LabeledTrieError",
@@ -190,7 +196,7 @@ def _node_digest(node: _Node) -> bytes:
                 if left is None:
                     stack.append(current.left)
                 continue
-            current.cached_digest = ht.hash_fork(left, right)
+            current.cached_digest = sha256(_FORK_SEP + left + right).digest()
         else:
             value = current.value
             if isinstance(value, LabeledTrie):
@@ -206,7 +212,7 @@ def _node_digest(node: _Node) -> bytes:
                 inner = ht.hash_empty()
             else:
                 inner = ht.hash_leaf(value)
-            current.cached_digest = ht.hash_labeled(current.label, inner)
+            current.cached_digest = sha256(_LABELED_SEP + current.label + inner).digest()
         stack.pop()
     return node.cached_digest  # type: ignore[return-value]
 
@@ -293,8 +299,10 @@ class LabeledTrie:
         # The leaf reached by the label's own bits shares the longest encoding prefix with it.
         path: list[tuple[_Branch, int]] = []
         node = root
+        size = len(label)
         while type(node) is _Branch:
-            went_right = _bit(label, node.bit)
+            index, offset = divmod(node.bit, 9)  # inlined _bit: this loop is every commit's hot path
+            went_right = 0 if index >= size else 1 if offset == 0 else (label[index] >> (8 - offset)) & 1
             path.append((node, went_right))
             node = node.right if went_right else node.left
         if node.label == label:
@@ -321,8 +329,10 @@ class LabeledTrie:
         node = self.root
         if node is None:
             raise LabelNotFoundError(label)
+        size = len(label)
         while type(node) is _Branch:
-            went_right = _bit(label, node.bit)
+            index, offset = divmod(node.bit, 9)  # inlined _bit: this loop is every commit's hot path
+            went_right = 0 if index >= size else 1 if offset == 0 else (label[index] >> (8 - offset)) & 1
             path.append((node, went_right))
             node = node.right if went_right else node.left
         if node.label != label:
