@@ -93,6 +93,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--partitions", type=int, default=None, help="default: 4 × cores")
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--from-genesis", action="store_true", help="every replica replays from genesis")
+    parser.add_argument("--pool-first", action="store_true", help="run the pool before Spark (to see order effects)")
     args = parser.parse_args(argv)
     status = StatusLine()
     began = time.perf_counter()
@@ -117,23 +118,29 @@ def main(argv: list[str] | None = None) -> int:
     for s in specs:
         chunks[assignment[s.replica]].append((s.replica, s.subnet, s.perturbation.text()))
 
-    # 1. Spark
-    t = time.perf_counter()
-    spark = spark_session(f"local[{args.cores}]", shuffle_partitions=max(2, args.cores))
-    session_s = time.perf_counter() - t
-    t = time.perf_counter()
-    report = run_audit(spark, log, AuditOptions(replicas=args.replicas, seed=args.seed, partitions=partitions,
-                                                from_genesis=args.from_genesis),
-                       source="benchmark", run_dir=None, status=status)
-    spark_wall = time.perf_counter() - t
-    jvm_peak = _peak_mb_of(spark.sparkContext._gateway.proc.pid)
-    python_peak = _peak_mb_self()
-    spark.stop()
-    if report["audit"]["replica_batches"] != replica_batches:
-        raise SystemExit(f"the audit executed {report['audit']['replica_batches']} replica-batches, planned {replica_batches}")
+    def run_spark():
+        t = time.perf_counter()
+        spark = spark_session(f"local[{args.cores}]", shuffle_partitions=max(2, args.cores))
+        session_s = time.perf_counter() - t
+        t = time.perf_counter()
+        report = run_audit(spark, log, AuditOptions(replicas=args.replicas, seed=args.seed, partitions=partitions,
+                                                    from_genesis=args.from_genesis),
+                           source="benchmark", run_dir=None, status=status)
+        spark_wall = time.perf_counter() - t
+        jvm_peak = _peak_mb_of(spark.sparkContext._gateway.proc.pid)
+        python_peak = _peak_mb_self()
+        spark.stop()
+        if report["audit"]["replica_batches"] != replica_batches:
+            raise SystemExit(f"the audit executed {report['audit']['replica_batches']} replica-batches, "
+                             f"planned {replica_batches}")
+        return report, spark_wall, session_s, jvm_peak, python_peak
 
-    # 2. the plain pool
-    pool_wall, pool_rows, pool_agree = _pool_audit(blob, log, chunks, args.cores, status)
+    if args.pool_first:
+        pool_wall, pool_rows, pool_agree = _pool_audit(blob, log, chunks, args.cores, status)
+        report, spark_wall, session_s, jvm_peak, python_peak = run_spark()
+    else:
+        report, spark_wall, session_s, jvm_peak, python_peak = run_spark()
+        pool_wall, pool_rows, pool_agree = _pool_audit(blob, log, chunks, args.cores, status)
     if pool_rows != report["audit"]["rows"]:
         raise SystemExit(f"the pool produced {pool_rows} rows, the audit {report['audit']['rows']}")
 
@@ -152,6 +159,8 @@ def main(argv: list[str] | None = None) -> int:
         "full_replay_replica_batches": args.replicas * args.batches,
         "rows": pool_rows,
         "cores": args.cores,
+        "order": "pool, spark" if args.pool_first else "spark, pool",
+        "load_average_1m_end": round(os.getloadavg()[0], 2),
         "partitions": partitions,
         "wall_s": round(spark_wall, 2),
         "spark_replay_s": report["environment"]["timing_s"]["replay"],

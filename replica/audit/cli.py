@@ -54,7 +54,7 @@ def add_audit_commands(sub) -> None:
     audit.add_argument("--faults", dest="faults", nargs="+", action="extend", type=parse_replica_fault,
                        metavar="SPEC", help="several faults at once")
     audit.add_argument("--from-genesis", action="store_true", help="every replica replays from genesis")
-    audit.add_argument("--drilldowns", type=int, default=8, help="divergence clusters to diff down to state paths")
+    audit.add_argument("--drilldowns", type=int, default=32, help="divergence clusters to diff down to state paths (at most)")
     audit.add_argument("--out", default="runs/audit", help="directory for report.json, report.html (and a generated run)")
     audit.add_argument("--quiet", action="store_true", help="no progress line")
     audit.set_defaults(func=audit_command)

@@ -55,7 +55,7 @@ class AuditOptions:
     seed: int = 1
     faults: tuple[tuple[int, Fault], ...] = ()
     partitions: int | None = None       # default: ``default_partitions``
-    drilldowns: int = 8
+    drilldowns: int = 32
     from_genesis: bool = False
 
 

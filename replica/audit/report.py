@@ -119,7 +119,7 @@ def build_report(facts: AuditFacts, recorded: dict[tuple[str, int], tuple[bytes,
             "divergent_replicas": facts.divergent_replicas, "divergent_rows": divergent_rows,
             "error_rows": facts.error_rows, "incomplete_replicas": len(facts.incomplete),
             "recorded_mismatches": len(facts.recorded_mismatches),
-            "split_heights": len({(g[0], g[1]) for g in facts.split_groups}), "clusters": len(clusters),
+            "split_heights": sum(1 for _, _, _, d in facts.per_height if d), "clusters": len(clusters),
         },
         "first_divergence": None if first is None else {"subnet": first[1], "height": first[0]},
         "hash_groups": _groups(facts.split_groups, recorded),
@@ -172,6 +172,8 @@ def render_text(report: dict[str, Any]) -> str:
     for m in recorded["mismatches"][:5]:
         lines.append(f"  {m['subnet']} h{m['height']}: majority {_short(m['majority_full'])} "
                      f"live {_short(m['recorded_full'])}")
+    if not summary["split_heights"]:
+        lines.append("hash groups: exactly one at every reported (subnet, height)")
     if report["first_divergence"]:
         fd = report["first_divergence"]
         lines.append(f"first divergence: {fd['subnet']} at height {fd['height']}")
@@ -245,6 +247,9 @@ def _chart(per_height: Sequence[dict], width: int = 760, height: int = 220) -> s
     for h in heights[:: max(1, len(heights) // 10)]:
         x = left + index[h] * bar + bar / 2
         parts.append(f'<text x="{x:.1f}" y="{height - 8}" text-anchor="middle" font-size="10">{h}</text>')
+    if not any(totals.values()):
+        parts.append(f'<text x="{left + plot_w / 2:.0f}" y="{top + plot_h / 2:.0f}" text-anchor="middle" '
+                     'font-size="13">no replica diverged at any height</text>')
     parts.append("</svg>")
     legend = " ".join(f'<span style="color:{_COLORS[i % len(_COLORS)]}">■</span> {html.escape(s)}'
                       for i, s in enumerate(subnets))

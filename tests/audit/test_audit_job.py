@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import pytest
 
-from examples.counter import Counter
 from replica.audit.faults import batch_messages, destination_of
 from replica.audit.inputs import prepare_run
 from replica.audit.isolation import generate_isolated
@@ -14,9 +13,7 @@ from replica.audit.perturbation import Fault
 from replica.audit.report import render_html, render_text
 from replica.audit.run_log import decode_run_log
 from replica.audit.workload import NONDETERMINISTIC_FIRST, NONDETERMINISTIC_PERIOD, SUBNET_SPAN, WorkloadConfig
-from replica.execution import module_name_of
-from state_manager.messages import Ingress, Request
-from state_manager.encoding import decode
+from state_manager.messages import Request
 
 from .runs import recorded_run, small_run
 

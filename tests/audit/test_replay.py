@@ -20,7 +20,7 @@ from state_manager.encoding import decode
 from state_manager.state_codec import decode_state
 from state_manager.state_tree import build_state_trees
 
-from .runs import A, SMALL, recorded_run, small_run
+from .runs import A, recorded_run, small_run
 
 
 @pytest.fixture(scope="module")
