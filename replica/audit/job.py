@@ -92,6 +92,10 @@ def spark_session(master: str = "local[*]", *, app_name: str = "replica-audit", 
     """A session for the audit: no UI, the driver on loopback for local or loopback masters,
     executors running this interpreter, and the project's code shipped for cluster masters."""
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)  # what PySpark starts its workers with
+    if _is_loopback_master(master):
+        # Before the JVM starts: otherwise Spark binds its services to the host's first
+        # non-loopback interface even for a local run.
+        os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
     builder = (SparkSession.builder.master(master).appName(app_name)
                .config("spark.ui.enabled", "false")
                .config("spark.ui.showConsoleProgress", "false")
