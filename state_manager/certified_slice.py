@@ -59,6 +59,7 @@ from state_manager.hash_tree import Empty, Fork, HashTree, Labeled, Leaf, Pruned
 from state_manager.labeled_trie import LabeledTrie, _Branch, _node_digest
 from state_manager.streams import StreamHeader, StreamSlice
 from state_manager.tree_encoding import (
+    ByteReader,
     TAG_EMPTY,
     TAG_FORK,
     TAG_LABELED,
@@ -706,32 +707,7 @@ def encode_certified_stream_slice(
 # =========================================================================== decoding
 
 
-class _Cursor:
-    """Bounds-checked reads over the outer array."""
-
-    __slots__ = ("data", "pos")
-
-    def __init__(self, data: bytes) -> None:
-        self.data = data
-        self.pos = 0
-
-    def take(self, count: int) -> bytes:
-        end = self.pos + count
-        if end > len(self.data):
-            raise MalformedSlice(f"truncated: need {count} bytes at offset {self.pos}")
-        chunk = self.data[self.pos : end]
-        self.pos = end
-        return chunk
-
-    def byte(self) -> int:
-        if self.pos >= len(self.data):
-            raise MalformedSlice(f"truncated at offset {self.pos}")
-        value = self.data[self.pos]
-        self.pos += 1
-        return value
-
-
-def _read_array_len(cursor: _Cursor) -> int:
+def _read_array_len(cursor: ByteReader) -> int:
     first = cursor.byte()
     if 0x90 <= first <= 0x9F:
         return first & 0x0F
@@ -748,7 +724,7 @@ def _read_array_len(cursor: _Cursor) -> int:
     raise MalformedSlice(f"a certified slice is an array, got header byte 0x{first:02x}")
 
 
-def _read_int(cursor: _Cursor) -> int:
+def _read_int(cursor: ByteReader) -> int:
     start = cursor.pos
     first = cursor.byte()
     if first <= 0x7F:
@@ -765,7 +741,7 @@ def _read_int(cursor: _Cursor) -> int:
     return value
 
 
-def _read_bin(cursor: _Cursor, what: str) -> bytes:
+def _read_bin(cursor: ByteReader, what: str) -> bytes:
     start = cursor.pos
     first = cursor.byte()
     if first == 0xC4:
@@ -799,7 +775,7 @@ def _split_envelope(data: object, max_bytes: int) -> tuple[bytes, bytes, bytes]:
         raise MalformedSlice(f"expected bytes, got {type(data).__name__}")
     if len(data) > max_bytes:
         raise SliceTooLarge(f"{len(data)} bytes exceed the limit of {max_bytes}")
-    cursor = _Cursor(bytes(data))
+    cursor = ByteReader(bytes(data), MalformedSlice)
     count = _read_array_len(cursor)
     if count == 0:
         raise MalformedSlice("empty array has no version")

@@ -41,6 +41,7 @@ __all__ = [
     "TreeTooLargeError",
     "TreeTooDeepError",
     "TruncatedError",
+    "ByteReader",
     "TrailingBytesError",
     "NonCanonicalError",
     "UnknownTagError",
@@ -184,26 +185,28 @@ def _type_name(first: int) -> str:
     return "ext"
 
 
-class _Reader:
-    """A cursor over the input; every read is bounds-checked."""
+class ByteReader:
+    """A cursor over the input; every read is bounds-checked and a short input raises
+    ``truncated`` (callers with their own error hierarchy pass their class)."""
 
-    __slots__ = ("data", "pos")
+    __slots__ = ("data", "pos", "truncated")
 
-    def __init__(self, data: bytes) -> None:
+    def __init__(self, data: bytes, truncated: type[Exception] = TruncatedError) -> None:
         self.data = data
         self.pos = 0
+        self.truncated = truncated
 
     def take(self, count: int) -> bytes:
         end = self.pos + count
         if end > len(self.data):
-            raise TruncatedError(f"need {count} bytes at offset {self.pos}, input ends at {len(self.data)}")
+            raise self.truncated(f"need {count} bytes at offset {self.pos}, input ends at {len(self.data)}")
         chunk = self.data[self.pos : end]
         self.pos = end
         return chunk
 
     def byte(self) -> int:
         if self.pos >= len(self.data):
-            raise TruncatedError(f"input ends at offset {self.pos}")
+            raise self.truncated(f"input ends at offset {self.pos}")
         value = self.data[self.pos]
         self.pos += 1
         return value
@@ -378,7 +381,7 @@ def decode_tree(data: bytes, *, max_bytes: int, max_depth: int) -> HashTree:
 def _decode_with_reader(data: bytes, max_depth: int) -> HashTree:
     """The checking reader: every msgpack header, tag, arity, length and depth is checked as
     it is read, each violation with its own error; then the canonical re-encoding check."""
-    reader = _Reader(data)
+    reader = ByteReader(data)
     # Each frame is one open node: [tag, arity, decoded children so far].
     frames: list[list] = []
     result: HashTree | None = None
