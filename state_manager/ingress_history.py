@@ -8,6 +8,7 @@ no longer be resubmitted, i.e. past its expiry) → forgotten.
 from __future__ import annotations
 
 import enum
+import heapq
 from dataclasses import dataclass
 
 from sortedcontainers import SortedDict
@@ -45,13 +46,21 @@ class IngressStatus:
 
 
 class IngressHistory:
-    """``message_id -> IngressStatus``, ordered by id; records changed ids for hashing."""
+    """``message_id -> IngressStatus``, ordered by id; records changed ids for hashing.
 
-    __slots__ = ("statuses", "_changed")
+    ``prune`` must not scan the whole history every round, so two min-heaps of
+    ``(expiry_time, message_id)`` index the statuses it can change: answered ones
+    (replied/rejected) and ``done`` ones. Entries are pushed on ``set`` and never removed
+    there; an entry whose status has since changed class or expiry is stale and skipped.
+    """
+
+    __slots__ = ("statuses", "_changed", "_answered", "_done")
 
     def __init__(self) -> None:
         self.statuses: SortedDict = SortedDict()
         self._changed: set[bytes] = set()
+        self._answered: list[tuple[int, bytes]] = []
+        self._done: list[tuple[int, bytes]] = []
 
     def get(self, message_id: bytes) -> IngressStatus | None:
         return self.statuses.get(message_id)
@@ -65,19 +74,35 @@ class IngressHistory:
     def set(self, message_id: bytes, status: IngressStatus) -> None:
         self.statuses[message_id] = status
         self._changed.add(message_id)
+        state = status.state
+        if state is IngressState.DONE:
+            heapq.heappush(self._done, (status.expiry_time, message_id))
+        elif state is IngressState.REPLIED or state is IngressState.REJECTED:
+            heapq.heappush(self._answered, (status.expiry_time, message_id))
 
     def prune(self, now: int, forget_after: int) -> None:
         """Terminal statuses past expiry become ``done``; ``done`` ones are forgotten after
-        ``expiry + forget_after``. Keeps the history bounded once traffic stops."""
-        for message_id in list(self.statuses.keys()):
-            status = self.statuses[message_id]
-            if status.expiry_time >= now:
-                continue
-            if status.state is IngressState.DONE:
-                if status.expiry_time + forget_after < now:
-                    del self.statuses[message_id]
-                    self._changed.add(message_id)
-            elif status.is_terminal:
+        ``expiry + forget_after``. Keeps the history bounded once traffic stops.
+
+        Forgetting runs first, so a status that becomes ``done`` in this call is forgotten
+        in a later one at the earliest. Each status's outcome depends only on itself, so
+        the heaps' visiting order does not matter."""
+        statuses, changed = self.statuses, self._changed
+        # ``done`` and past both ``now`` and ``now - forget_after``: forgotten.
+        done, cutoff = self._done, min(now, now - forget_after)
+        while done and done[0][0] < cutoff:
+            expiry, message_id = heapq.heappop(done)
+            status = statuses.get(message_id)
+            if status is not None and status.state is IngressState.DONE and status.expiry_time == expiry:
+                del statuses[message_id]
+                changed.add(message_id)
+        # Replied or rejected and past expiry: the answer is dropped.
+        answered = self._answered
+        while answered and answered[0][0] < now:
+            expiry, message_id = heapq.heappop(answered)
+            status = statuses.get(message_id)
+            if status is not None and status.expiry_time == expiry and (
+                    status.state is IngressState.REPLIED or status.state is IngressState.REJECTED):
                 self.set(message_id, IngressStatus(
                     IngressState.DONE, status.receiver, status.source, now, status.expiry_time))
 
