@@ -3,12 +3,17 @@ PYTHON ?= python3
 VENV   ?= .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
+# The modules setup.py compiles with mypyc: editing one rebuilds the extensions, so a
+# stale compiled copy never shadows the source.
+COMPILED := $(shell grep -o '"[a-z_/]*\.py"' setup.py | tr -d '"')
+PACKAGES := replica message_routing state_manager xnet consensus_stub examples
 
 .PHONY: demo test setup clean bench
 
-$(STAMP): pyproject.toml
-	$(PYTHON) -m venv $(VENV)
+$(STAMP): pyproject.toml setup.py $(COMPILED)
+	test -d $(VENV) || $(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
+	find $(PACKAGES) -name '*.so' -delete
 	$(BIN)/pip install --quiet -e '.[test]'
 	touch $(STAMP)
 
@@ -25,3 +30,4 @@ bench: $(STAMP)
 
 clean:
 	rm -rf $(VENV) build *.egg-info .pytest_cache .hypothesis
+	find $(PACKAGES) -name '*.so' -delete

@@ -22,9 +22,10 @@ from __future__ import annotations
 from bisect import bisect_left
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
+from hashlib import sha256
 from typing import Optional, Union
 
-from hashlib import sha256
+from mypy_extensions import mypyc_attr
 
 from state_manager import hash_tree as ht
 from state_manager.hash_tree import Empty, HashTree
@@ -61,6 +62,9 @@ __all__ = [
 # --------------------------------------------------------------------------- errors
 
 
+# Errors stay ordinary Python classes when the module is compiled (mypyc cannot compile
+# LabelNotFoundError's second built-in base, and a compiled base would forbid it).
+@mypyc_attr(native_class=False)
 class LabeledTrieError(ValueError):
     """Base of every error raised by this module."""
 
@@ -73,6 +77,7 @@ class InvalidValueError(LabeledTrieError):
     """A value is not ``bytes``, ``Empty`` or a ``LabeledTrie``."""
 
 
+@mypyc_attr(native_class=False)
 class LabelNotFoundError(LabeledTrieError, KeyError):
     """The label is not in the trie."""
 
@@ -180,15 +185,16 @@ def _node_digest(node: _Node) -> bytes:
     ``digest(Branch) = hash_fork(digest(left), digest(right))``;
     ``digest(Leaf) = hash_labeled(label, value_digest(value))``.
     """
-    if node.cached_digest is not None:
-        return node.cached_digest
+    cached = node.cached_digest
+    if cached is not None:
+        return cached
     stack: list[_Node] = [node]
     while stack:
         current = stack[-1]
         if current.cached_digest is not None:
             stack.pop()
             continue
-        if type(current) is _Branch:
+        if isinstance(current, _Branch):
             left, right = current.left.cached_digest, current.right.cached_digest
             if left is None or right is None:
                 if right is None:
@@ -214,24 +220,31 @@ def _node_digest(node: _Node) -> bytes:
                 inner = ht.hash_leaf(value)
             current.cached_digest = sha256(_LABELED_SEP + current.label + inner).digest()
         stack.pop()
-    return node.cached_digest  # type: ignore[return-value]
+    cached = node.cached_digest
+    if cached is None:  # unreachable: the walk ends by caching ``node`` itself
+        raise LabeledTrieError("digest walk ended before the root")
+    return cached
 
 
-def _check_label(label: object) -> None:
+# Public entry points take ``object`` and check it here: compiled code would otherwise
+# reject a wrong type with a bare TypeError instead of this module's typed errors.
+def _check_label(label: object) -> bytes:
     if not isinstance(label, bytes):
         raise InvalidLabelError(f"label must be bytes, got {type(label).__name__}")
+    return label
 
 
-def _check_value(value: object) -> None:
+def _check_value(value: object) -> Value:
     if not isinstance(value, (bytes, Empty, LabeledTrie)):
         raise InvalidValueError(f"value must be bytes, Empty or LabeledTrie, got {type(value).__name__}")
+    return value
 
 
 def _find_leaf(root: Optional[_Node], label: bytes) -> Optional[_Leaf]:
     node = root
     if node is None:
         return None
-    while type(node) is _Branch:
+    while isinstance(node, _Branch):
         node = node.right if _bit(label, node.bit) else node.left
     return node if node.label == label else None
 
@@ -239,7 +252,7 @@ def _find_leaf(root: Optional[_Node], label: bytes) -> Optional[_Leaf]:
 def _predecessor(root: _Node, label: bytes) -> Optional[bytes]:
     """The largest label below ``label``: the right side holds one iff its first is below."""
     node = root
-    while type(node) is _Branch:
+    while isinstance(node, _Branch):
         node = node.right if node.right.first < label else node.left
     return node.label if node.label < label else None
 
@@ -247,7 +260,7 @@ def _predecessor(root: _Node, label: bytes) -> Optional[bytes]:
 def _successor(root: _Node, label: bytes) -> Optional[bytes]:
     """The smallest label above ``label``: the left side holds one iff its last is above."""
     node = root
-    while type(node) is _Branch:
+    while isinstance(node, _Branch):
         node = node.left if node.left.last > label else node.right
     return node.label if node.label > label else None
 
@@ -275,24 +288,22 @@ class LabeledTrie:
     def __contains__(self, label: object) -> bool:
         return isinstance(label, bytes) and _find_leaf(self.root, label) is not None
 
-    def get(self, label: bytes, default: object = None) -> object:
-        """The value under ``label``, or ``default``."""
-        _check_label(label)
-        found = _find_leaf(self.root, label)
+    def get(self, label: object, default: object = None) -> object:
+        """The value under ``label`` (bytes), or ``default``."""
+        found = _find_leaf(self.root, _check_label(label))
         return default if found is None else found.value
 
-    def __getitem__(self, label: bytes) -> Value:
-        _check_label(label)
-        found = _find_leaf(self.root, label)
+    def __getitem__(self, label: object) -> Value:
+        found = _find_leaf(self.root, _check_label(label))
         if found is None:
             raise LabelNotFoundError(label)
         return found.value
 
-    def insert(self, label: bytes, value: Value) -> LabeledTrie:
-        """The map with ``label`` set to ``value`` (added or replaced), in O(depth) new nodes."""
-        _check_label(label)
-        _check_value(value)
-        new_leaf = _Leaf(label, value)
+    def insert(self, label: object, value: object) -> LabeledTrie:
+        """The map with ``label`` (bytes) set to ``value`` (a ``Value``), added or replaced,
+        in O(depth) new nodes."""
+        label = _check_label(label)
+        new_leaf = _Leaf(label, _check_value(value))
         root = self.root
         if root is None:
             return LabeledTrie(new_leaf)
@@ -300,7 +311,7 @@ class LabeledTrie:
         path: list[tuple[_Branch, int]] = []
         node = root
         size = len(label)
-        while type(node) is _Branch:
+        while isinstance(node, _Branch):
             index, offset = divmod(node.bit, 9)  # inlined _bit: this loop is every commit's hot path
             went_right = 0 if index >= size else 1 if offset == 0 else (label[index] >> (8 - offset)) & 1
             path.append((node, went_right))
@@ -322,15 +333,15 @@ class LabeledTrie:
             replacement = _branch(crit, new_leaf, node)
         return LabeledTrie(_rebuild(path, replacement))
 
-    def remove(self, label: bytes) -> LabeledTrie:
+    def remove(self, label: object) -> LabeledTrie:
         """The map without ``label``; its sibling takes the parent's place."""
-        _check_label(label)
+        label = _check_label(label)
         path: list[tuple[_Branch, int]] = []
         node = self.root
         if node is None:
             raise LabelNotFoundError(label)
         size = len(label)
-        while type(node) is _Branch:
+        while isinstance(node, _Branch):
             index, offset = divmod(node.bit, 9)  # inlined _bit: this loop is every commit's hot path
             went_right = 0 if index >= size else 1 if offset == 0 else (label[index] >> (8 - offset)) & 1
             path.append((node, went_right))
@@ -346,14 +357,11 @@ class LabeledTrie:
         """All ``(label, value)`` pairs in increasing label order."""
         return self.range_items(None, None)
 
-    def range_items(self, lo: Optional[bytes] = None, hi: Optional[bytes] = None) -> Iterator[tuple[bytes, Value]]:
-        """Pairs with ``lo <= label < hi`` (``None`` = unbounded), in label order, visiting
-        only subtrees that overlap the range."""
-        if lo is not None:
-            _check_label(lo)
-        if hi is not None:
-            _check_label(hi)
-        return _iter_range(self.root, lo, hi)
+    def range_items(self, lo: object = None, hi: object = None) -> Iterator[tuple[bytes, Value]]:
+        """Pairs with ``lo <= label < hi`` (bytes, ``None`` = unbounded), in label order,
+        visiting only subtrees that overlap the range."""
+        return _iter_range(self.root, None if lo is None else _check_label(lo),
+                           None if hi is None else _check_label(hi))
 
     def first_label(self) -> Optional[bytes]:
         """The smallest label, or ``None`` when empty."""
@@ -381,25 +389,26 @@ def _iter_range(root: Optional[_Node], lo: Optional[bytes], hi: Optional[bytes])
         node = stack.pop()
         if (lo is not None and node.last < lo) or (hi is not None and node.first >= hi):
             continue
-        if type(node) is _Branch:
+        if isinstance(node, _Branch):
             stack.append(node.right)
             stack.append(node.left)
         else:
             yield node.label, node.value
 
 
-def value_digest(value: Value) -> bytes:
+def value_digest(value: object) -> bytes:
     """``reconstruct(value_tree(value))``: ``hash_leaf`` of bytes, ``hash_empty`` of Empty,
     the trie digest of a nested trie."""
     if isinstance(value, LabeledTrie):
         return value.digest()
     if isinstance(value, Empty):
         return ht.hash_empty()
-    _check_value(value)
-    return ht.hash_leaf(value)
+    if isinstance(value, bytes):
+        return ht.hash_leaf(value)
+    raise InvalidValueError(f"value must be bytes, Empty or LabeledTrie, got {type(value).__name__}")
 
 
-def build_from_sorted(items: Iterable[tuple[bytes, Value]]) -> LabeledTrie:
+def build_from_sorted(items: Iterable[tuple[object, object]]) -> LabeledTrie:
     """A trie from pairs in strictly increasing label order, in O(n).
 
     The crit-bit trie of sorted labels is the Cartesian tree of the crit bits of adjacent
@@ -409,10 +418,9 @@ def build_from_sorted(items: Iterable[tuple[bytes, Value]]) -> LabeledTrie:
     open_branches: list[tuple[int, _Node]] = []
     current: Optional[_Node] = None
     previous: Optional[bytes] = None
-    for label, value in items:
-        _check_label(label)
-        _check_value(value)
-        new_leaf = _Leaf(label, value)
+    for item_label, item_value in items:
+        label = _check_label(item_label)
+        new_leaf = _Leaf(label, _check_value(item_value))
         if current is None:
             current = new_leaf
             previous = label
@@ -465,10 +473,10 @@ class Selection:
             if previous is not None and label <= previous:
                 raise InvalidSelectionError("child labels must be strictly increasing")
             previous = label
-        for entry in self.ranges:
-            if not (isinstance(entry, tuple) and len(entry) == 2):
+        for range_entry in self.ranges:
+            if not (isinstance(range_entry, tuple) and len(range_entry) == 2):
                 raise InvalidSelectionError("ranges must be (lo, hi) pairs")
-            lo, hi = entry
+            lo, hi = range_entry
             if not isinstance(lo, bytes) or not (hi is None or isinstance(hi, bytes)):
                 raise InvalidSelectionError("range bounds must be bytes (hi may be None)")
             if hi is not None and hi < lo:
@@ -612,7 +620,7 @@ def witness(trie: LabeledTrie, selection: Selection) -> HashTree:
             _, node, level = task
             if not level.overlaps(node.first, node.last):
                 out.append(ht.pruned(_node_digest(node)))
-            elif type(node) is _Branch:
+            elif isinstance(node, _Branch):
                 tasks.append((_FORK,))
                 tasks.append((_NODE, node.right, level))
                 tasks.append((_NODE, node.left, level))
@@ -622,7 +630,7 @@ def witness(trie: LabeledTrie, selection: Selection) -> HashTree:
                 tasks.append((_VALUE, node.value, sub))
         elif op == _FULL:
             node = task[1]
-            if type(node) is _Branch:
+            if isinstance(node, _Branch):
                 tasks.append((_FORK,))
                 tasks.append((_FULL, node.right))
                 tasks.append((_FULL, node.left))
