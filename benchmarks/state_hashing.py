@@ -24,6 +24,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from state_manager.canister_state import CanisterState  # noqa: E402
+from state_manager.labeled_trie import LabeledTrie, _Branch  # noqa: E402
 from state_manager.messages import Request  # noqa: E402
 from state_manager.replicated_state import ReplicatedState  # noqa: E402
 from state_manager.routing_table import CanisterIdRange, NetworkTopology, RoutingTable  # noqa: E402
@@ -50,8 +51,29 @@ def commit(builder: StateTreeBuilder, state: ReplicatedState) -> None:
     trees.full_hash
 
 
-def commit_cost(leaves: int, changed: int, rounds: int, rng: random.Random) -> float:
-    """Median ms of one commit after ``changed`` random leaves of ``leaves`` were rewritten."""
+def pending_hashes(trees) -> int:
+    """SHA-256 computations the next root computation needs: one per node created since the
+    last one (a fork, or a labeled node), plus one per new leaf value (counted from outside:
+    nodes cache their digest once computed)."""
+    count = 0
+    stack = [trees.certified.root, trees.full.root]
+    while stack:
+        node = stack.pop()
+        if node is None or node.cached_digest is not None:
+            continue
+        count += 1
+        if isinstance(node, _Branch):
+            stack += [node.left, node.right]
+        elif isinstance(node.value, LabeledTrie):
+            stack.append(node.value.root)
+        elif isinstance(node.value, bytes):
+            count += 1
+    return count
+
+
+def commit_cost(leaves: int, changed: int, rounds: int, rng: random.Random) -> tuple[float, int]:
+    """Median ms of one commit after ``changed`` random leaves of ``leaves`` were rewritten,
+    and the median number of hashes it computed."""
     state = new_state()
     stable = state.canisters[1].stable
     keys = [f"account/{i:08d}" for i in range(leaves)]
@@ -62,7 +84,7 @@ def commit_cost(leaves: int, changed: int, rounds: int, rng: random.Random) -> f
     commit(builder, state)
     gc.collect()
     gc.freeze()  # the big initial tree is long-lived; keep the collector off it
-    samples = []
+    samples, hashes = [], []
     for r in range(rounds):
         status(f"{leaves:,} leaves: commit {r + 1}/{rounds}")
         for key in rng.sample(keys, changed):
@@ -71,8 +93,14 @@ def commit_cost(leaves: int, changed: int, rounds: int, rng: random.Random) -> f
         started = time.process_time()  # CPU time: the commit's own cost, not other processes' load
         commit(builder, state)
         samples.append((time.process_time() - started) * 1000)
+        # the same commit again, untimed, to count the hashes it computes
+        for key in rng.sample(keys, changed):
+            stable[key] = stable[key] + 1
+        state.metadata.batch_number += 1
+        hashes.append(pending_hashes(builder.update(state)))
+        commit(builder, state)
     gc.unfreeze()
-    return statistics.median(samples)
+    return statistics.median(samples), int(statistics.median(hashes))
 
 
 def stream_commits_per_s(length: int, step: int, rounds: int) -> float:
@@ -102,17 +130,19 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=31)
     args = parser.parse_args()
     rng = random.Random(1)
-    small = commit_cost(args.small, args.changed, args.rounds, rng)
-    large = commit_cost(args.large, args.changed, args.rounds, rng)
+    small, small_hashes = commit_cost(args.small, args.changed, args.rounds, rng)
+    large, large_hashes = commit_cost(args.large, args.changed, args.rounds, rng)
     per_s = stream_commits_per_s(10_000, 100, 200)
     peak_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     sys.stderr.write("\r" + " " * 78 + "\r")
     print(f"commit with {args.changed:,} changed leaves: {small:.1f} ms at {args.small:,} leaves, "
           f"{large:.1f} ms at {args.large:,} leaves (ratio {large / small:.2f}; a full rehash would be ~{args.large // args.small})")
+    print(f"hashes per commit: {small_hashes:,} vs {large_hashes:,} (ratio {large_hashes / small_hashes:.2f})")
     print(f"sliding 10,000-message stream (GC 100 + append 100 per round): {per_s:.0f} commits/s")
     print(json.dumps({
         "commit_ms_small": round(small, 2), "commit_ms_large": round(large, 2), "ratio": round(large / small, 3),
-        "stream_commits_per_s": round(per_s, 1), "small_leaves": args.small, "large_leaves": args.large,
+        "stream_commits_per_s": round(per_s, 1), "hashes_per_commit_small": small_hashes,
+        "hashes_per_commit_large": large_hashes, "hash_ratio": round(large_hashes / small_hashes, 3), "small_leaves": args.small, "large_leaves": args.large,
         "changed_leaves": args.changed, "peak_rss_mb": round(peak_mb, 1),
     }))
 
