@@ -96,14 +96,24 @@ class StateTrees:
 
 # -- subtrees built from scratch ------------------------------------------------------------
 
+_STATUS_LEAF = {state: leaf(text) for state, text in _STATUS_TEXT.items()}
+
+# Without an answer the subtree is the same for every message: built once and shared (tries
+# are immutable), so it is hashed once instead of per message.
+_BARE_STATUS_TREE = {state: build_from_sorted([(b"status", status_leaf)]) for state, status_leaf in _STATUS_LEAF.items()}
+
+
 def _request_status_tree(status: IngressStatus) -> LabeledTrie:
-    items = [(b"status", leaf(_STATUS_TEXT[status.state]))]
-    if status.state is IngressState.REPLIED and status.reply is not None:
-        items.append((b"reply", leaf(status.reply)))
-    if status.state is IngressState.REJECTED:
-        items.append((b"reject_code", leaf(int(status.reject_code or 0))))
-        items.append((b"reject_message", leaf(status.reject_message or "")))
-    return build_from_sorted(sorted(items))
+    state = status.state
+    if state is IngressState.REPLIED and status.reply is not None:
+        return build_from_sorted([(b"reply", leaf(status.reply)), (b"status", _STATUS_LEAF[state])])
+    if state is IngressState.REJECTED:
+        return build_from_sorted([
+            (b"reject_code", leaf(int(status.reject_code or 0))),
+            (b"reject_message", leaf(status.reject_message or "")),
+            (b"status", _STATUS_LEAF[state]),
+        ])
+    return _BARE_STATUS_TREE[state]
 
 
 def _messages_tree(begin: int, messages: Iterable) -> LabeledTrie:
@@ -262,6 +272,8 @@ class StateTreeBuilder:
         self._loopback: tuple[Stream, int, int, LabeledTrie] | None = None
         self._canisters: dict[int, CanisterState] = {}
         self._stable: dict[int, LabeledTrie] = {}
+        # (certified_data, module_hash) under /canister/<id>: most commits change neither.
+        self._certified_values: dict[int, tuple[bytes, bytes]] = {}
         self._history: IngressHistory | None = None
         self._request_status = EMPTY
         self._ingress_history = EMPTY
@@ -366,7 +378,10 @@ class StateTreeBuilder:
                     elif raw in stable:
                         stable = stable.remove(raw)
             self._stable[cid] = stable
-            certified = certified.insert(label, _certified_canister_tree(canister))
+            certified_value = (canister.certified_data, canister.module_hash)
+            if self._certified_values.get(cid) != certified_value:
+                self._certified_values[cid] = certified_value
+                certified = certified.insert(label, _certified_canister_tree(canister))
             full = full.insert(label, _canister_tree(canister, stable))
             canister.mark_clean()
         for cid in previous:
@@ -374,6 +389,7 @@ class StateTreeBuilder:
                 certified = certified.remove(canister_label(cid))
                 full = full.remove(canister_label(cid))
                 self._stable.pop(cid, None)
+                self._certified_values.pop(cid, None)
         self._canisters = current
         self._certified_canisters, self._canister_state = certified, full
 
