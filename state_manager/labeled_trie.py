@@ -146,11 +146,13 @@ class _Leaf:
 class _Branch:
     """``Fork(left, right)``: the labels below agree on all bits before ``bit``; those with
     bit 0 there are on the left. ``first``/``last`` are the smallest and largest label.
-    Immutable by convention, like ``_Leaf``."""
+    Immutable by convention, like ``_Leaf``, except while the ``LabeledTrie.update`` call
+    named by ``batch`` that created it is running (no other version can see it yet)."""
 
-    __slots__ = ("bit", "left", "right", "size", "first", "last", "cached_digest")
+    __slots__ = ("bit", "left", "right", "size", "first", "last", "cached_digest", "batch")
 
-    def __init__(self, bit: int, left: "_Node", right: "_Node", size: int, first: bytes, last: bytes) -> None:
+    def __init__(self, bit: int, left: "_Node", right: "_Node", size: int, first: bytes, last: bytes,
+                 batch: Optional[_Batch] = None) -> None:
         self.bit = bit
         self.left = left
         self.right = right
@@ -158,23 +160,112 @@ class _Branch:
         self.first = first
         self.last = last
         self.cached_digest: Optional[bytes] = None
+        self.batch = batch
+
+
+class _Batch:
+    """Identifies one ``LabeledTrie.update`` call: the branches it created carry it."""
+
+    __slots__ = ()
 
 
 _Node = Union[_Leaf, _Branch]
 
 
-def _branch(bit: int, left: _Node, right: _Node) -> _Branch:
-    return _Branch(bit, left, right, left.size + right.size, left.first, right.last)
+def _branch(bit: int, left: _Node, right: _Node, batch: Optional[_Batch] = None) -> _Branch:
+    return _Branch(bit, left, right, left.size + right.size, left.first, right.last, batch)
 
 
-def _rebuild(path: list[tuple[_Branch, int]], node: _Node) -> _Node:
-    """Copy the branches of ``path`` (root first) bottom-up around the new ``node``."""
-    for parent, went_right in reversed(path):
+def _rebuild(path: list[tuple[_Branch, int]], node: _Node, batch: Optional[_Batch]) -> _Node:
+    """Copy the branches of ``path`` (root first) bottom-up around the new ``node``.
+
+    Within a batch, a branch the batch created is relinked in place instead: the batch
+    created every branch above it too (it copied whole paths up to the root), so the path
+    ends there, and nothing outside the batch can see the change. The sizes and bounds of
+    the batch's branches are refreshed once, when it ends (``_seal``)."""
+    for depth in range(len(path) - 1, -1, -1):
+        parent, went_right = path[depth]
+        if batch is not None and parent.batch is batch:
+            if went_right:
+                parent.right = node
+            else:
+                parent.left = node
+            return path[0][0]
         if went_right:
-            node = _branch(parent.bit, parent.left, node)
+            node = _branch(parent.bit, parent.left, node, batch)
         else:
-            node = _branch(parent.bit, node, parent.right)
+            node = _branch(parent.bit, node, parent.right, batch)
     return node
+
+
+def _seal(root: Optional[_Node], batch: _Batch) -> None:
+    """End ``batch``: recompute the sizes and bounds of the branches it created (children
+    first; its other children are older, with correct ones) and release them."""
+    stack: list[tuple[_Branch, bool]] = []
+    if isinstance(root, _Branch) and root.batch is batch:
+        stack.append((root, False))
+    while stack:
+        node, children_done = stack.pop()
+        if children_done:
+            node.size = node.left.size + node.right.size
+            node.first = node.left.first
+            node.last = node.right.last
+            node.batch = None
+            continue
+        stack.append((node, True))
+        for child in (node.left, node.right):
+            if isinstance(child, _Branch) and child.batch is batch:
+                stack.append((child, False))
+
+
+def _walk(root: _Node, label: bytes, path: list[tuple[_Branch, int]]) -> _Leaf:
+    """Follow ``label``'s own bits from ``root`` to a leaf, recording ``(branch, went_right)``."""
+    node = root
+    size = len(label)
+    while isinstance(node, _Branch):
+        index, offset = divmod(node.bit, 9)  # inlined _bit: this loop is every commit's hot path
+        went_right = 0 if index >= size else 1 if offset == 0 else (label[index] >> (8 - offset)) & 1
+        path.append((node, went_right))
+        node = node.right if went_right else node.left
+    return node
+
+
+def _insert(root: Optional[_Node], label: bytes, value: Value, batch: Optional[_Batch]) -> _Node:
+    new_leaf = _Leaf(label, value)
+    if root is None:
+        return new_leaf
+    # The leaf reached by the label's own bits shares the longest encoding prefix with it.
+    path: list[tuple[_Branch, int]] = []
+    reached = _walk(root, label, path)
+    if reached.label == label:
+        return _rebuild(path, new_leaf, batch)
+    # The new branch goes above the first node of that walk that splits at a later bit
+    # (bits grow along any walk), i.e. where the walk leaves the shared prefix.
+    crit = _crit_bit(label, reached.label)
+    node: _Node = reached
+    depth = 0
+    while depth < len(path) and path[depth][0].bit < crit:
+        depth += 1
+    if depth < len(path):
+        node = path[depth][0]
+        del path[depth:]
+    if _bit(label, crit):
+        replacement = _branch(crit, node, new_leaf, batch)
+    else:
+        replacement = _branch(crit, new_leaf, node, batch)
+    return _rebuild(path, replacement, batch)
+
+
+def _remove(root: Optional[_Node], label: bytes, batch: Optional[_Batch]) -> Optional[_Node]:
+    if root is None:
+        raise LabelNotFoundError(label)
+    path: list[tuple[_Branch, int]] = []
+    if _walk(root, label, path).label != label:
+        raise LabelNotFoundError(label)
+    if not path:
+        return None
+    parent, went_right = path.pop()
+    return _rebuild(path, parent.left if went_right else parent.right, batch)
 
 
 
@@ -302,56 +393,26 @@ class LabeledTrie:
     def insert(self, label: object, value: object) -> LabeledTrie:
         """The map with ``label`` (bytes) set to ``value`` (a ``Value``), added or replaced,
         in O(depth) new nodes."""
-        label = _check_label(label)
-        new_leaf = _Leaf(label, _check_value(value))
-        root = self.root
-        if root is None:
-            return LabeledTrie(new_leaf)
-        # The leaf reached by the label's own bits shares the longest encoding prefix with it.
-        path: list[tuple[_Branch, int]] = []
-        node = root
-        size = len(label)
-        while isinstance(node, _Branch):
-            index, offset = divmod(node.bit, 9)  # inlined _bit: this loop is every commit's hot path
-            went_right = 0 if index >= size else 1 if offset == 0 else (label[index] >> (8 - offset)) & 1
-            path.append((node, went_right))
-            node = node.right if went_right else node.left
-        if node.label == label:
-            return LabeledTrie(_rebuild(path, new_leaf))
-        # The new branch goes above the first node of that walk that splits at a later bit
-        # (bits grow along any walk), i.e. where the walk leaves the shared prefix.
-        crit = _crit_bit(label, node.label)
-        depth = 0
-        while depth < len(path) and path[depth][0].bit < crit:
-            depth += 1
-        if depth < len(path):
-            node = path[depth][0]
-            del path[depth:]
-        if _bit(label, crit):
-            replacement = _branch(crit, node, new_leaf)
-        else:
-            replacement = _branch(crit, new_leaf, node)
-        return LabeledTrie(_rebuild(path, replacement))
+        return LabeledTrie(_insert(self.root, _check_label(label), _check_value(value), None))
 
     def remove(self, label: object) -> LabeledTrie:
         """The map without ``label``; its sibling takes the parent's place."""
-        label = _check_label(label)
-        path: list[tuple[_Branch, int]] = []
-        node = self.root
-        if node is None:
-            raise LabelNotFoundError(label)
-        size = len(label)
-        while isinstance(node, _Branch):
-            index, offset = divmod(node.bit, 9)  # inlined _bit: this loop is every commit's hot path
-            went_right = 0 if index >= size else 1 if offset == 0 else (label[index] >> (8 - offset)) & 1
-            path.append((node, went_right))
-            node = node.right if went_right else node.left
-        if node.label != label:
-            raise LabelNotFoundError(label)
-        if not path:
-            return _EMPTY_TRIE
-        parent, went_right = path.pop()
-        return LabeledTrie(_rebuild(path, parent.left if went_right else parent.right))
+        return _trie(_remove(self.root, _check_label(label), None))
+
+    def update(self, changes: Iterable[tuple[object, object]]) -> LabeledTrie:
+        """The map after each ``(label, value)`` change in turn: ``insert`` it, or ``remove``
+        the label when ``value`` is ``None``. The same map as one call per change, but a
+        node on the paths of several changes is created once per ``update``, not once per
+        change."""
+        batch = _Batch()
+        root = self.root
+        for label, value in changes:
+            if value is None:
+                root = _remove(root, _check_label(label), batch)
+            else:
+                root = _insert(root, _check_label(label), _check_value(value), batch)
+        _seal(root, batch)
+        return _trie(root)
 
     def items(self) -> Iterator[tuple[bytes, Value]]:
         """All ``(label, value)`` pairs in increasing label order."""
@@ -379,6 +440,10 @@ class LabeledTrie:
 
 
 _EMPTY_TRIE = LabeledTrie(None)
+
+
+def _trie(root: Optional[_Node]) -> LabeledTrie:
+    return _EMPTY_TRIE if root is None else LabeledTrie(root)
 
 Value = Union[bytes, Empty, LabeledTrie]
 

@@ -187,6 +187,56 @@ def test_old_versions_are_unchanged(model, ops):
     assert trie.digest() == before_digest
 
 
+def batch_changes(model: dict, ops) -> tuple[dict, list]:
+    """``ops`` as ``update`` changes (removals of absent labels dropped) and the model after them."""
+    model, changes = dict(model), []
+    for kind, label, value in ops:
+        if kind == "remove":
+            if label in model:
+                del model[label]
+                changes.append((label, None))
+        else:
+            model[label] = value
+            changes.append((label, trie_from_model(value) if isinstance(value, dict) else value))
+    return model, changes
+
+
+@settings(max_examples=400, deadline=None)
+@given(models, ops_strategy, ops_strategy)
+def test_update_equals_one_call_per_change_and_leaves_every_version_intact(model, ops, more_ops):
+    base = trie_from_model(model)
+    base_digest = reference_digest(model)
+    base.digest()
+    after, changes = batch_changes(model, ops)
+    updated = base.update(changes)
+    sequential = base
+    for label, value in changes:
+        sequential = sequential.remove(label) if value is None else sequential.insert(label, value)
+    assert to_hash_tree(updated) == to_hash_tree(sequential) == reference_hash_tree(after)
+    assert updated.digest() == reference_digest(after)
+    assert len(updated) == len(after) and [k for k, _ in updated.items()] == sorted(after)
+    if after:
+        assert updated.first_label() == min(after) and updated.last_label() == max(after)
+    # a second batch on the result, and another on the base, change neither earlier version
+    final, more = batch_changes(after, more_ops)
+    assert updated.update(more).digest() == reference_digest(final)
+    other, other_changes = batch_changes(model, more_ops)
+    assert base.update(other_changes).digest() == reference_digest(other)
+    assert updated.digest() == reference_digest(after) and to_hash_tree(updated) == reference_hash_tree(after)
+    assert base.digest() == base_digest and to_hash_tree(base) == reference_hash_tree(model)
+
+
+def test_update_rejects_bad_changes_with_typed_errors():
+    trie = LabeledTrie.empty().insert(b"a", b"1")
+    with pytest.raises(lt.LabelNotFoundError):
+        trie.update([(b"b", None)])
+    with pytest.raises(lt.InvalidLabelError):
+        trie.update([("b", b"2")])
+    with pytest.raises(lt.InvalidValueError):
+        trie.update([(b"b", 2)])
+    assert list(trie.items()) == [(b"a", b"1")]
+
+
 @settings(max_examples=200, deadline=None)
 @given(st.dictionaries(labels, leaf_values, max_size=30), labels, st.one_of(st.none(), labels))
 def test_range_items(model, lo, hi):
