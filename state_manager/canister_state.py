@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import enum
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Union
 
 from sortedcontainers import SortedDict
@@ -56,6 +56,13 @@ class CallContext:
     method_name: str
     responded: bool = False
     outstanding_callbacks: int = 0
+
+    # Direct constructors: dataclasses.replace costs several times more, on every call and callback.
+    def with_outstanding(self, outstanding_callbacks: int) -> CallContext:
+        return CallContext(self.call_context_id, self.origin, self.method_name, self.responded, outstanding_callbacks)
+
+    def as_responded(self) -> CallContext:
+        return CallContext(self.call_context_id, self.origin, self.method_name, True, self.outstanding_callbacks)
 
 
 @dataclass(frozen=True, slots=True)
@@ -192,8 +199,7 @@ class CanisterState:
         call_context = self.call_contexts[call_context_id]
         callback = Callback(self.next_callback_id, call_context_id, respondent, on_reply, on_reject, context)
         self.callbacks[callback.callback_id] = callback
-        self.call_contexts[call_context_id] = replace(
-            call_context, outstanding_callbacks=call_context.outstanding_callbacks + 1)
+        self.call_contexts[call_context_id] = call_context.with_outstanding(call_context.outstanding_callbacks + 1)
         self.next_callback_id += 1
         return callback
 
@@ -204,8 +210,8 @@ class CanisterState:
         if callback is not None:
             call_context = self.call_contexts.get(callback.call_context_id)
             if call_context is not None:
-                self.call_contexts[callback.call_context_id] = replace(
-                    call_context, outstanding_callbacks=call_context.outstanding_callbacks - 1)
+                self.call_contexts[callback.call_context_id] = call_context.with_outstanding(
+                    call_context.outstanding_callbacks - 1)
         return callback
 
     def outstanding_calls(self, call_context_id: int) -> int:

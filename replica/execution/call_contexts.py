@@ -9,8 +9,6 @@ becomes STOPPED when its last call context closes.
 
 from __future__ import annotations
 
-from dataclasses import replace
-
 from message_routing.limits import Limits
 from state_manager.canister_state import CanisterOrigin, CanisterState, CanisterStatus, CallOrigin
 from state_manager.ingress_history import IngressState, IngressStatus
@@ -87,4 +85,4 @@ def settle_call_context(
         if canister.status is CanisterStatus.STOPPING and not canister.call_contexts:
             canister.status = CanisterStatus.STOPPED
     elif responded and not call_context.responded:
-        canister.call_contexts[call_context_id] = replace(call_context, responded=True)
+        canister.call_contexts[call_context_id] = call_context.as_responded()
