@@ -252,11 +252,11 @@ def build_state_trees(state: ReplicatedState) -> StateTrees:
 def _update_messages(messages: LabeledTrie, stream: Stream, old_begin: int, old_end: int) -> LabeledTrie:
     """Remove indices ``[old_begin, min(new_begin, old_end))``, add ``[max(old_end, new_begin), new_end)``."""
     new_begin, new_end = stream.begin, stream.end
-    for index in range(old_begin, min(new_begin, old_end)):
-        messages = messages.remove(index_label(index))
-    for index in range(max(old_end, new_begin), new_end):
-        messages = messages.insert(index_label(index), encode_message_leaf(stream.messages[index - new_begin]))
-    return messages
+    # One batched update: adjacent indices share most of their path nodes.
+    changes = [(index_label(index), None) for index in range(old_begin, min(new_begin, old_end))]
+    changes += [(index_label(index), encode_message_leaf(stream.messages[index - new_begin]))
+                for index in range(max(old_end, new_begin), new_end)]
+    return messages.update(changes)
 
 
 class StateTreeBuilder:
