@@ -34,6 +34,7 @@ canisters by their dirty marks. ``build_state_trees`` builds the same tries from
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import Any, Iterable
 
 from .canister_state import CanisterState
@@ -141,15 +142,26 @@ def _queue_tree(queue: Queue, to_value) -> LabeledTrie:
     return build_from_sorted((index_label(queue.begin + k), leaf(to_value(m))) for k, m in enumerate(queue.elements))
 
 
+@lru_cache(maxsize=64)
+def _drained_queue_tree(reserved: int) -> LabeledTrie:
+    return build_from_sorted([(b"messages", EMPTY), (b"reserved", leaf(reserved))])
+
+
+def _remote_queue_tree(queue: Queue) -> LabeledTrie:
+    if not queue.elements:
+        # Queues are usually drained by the end of a round and hold only reservations: then
+        # the subtree depends on the count alone, so it is built and hashed once and shared.
+        return _drained_queue_tree(queue.reserved_slots)
+    return build_from_sorted([
+        (b"messages", _queue_tree(queue, message_to_value)),
+        (b"reserved", leaf(queue.reserved_slots)),
+    ])
+
+
 def _queues_tree(queues: CanisterQueues) -> LabeledTrie:
     def per_remote(queue_map) -> LabeledTrie:
         return build_from_sorted(
-            (canister_label(remote), build_from_sorted([
-                (b"messages", _queue_tree(queue, message_to_value)),
-                (b"reserved", leaf(queue.reserved_slots)),
-            ]))
-            for remote, queue in queue_map.items()
-        )
+            (canister_label(remote), _remote_queue_tree(queue)) for remote, queue in queue_map.items())
 
     return build_from_sorted([
         (b"ingress", _queue_tree(queues.ingress_queue, ingress_to_value)),
