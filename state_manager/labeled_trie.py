@@ -30,9 +30,12 @@ from mypy_extensions import mypyc_attr
 from state_manager import hash_tree as ht
 from state_manager.hash_tree import Empty, HashTree
 
-# The trie hashes only digests it computed itself, so it skips hash_tree's argument checks.
+# Labels and values are checked on the way in and digests are its own, so the trie applies
+# hash_tree's formulas inline, without their argument checks.
 _FORK_SEP = ht.domain_sep("ic-hashtree-fork")
 _LABELED_SEP = ht.domain_sep("ic-hashtree-labeled")
+_LEAF_SEP = ht.domain_sep("ic-hashtree-leaf")
+_EMPTY_DIGEST = ht.hash_empty()
 
 __all__ = [
     "LabeledTrieError",
@@ -299,16 +302,16 @@ def _node_digest(node: _Node) -> bytes:
             if isinstance(value, LabeledTrie):
                 root = value.root
                 if root is None:
-                    inner = ht.hash_empty()
+                    inner = _EMPTY_DIGEST
                 elif root.cached_digest is None:
                     stack.append(root)
                     continue
                 else:
                     inner = root.cached_digest
             elif isinstance(value, Empty):
-                inner = ht.hash_empty()
+                inner = _EMPTY_DIGEST
             else:
-                inner = ht.hash_leaf(value)
+                inner = sha256(_LEAF_SEP + value).digest()  # hash_leaf, inlined
             current.cached_digest = sha256(_LABELED_SEP + current.label + inner).digest()
         stack.pop()
     cached = node.cached_digest
