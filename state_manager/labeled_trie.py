@@ -15,6 +15,11 @@ agreeing (``m0`` has a 0 there). A label ``b0 … b(n-1)`` is encoded as the bit
 removing one child rebuilds only the nodes on one root-to-leaf path (O(depth), about log n
 for random or sequential labels). Nodes are immutable and shared between versions; each
 caches its digest the first time it is needed, so a new version rehashes only its new path.
+``update`` applies many changes in one call, creating a node that several changed paths
+share once rather than once per change.
+
+``setup.py`` compiles this module with mypyc (the same source; it runs unchanged when not
+compiled), so its annotations must hold at run time.
 """
 
 from __future__ import annotations
@@ -271,8 +276,6 @@ def _remove(root: Optional[_Node], label: bytes, batch: Optional[_Batch]) -> Opt
     return _rebuild(path, parent.left if went_right else parent.right, batch)
 
 
-
-
 def _node_digest(node: _Node) -> bytes:
     """Digest of a node, computing (post-order, no recursion) and caching missing ones.
 
@@ -447,6 +450,7 @@ _EMPTY_TRIE = LabeledTrie(None)
 
 def _trie(root: Optional[_Node]) -> LabeledTrie:
     return _EMPTY_TRIE if root is None else LabeledTrie(root)
+
 
 Value = Union[bytes, Empty, LabeledTrie]
 
