@@ -20,11 +20,9 @@ from message_routing.limits import Limits
 from state_manager.codec import CodecError, check_bytes, check_str, check_tuple, check_u64
 from state_manager.encoding import EncodingError, decode, encode
 from state_manager.routing_table import NetworkTopology
-from state_manager.state_codec import encode_state
 
 from .audit.errors import RecordError
-from .audit.perturbation import NONE
-from .audit.replay import ReplayContext, replay_states
+from .audit.replay import ReplayContext, verified_checkpoints
 from .audit.run_log import RunLog, SubnetLog, limits_preset_name
 from .execution import module_name_of
 from .subnet import SubnetRecording
@@ -62,20 +60,6 @@ def decode_recording(data: bytes) -> SubnetRecording:
     return recording
 
 
-def _checkpoints(recording: SubnetRecording, context: ReplayContext, interval: int) -> tuple[tuple[int, bytes], ...]:
-    batches = [decode_batch(b) for b in recording.batches]
-    checkpoints = []
-    for height, state, trees in replay_states(recording.genesis, batches, NONE, context):
-        if height == 0:
-            continue
-        if (height, trees.full_hash, trees.certified_root) != tuple(recording.hashes[height - 1]):
-            raise RecordError(f"subnet {recording.subnet_id}: replaying the recorded batches gives another state "
-                              f"hash at height {height} than the live run committed")
-        if height % interval == 0:
-            checkpoints.append((height, encode_state(state)))
-    return tuple(checkpoints)
-
-
 def run_log_from_recordings(
     recordings: Sequence[SubnetRecording],
     classes: Sequence[type],
@@ -95,6 +79,8 @@ def run_log_from_recordings(
             raise RecordError(f"subnet {recording.subnet_id} has not executed a batch yet: nothing is recorded")
         logs.append(SubnetLog(recording.subnet_id, recording.genesis, tuple(recording.batches),
                               tuple(tuple(h) for h in recording.hashes),
-                              _checkpoints(recording, context, checkpoint_interval)))
+                              verified_checkpoints(recording.subnet_id, recording.genesis,
+                                                   [decode_batch(b) for b in recording.batches],
+                                                   recording.hashes, context, checkpoint_interval)))
     names = tuple(module_name_of(cls) for cls in classes)
     return RunLog(tuple(logs), names, limits_preset_name(limits), limits, checkpoint_interval, tuple(topologies))

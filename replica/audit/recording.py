@@ -15,11 +15,9 @@ from typing import Mapping
 
 from message_routing.batch import encode_batch
 from replica.simulation import Simulation
-from state_manager.state_codec import encode_state
 
 from .errors import RecordError
-from .perturbation import NONE
-from .replay import ReplayContext, replay_states
+from .replay import ReplayContext, verified_checkpoints
 from .run_log import RunLog, SubnetLog, limits_preset_name, write_run_log
 
 __all__ = ["run_log_from_simulation", "record_run", "DEFAULT_CHECKPOINT_INTERVAL"]
@@ -33,21 +31,6 @@ def _registry_names(simulation: Simulation) -> tuple[tuple[str, ...], tuple[type
         raise RecordError("the simulation's execution environment has no canister registry to record")
     names = registry.names()
     return names, tuple(registry.class_of(name) for name in names)
-
-
-def _derive_checkpoints(sim_subnet, context: ReplayContext, interval: int) -> tuple[tuple[int, bytes], ...]:
-    checkpoints = []
-    recorded = sim_subnet.hashes
-    for height, state, trees in replay_states(sim_subnet.genesis, sim_subnet.batches, NONE, context):
-        if height == 0:
-            continue
-        live = recorded[height - 1]
-        if (height, trees.full_hash, trees.certified_root) != tuple(live):
-            raise RecordError(f"subnet {sim_subnet.subnet_id}: replaying the recorded batches gives another "
-                              f"state hash at height {height} than the live run committed")
-        if height % interval == 0:
-            checkpoints.append((height, encode_state(state)))
-    return tuple(checkpoints)
 
 
 def run_log_from_simulation(
@@ -75,7 +58,8 @@ def run_log_from_simulation(
             given = checkpoints.get(subnet_id, {})
             subnet_checkpoints = tuple(sorted((h, data) for h, data in given.items() if h % checkpoint_interval == 0))
         else:
-            subnet_checkpoints = _derive_checkpoints(sim_subnet, context, checkpoint_interval)
+            subnet_checkpoints = verified_checkpoints(subnet_id, sim_subnet.genesis, sim_subnet.batches,
+                                                      sim_subnet.hashes, context, checkpoint_interval)
         logs.append(SubnetLog(
             subnet_id, sim_subnet.genesis, tuple(encode_batch(b) for b in sim_subnet.batches),
             tuple(tuple(h) for h in sim_subnet.hashes), subnet_checkpoints))

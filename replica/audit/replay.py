@@ -41,12 +41,13 @@ from state_manager.state_codec import decode_state, encode_state
 from state_manager.state_manager import StateManager
 from state_manager.state_tree import StateTrees
 
-from .errors import ReplayError, RunLogError
+from .errors import RecordError, ReplayError, RunLogError
 from .faults import apply_fault
-from .perturbation import Perturbation
+from .perturbation import NONE, Perturbation
 from .shuffle import present_xnet_payload, shuffled, shuffled_state
 
-__all__ = ["ReplayContext", "ReplayStep", "replay", "replay_states", "load_canister_classes", "shuffle_rng"]
+__all__ = ["ReplayContext", "ReplayStep", "replay", "replay_states", "verified_checkpoints", "load_canister_classes",
+           "shuffle_rng"]
 
 
 class ReplayStep(NamedTuple):
@@ -164,3 +165,21 @@ def replay(
     """``(height, full_state_hash, certified_root)`` of every height the replica commits."""
     for height, _, trees in replay_states(genesis, batches, perturbation, context, checkpoints, until):
         yield ReplayStep(height, trees.full_hash, trees.certified_root)
+
+
+def verified_checkpoints(subnet_id: str, genesis: bytes, batches: Sequence[Batch],
+                         live_hashes: Sequence[Sequence], context: ReplayContext,
+                         interval: int) -> tuple[tuple[int, bytes], ...]:
+    """Checkpoints of a recorded run, every ``interval`` heights: its batches replayed
+    without perturbation, each height checked against the hashes the live run committed
+    (``RecordError`` at the first that differs)."""
+    checkpoints = []
+    for height, state, trees in replay_states(genesis, batches, NONE, context):
+        if height == 0:
+            continue
+        if (height, trees.full_hash, trees.certified_root) != tuple(live_hashes[height - 1]):
+            raise RecordError(f"subnet {subnet_id}: replaying the recorded batches gives another state "
+                              f"hash at height {height} than the live run committed")
+        if height % interval == 0:
+            checkpoints.append((height, encode_state(state)))
+    return tuple(checkpoints)
