@@ -54,9 +54,10 @@ def commit(builder: StateTreeBuilder, state: ReplicatedState) -> None:
 def pending_hashes(trees) -> int:
     """SHA-256 computations the next root computation needs: one per node created since the
     last one (a fork, or a labeled node), plus one per new leaf value (counted from outside:
-    nodes cache their digest once computed)."""
+    nodes cache their digest once computed). The full tree holds the certified tree under
+    ``/certified``, so walking it alone counts every node once."""
     count = 0
-    stack = [trees.certified.root, trees.full.root]
+    stack = [trees.full.root]
     while stack:
         node = stack.pop()
         if node is None or node.cached_digest is not None:
