@@ -6,8 +6,6 @@ import enum
 from dataclasses import dataclass
 from typing import Union
 
-from sortedcontainers import SortedDict
-
 from .messages import CanisterId
 from .queues import CanisterQueues
 from .stable_map import StableMap
@@ -82,12 +80,21 @@ class Callback:
     context: object = None
 
 
-class TrackedSortedDict(SortedDict):
-    """A SortedDict that remembers it was written to (for incremental state hashing)."""
+class IdMap(dict):
+    """Call contexts or callbacks by id: a dict that remembers it was written to (for
+    incremental state hashing) and lists its entries in id order with ``sorted_items``.
+
+    A plain dict rather than a sorted one: lookups, inserts and removals happen on every
+    message, while id order is needed only to hash or checkpoint a changed canister."""
+
+    __slots__ = ("dirty",)
 
     def __init__(self, *args, **kwargs) -> None:
         super().__init__(*args, **kwargs)
         self.dirty = True
+
+    def sorted_items(self) -> list:
+        return sorted(self.items())
 
     def __setitem__(self, key, value) -> None:
         self.dirty = True
@@ -101,9 +108,9 @@ class TrackedSortedDict(SortedDict):
         self.dirty = True
         return super().pop(key, *default)
 
-    def popitem(self, index=-1):
+    def popitem(self):
         self.dirty = True
-        return super().popitem(index)
+        return super().popitem()
 
     def clear(self) -> None:
         self.dirty = True
@@ -117,13 +124,15 @@ class TrackedSortedDict(SortedDict):
         self.dirty = True
         super().update(*args, **kwargs)
 
-    _update = update
+    def __ior__(self, other):
+        self.dirty = True
+        return super().__ior__(other)
 
     def copy(self):
-        return self.__class__(self.items())
+        return self.__class__(self)
 
     def __reduce__(self):
-        return (self.__class__, (list(self.items()),))
+        return (self.__class__, (dict(self),))
 
 
 class CanisterState:
@@ -153,8 +162,8 @@ class CanisterState:
         self.controller = controller
         self._certified_data = b""
         self.queues = CanisterQueues()
-        self.call_contexts = TrackedSortedDict()  # id -> CallContext
-        self.callbacks = TrackedSortedDict()      # id -> Callback
+        self.call_contexts = IdMap()  # id -> CallContext
+        self.callbacks = IdMap()      # id -> Callback
         self.next_call_context_id = 0
         self.next_callback_id = 0
         self.stable = StableMap()
