@@ -100,19 +100,19 @@ class StateTrees:
 _STATUS_LEAF = {state: leaf(text) for state, text in _STATUS_TEXT.items()}
 
 # Without an answer the subtree is the same for every message: built once and shared (tries
-# are immutable), so it is hashed once instead of per message.
+# are immutable), so it is hashed once instead of per message. Answers are added to it, so
+# their subtrees share its already hashed ``status`` node.
 _BARE_STATUS_TREE = {state: build_from_sorted([(b"status", status_leaf)]) for state, status_leaf in _STATUS_LEAF.items()}
 
 
 def _request_status_tree(status: IngressStatus) -> LabeledTrie:
     state = status.state
     if state is IngressState.REPLIED and status.reply is not None:
-        return build_from_sorted([(b"reply", leaf(status.reply)), (b"status", _STATUS_LEAF[state])])
+        return _BARE_STATUS_TREE[state].insert(b"reply", leaf(status.reply))
     if state is IngressState.REJECTED:
-        return build_from_sorted([
+        return _BARE_STATUS_TREE[state].update([
             (b"reject_code", leaf(int(status.reject_code or 0))),
             (b"reject_message", leaf(status.reject_message or "")),
-            (b"status", _STATUS_LEAF[state]),
         ])
     return _BARE_STATUS_TREE[state]
 
