@@ -21,30 +21,65 @@ class EncodingError(ValueError):
     """Bytes that are not the canonical encoding of a value."""
 
 
+_MAX_DEPTH = 64
+
+
 def _check_value(value: Any, depth: int) -> None:
-    if depth > 64:
+    if depth > _MAX_DEPTH:
         raise EncodingError("value nested deeper than 64 levels")
-    if value is None or isinstance(value, (bool, int, bytes, str)):
+    kind = type(value)
+    # Exact built-in types first: they are what decoding yields and what apps build.
+    if kind is int or kind is str or kind is bytes or kind is bool or value is None:
+        return
+    if kind is tuple or kind is list:
+        _check_items(value, depth + 1)
+        return
+    if kind is dict:
+        _check_map(value, depth + 1)
+        return
+    # Subclasses of the built-in types, and the errors.
+    if isinstance(value, (bool, int, bytes, str)):
         return
     if isinstance(value, float):
         raise EncodingError("floats have no canonical encoding")
     if isinstance(value, (list, tuple)):
-        for item in value:
-            _check_value(item, depth + 1)
+        _check_items(value, depth + 1)
         return
     if isinstance(value, dict):
-        keys = list(value)
-        try:
-            ordered = sorted(keys)
-        except TypeError as exc:
-            raise EncodingError("map keys of mixed types") from exc
-        if keys != ordered:
-            raise EncodingError("map keys are not sorted")
-        for key, item in value.items():
-            _check_value(key, depth + 1)
-            _check_value(item, depth + 1)
+        _check_map(value, depth + 1)
         return
     raise EncodingError(f"type {type(value).__name__} has no canonical encoding")
+
+
+def _check_items(items: Any, depth: int) -> None:
+    """Check an array's items at ``depth``; plain scalars are accepted without a call."""
+    if depth > _MAX_DEPTH:
+        for item in items:
+            _check_value(item, depth)  # raises: too deep
+        return
+    for item in items:
+        kind = type(item)
+        if not (kind is int or kind is str or kind is bytes or kind is bool or item is None):
+            _check_value(item, depth)
+
+
+def _check_map(value: Any, depth: int) -> None:
+    """Check a map: keys sorted (and comparable), then each key and value at ``depth``."""
+    keys = list(value)
+    try:
+        ordered = sorted(keys)
+    except TypeError as exc:
+        raise EncodingError("map keys of mixed types") from exc
+    if keys != ordered:
+        raise EncodingError("map keys are not sorted")
+    shallow = depth <= _MAX_DEPTH
+    for key, item in value.items():
+        kind = type(key)
+        if not (shallow and (kind is int or kind is str or kind is bytes or kind is bool or key is None)):
+            _check_value(key, depth)
+        kind = type(item)
+        if not (shallow and (kind is int or kind is str or kind is bytes or kind is bool or item is None)):
+            _check_value(item, depth)
 
 
 def encode(value: Any) -> bytes:
