@@ -22,7 +22,7 @@ __all__ = [
     "CodecError", "LEAF_VERSION", "message_to_value", "message_from_value", "encode_message_leaf",
     "decode_message_leaf", "header_to_value", "header_from_value", "encode_header_leaf",
     "decode_header_leaf", "ingress_to_value", "ingress_from_value", "ingress_status_to_value",
-    "ingress_status_from_value", "check_u64", "check_bytes", "check_str", "check_tuple",
+    "ingress_status_from_value", "check_u64", "check_bytes", "check_str", "check_tuple", "decode_typed",
 ]
 
 LEAF_VERSION = 1
@@ -124,7 +124,7 @@ def encode_message_leaf(message: Request | Response) -> bytes:
     return encode((LEAF_VERSION, message_to_value(message)))
 
 
-def _decode_typed(data: bytes, what: str) -> Any:
+def decode_typed(data: bytes, what: str) -> Any:
     """``decode(data)`` for values whose decoder checks every field's type afterwards (so no
     float or map can pass): msgpack's C unpacker plus the canonical re-encoding check, without
     ``encoding.decode``'s generic value walk. Same accepted inputs, same error class."""
@@ -142,8 +142,8 @@ def _decode_typed(data: bytes, what: str) -> Any:
 
 def decode_message_leaf(data: bytes) -> Request | Response:
     """Inverse of ``encode_message_leaf`` (the fields' types are all checked, so the fast
-    ``_decode_typed`` applies)."""
-    return message_from_value(_versioned(_decode_typed(data, "message leaf"), "message leaf"))
+    ``decode_typed`` applies)."""
+    return message_from_value(_versioned(decode_typed(data, "message leaf"), "message leaf"))
 
 
 # -- stream headers -------------------------------------------------------------------------

@@ -11,10 +11,10 @@ from typing import Any
 from .canister_state import CanisterState, CanisterStatus
 from .codec import (
     CodecError, call_context_from_value, call_context_to_value, callback_from_value, callback_to_value,
-    check_bytes, check_str, check_tuple, check_u64, header_from_value, header_to_value, ingress_from_value,
+    check_bytes, check_str, check_tuple, check_u64, decode_typed, header_from_value, header_to_value, ingress_from_value,
     ingress_status_from_value, ingress_status_to_value, ingress_to_value, message_from_value, message_to_value,
 )
-from .encoding import EncodingError, decode, encode_unchecked
+from .encoding import encode_unchecked
 from .queues import Queue
 from .replicated_state import ReplicatedState
 from .routing_table import CanisterIdRange, CanisterMigrations, NetworkTopology, RoutingTable, RoutingTableError
@@ -175,8 +175,6 @@ def encode_state(state: ReplicatedState) -> bytes:
 
 
 def decode_state(data: bytes) -> ReplicatedState:
-    try:
-        value = decode(data, max_bytes=max(len(data), 1))
-    except EncodingError as exc:
-        raise CodecError(f"state: {exc}") from exc
-    return state_from_value(value)
+    """``state_from_value`` checks the type of every field (stable values and callback
+    contexts with ``check_stable_value``), so the fast ``decode_typed`` applies."""
+    return state_from_value(decode_typed(data, "state"))
