@@ -81,10 +81,24 @@ def execute_ingress(state: ReplicatedState, canister: CanisterState, cls: type |
         reject_ingress(state, ingress.message_id, canister.canister_id, ingress.source, entry)
         return
     spec, args = entry
-    state.ingress_history.set(ingress.message_id, IngressStatus(
-        IngressState.PROCESSING, canister.canister_id, ingress.source, state.metadata.batch_time, ingress.expiry_time))
+    history = state.ingress_history
+    received = history.get(ingress.message_id)
+    # Most calls are answered within this message, and the answer's status overwrites
+    # ``processing`` at once; so write ``processing`` after the run, if still unanswered.
+    # Same outcome: the answer takes its expiry from the ``received`` status instead, which
+    # is the ingress expiry too (checked, since hand-built states may lack that status).
+    deferred = received is not None and received.expiry_time == ingress.expiry_time
+    if not deferred:
+        _mark_processing(state, canister, ingress)
     call_context = canister.new_call_context(IngressOrigin(ingress.message_id, ingress.source), ingress.method_name)
     _run_call(state, canister, cls, spec, args, call_context.call_context_id, ingress.source, limits)
+    if deferred and history.get(ingress.message_id) is received:
+        _mark_processing(state, canister, ingress)
+
+
+def _mark_processing(state: ReplicatedState, canister: CanisterState, ingress: Ingress) -> None:
+    state.ingress_history.set(ingress.message_id, IngressStatus(
+        IngressState.PROCESSING, canister.canister_id, ingress.source, state.metadata.batch_time, ingress.expiry_time))
 
 
 def execute_request(state: ReplicatedState, canister: CanisterState, cls: type | None, request: Request, limits: Limits) -> None:
