@@ -15,8 +15,10 @@ the project's packages are zipped and shipped with ``addPyFile``.
 
 from __future__ import annotations
 
+import atexit
 import importlib
 import os
+import shutil
 import sys
 import tempfile
 import time
@@ -110,6 +112,7 @@ def spark_session(master: str = "local[*]", *, app_name: str = "replica-audit", 
     spark.sparkContext.setLogLevel("ERROR")
     if not master.startswith("local"):
         code_dir = Path(tempfile.mkdtemp(prefix="replica-audit-"))
+        atexit.register(shutil.rmtree, code_dir, ignore_errors=True)  # executors fetched their copy
         spark.sparkContext.addPyFile(str(project_zip(code_dir)))
     return spark
 
