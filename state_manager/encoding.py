@@ -98,9 +98,10 @@ def decode(data: bytes, *, max_bytes: int = MAX_DECODE_BYTES) -> Any:
 
     Arrays decode as tuples so decoded values are immutable.
     """
-    if not isinstance(data, (bytes, bytearray, memoryview)):
-        raise EncodingError(f"expected bytes, got {type(data).__name__}")
-    data = bytes(data)
+    if type(data) is not bytes:
+        if not isinstance(data, (bytes, bytearray, memoryview)):
+            raise EncodingError(f"expected bytes, got {type(data).__name__}")
+        data = bytes(data)
     if len(data) > max_bytes:
         raise EncodingError(f"{len(data)} bytes exceed the limit of {max_bytes}")
     # One-shot unpackb (same size limits, exactly one object) is several times cheaper than

@@ -27,7 +27,10 @@ def check_stable_value(value: Any, depth: int = 0) -> None:
         return
     if isinstance(value, tuple) and depth < 32:
         for item in value:
-            check_stable_value(item, depth + 1)
+            kind = type(item)
+            # Plain scalars (the common case) are accepted without a call.
+            if not (kind is int or kind is str or kind is bytes or kind is bool or item is None):
+                check_stable_value(item, depth + 1)
         return
     raise StableValueError(
         f"stable state holds None, bool, int, str, bytes and tuples of them, not {type(value).__name__}"
@@ -73,7 +76,9 @@ class StableMap:
     def __setitem__(self, key: str, value: Any) -> None:
         if not isinstance(key, str):
             raise StableValueError(f"stable keys are str, not {type(key).__name__}")
-        check_stable_value(value)
+        kind = type(value)
+        if not (kind is int or kind is str or kind is bytes or kind is bool or value is None):
+            check_stable_value(value)
         self._record(key)
         self._data[key] = value
 
