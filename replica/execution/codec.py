@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from state_manager.encoding import EncodingError, decode, encode
+from state_manager.encoding import EncodingError, decode, encode, encode_unchecked
 
 __all__ = ["canonicalize", "encode_value", "decode_payload", "EncodingError"]
 
@@ -37,7 +37,54 @@ def encode_value(value: Any) -> bytes:
     """``encode(canonicalize(value))``; raises ``EncodingError`` for unencodable values."""
     if type(value) in _SCALARS:
         return encode(value)
-    return encode(canonicalize(value))
+    plain = _plain_canonical(value, 0)
+    if plain is _NOT_PLAIN:
+        return encode(canonicalize(value))  # subclasses, or an error to name
+    # Only built-in scalars, lists, tuples and maps with sorted keys of one type, within
+    # the depth limit: encode()'s check would accept it, so it need not walk it again.
+    return encode_unchecked(plain)
+
+
+_NOT_PLAIN = object()
+
+
+def _plain_canonical(value: Any, depth: int) -> Any:
+    """``canonicalize(value)`` if ``value`` is made of exact built-in types only (no
+    floats, no subclasses, comparable scalar map keys, nesting well within the limit),
+    else ``_NOT_PLAIN``."""
+    kind = type(value)
+    if kind in _SCALARS:
+        return value
+    if depth >= 64:
+        return _NOT_PLAIN
+    if kind is dict:
+        # Key types first: sorting scalars runs no app code (a key's own __lt__ could).
+        for key in value:
+            if type(key) not in _SCALARS:
+                return _NOT_PLAIN
+        try:
+            keys = sorted(value)
+        except TypeError:
+            return _NOT_PLAIN
+        result = {}
+        for key in keys:
+            item = value[key]
+            if type(item) not in _SCALARS:
+                item = _plain_canonical(item, depth + 1)
+                if item is _NOT_PLAIN:
+                    return _NOT_PLAIN
+            result[key] = item
+        return result
+    if kind is tuple or kind is list:
+        items = []
+        for item in value:
+            if type(item) not in _SCALARS:
+                item = _plain_canonical(item, depth + 1)
+                if item is _NOT_PLAIN:
+                    return _NOT_PLAIN
+            items.append(item)
+        return tuple(items)
+    return _NOT_PLAIN
 
 
 def decode_payload(payload: bytes) -> Any:
