@@ -6,6 +6,7 @@ import enum
 from dataclasses import dataclass
 from typing import Union
 
+from .key_ordered import KeyOrderedDict
 from .messages import CanisterId
 from .queues import CanisterQueues
 from .stable_map import StableMap
@@ -80,21 +81,15 @@ class Callback:
     context: object = None
 
 
-class IdMap(dict):
-    """Call contexts or callbacks by id: a dict that remembers it was written to (for
-    incremental state hashing) and lists its entries in id order with ``sorted_items``.
-
-    A plain dict rather than a sorted one: lookups, inserts and removals happen on every
-    message, while id order is needed only to hash or checkpoint a changed canister."""
+class IdMap(KeyOrderedDict):
+    """Call contexts or callbacks by id, iterated in id order: remembers it was written to
+    (for incremental state hashing)."""
 
     __slots__ = ("dirty",)
 
     def __init__(self, *args, **kwargs) -> None:
         super().__init__(*args, **kwargs)
         self.dirty = True
-
-    def sorted_items(self) -> list:
-        return sorted(self.items())
 
     def __setitem__(self, key, value) -> None:
         self.dirty = True
@@ -127,12 +122,6 @@ class IdMap(dict):
     def __ior__(self, other):
         self.dirty = True
         return super().__ior__(other)
-
-    def copy(self):
-        return self.__class__(self)
-
-    def __reduce__(self):
-        return (self.__class__, (dict(self),))
 
 
 class CanisterState:

@@ -11,8 +11,7 @@ import enum
 import heapq
 from dataclasses import dataclass
 
-from sortedcontainers import SortedDict
-
+from .key_ordered import KeyOrderedDict
 from .messages import CanisterId, RejectCode
 
 __all__ = ["IngressState", "IngressStatus", "IngressHistory"]
@@ -46,7 +45,7 @@ class IngressStatus:
 
 
 class IngressHistory:
-    """``message_id -> IngressStatus``, ordered by id; records changed ids for hashing.
+    """``message_id -> IngressStatus``, iterated by id; records changed ids for hashing.
 
     ``prune`` must not scan the whole history every round, so two min-heaps of
     ``(expiry_time, message_id)`` index the statuses it can change: answered ones
@@ -57,7 +56,7 @@ class IngressHistory:
     __slots__ = ("statuses", "_changed", "_answered", "_done")
 
     def __init__(self) -> None:
-        self.statuses: SortedDict = SortedDict()
+        self.statuses = KeyOrderedDict()
         self._changed: set[bytes] = set()
         self._answered: list[tuple[int, bytes]] = []
         self._done: list[tuple[int, bytes]] = []

@@ -12,8 +12,7 @@ from __future__ import annotations
 from collections import deque
 from typing import Generic, Iterator, TypeVar
 
-from sortedcontainers import SortedDict
-
+from .key_ordered import KeyOrderedDict
 from .messages import CanisterId, Ingress, Request, RequestOrResponse, Response
 
 __all__ = ["Queue", "QueueError", "QueueFullError", "NoReservedSlotError", "CanisterQueues"]
@@ -107,8 +106,8 @@ class CanisterQueues:
     def __init__(self) -> None:
         self.dirty = True  # set by every mutation below; cleared by the state tree
         self.ingress_queue: Queue[Ingress] = Queue()
-        self.input_queues: SortedDict = SortedDict()   # remote canister -> Queue[RequestOrResponse]
-        self.output_queues: SortedDict = SortedDict()  # remote canister -> Queue[RequestOrResponse]
+        self.input_queues = KeyOrderedDict()   # remote canister -> Queue[RequestOrResponse]
+        self.output_queues = KeyOrderedDict()  # remote canister -> Queue[RequestOrResponse]
         # Round-robin position over (ingress, input queues): the remote id served last, or
         # None when ingress was served last. Part of the replicated state (it decides order).
         self._input_schedule: int | None = None
@@ -214,13 +213,13 @@ class CanisterQueues:
     def has_input(self) -> bool:
         if self.ingress_queue.elements:
             return True
-        for queue in self.input_queues.values():
+        for queue in self.input_queues.unordered_values():
             if queue.elements:
                 return True
         return False
 
     def has_output(self) -> bool:
-        for queue in self.output_queues.values():
+        for queue in self.output_queues.unordered_values():
             if queue.elements:
                 return True
         return False
@@ -228,8 +227,8 @@ class CanisterQueues:
     def message_count(self) -> int:
         return (
             len(self.ingress_queue)
-            + sum(len(q) for q in self.input_queues.values())
-            + sum(len(q) for q in self.output_queues.values())
+            + sum(len(q) for q in self.input_queues.unordered_values())
+            + sum(len(q) for q in self.output_queues.unordered_values())
         )
 
     def __eq__(self, other: object) -> bool:

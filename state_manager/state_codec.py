@@ -76,8 +76,8 @@ def _canister_to_value(c: CanisterState) -> tuple:
     return (
         c.canister_id, c.module_name, c.module_hash, int(c.status), c.controller, c.certified_data,
         c.next_call_context_id, c.next_callback_id,
-        tuple(call_context_to_value(x) for _, x in c.call_contexts.sorted_items()),
-        tuple(callback_to_value(x) for _, x in c.callbacks.sorted_items()),
+        tuple(call_context_to_value(x) for x in c.call_contexts.values()),
+        tuple(callback_to_value(x) for x in c.callbacks.values()),
         _queue_to_value(q.ingress_queue, ingress_to_value),
         tuple((r, _queue_to_value(x, message_to_value)) for r, x in q.input_queues.items()),
         tuple((r, _queue_to_value(x, message_to_value)) for r, x in q.output_queues.items()),

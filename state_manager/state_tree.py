@@ -182,9 +182,9 @@ def _canister_meta(canister: CanisterState) -> bytes:
 def _canister_tree(canister: CanisterState, stable_tree: LabeledTrie) -> LabeledTrie:
     return build_from_sorted([
         (b"call_contexts", build_from_sorted(
-            (index_label(i), leaf(call_context_to_value(c))) for i, c in canister.call_contexts.sorted_items())),
+            (index_label(i), leaf(call_context_to_value(c))) for i, c in canister.call_contexts.items())),
         (b"callbacks", build_from_sorted(
-            (index_label(i), leaf(callback_to_value(c))) for i, c in canister.callbacks.sorted_items())),
+            (index_label(i), leaf(callback_to_value(c))) for i, c in canister.callbacks.items())),
         (b"meta", _canister_meta(canister)),
         (b"queues", _queues_tree(canister.queues)),
         (b"stable", stable_tree),

@@ -31,13 +31,10 @@ def canister_schedule(state: ReplicatedState) -> list[CanisterId]:
 
 
 def _next_input_queue(queues: CanisterQueues, after: CanisterId | None) -> CanisterId | None:
-    """The first remote with a non-empty input queue whose id is > ``after`` (any id if None)."""
-    input_queues = queues.input_queues
-    remotes = input_queues.irange(after, None, inclusive=(False, True)) if after is not None else input_queues
-    for remote in remotes:
-        if input_queues[remote].elements:
-            return remote
-    return None
+    """The smallest remote id > ``after`` (any id if None) with a non-empty input queue."""
+    waiting = [remote for remote, queue in queues.input_queues.unordered_items()
+               if queue.elements and (after is None or remote > after)]
+    return min(waiting) if waiting else None
 
 
 def pop_next_input(queues: CanisterQueues) -> Ingress | RequestOrResponse | None:
