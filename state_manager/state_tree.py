@@ -17,7 +17,7 @@ Full tree (everything that determines future behaviour)::
 
     /certified                      the certified tree above, as a subtree
     /metadata/{own_subnet, registry_version, canister_migrations, counters}
-    /ingress_history/<id>           the complete status record
+    /ingress_history/<expiry><id>   the complete status record (8-byte BE expiry, then the id)
     /loopback/{header, messages/<index>}
     /canister_state/<id>/meta       module, status, controller, id counters, input schedule
                         /call_contexts/<id>, /callbacks/<id>
@@ -51,7 +51,8 @@ from .routing_table import NetworkTopology
 from .stable_map import StableMap
 from .streams import Stream
 
-__all__ = ["StateTrees", "StateTreeBuilder", "build_state_trees", "leaf", "index_label", "canister_label", "subnet_label"]
+__all__ = ["StateTrees", "StateTreeBuilder", "build_state_trees", "leaf", "index_label", "canister_label", "subnet_label",
+           "history_label"]
 
 EMPTY = LabeledTrie.empty()
 
@@ -103,6 +104,13 @@ _STATUS_LEAF = {state: leaf(text) for state, text in _STATUS_TEXT.items()}
 # are immutable), so it is hashed once instead of per message. Answers are added to it, so
 # their subtrees share its already hashed ``status`` node.
 _BARE_STATUS_TREE = {state: build_from_sorted([(b"status", status_leaf)]) for state, status_leaf in _STATUS_LEAF.items()}
+
+
+def history_label(message_id: bytes, status: IngressStatus) -> bytes:
+    """``/ingress_history`` is keyed by expiry, then id: what a round changes there (new
+    messages, answers to recent ones, expiring ones) is then a few runs of neighbouring
+    labels that share their trie paths, instead of random ids each with its own path."""
+    return status.expiry_time.to_bytes(8, "big") + message_id
 
 
 def _request_status_tree(status: IngressStatus) -> LabeledTrie:
@@ -244,7 +252,8 @@ def build_state_trees(state: ReplicatedState) -> StateTrees:
     own = state.own_subnet_id
     history = state.ingress_history.statuses
     request_status = build_from_sorted((mid, _request_status_tree(s)) for mid, s in history.items())
-    ingress_history = build_from_sorted((mid, leaf(ingress_status_to_value(s))) for mid, s in history.items())
+    ingress_history = build_from_sorted(sorted(
+        (history_label(mid, s), leaf(ingress_status_to_value(s))) for mid, s in history.items()))
     streams = build_from_sorted(
         (subnet_label(dst), _stream_tree(s, _messages_tree(s.begin, s.messages)))
         for dst, s in state.streams.items() if dst != own
@@ -289,6 +298,7 @@ class StateTreeBuilder:
         self._history: IngressHistory | None = None
         self._request_status = EMPTY
         self._ingress_history = EMPTY
+        self._history_labels: dict[bytes, bytes] = {}  # message id -> its /ingress_history label
         self._certified_canisters = EMPTY
         self._canister_state = EMPTY
         self._topology: NetworkTopology | None = None
@@ -318,19 +328,29 @@ class StateTreeBuilder:
             self._history = history
             statuses = history.statuses
             self._request_status = build_from_sorted((m, _request_status_tree(s)) for m, s in statuses.items())
-            self._ingress_history = build_from_sorted((m, leaf(ingress_status_to_value(s))) for m, s in statuses.items())
+            self._history_labels = {m: history_label(m, s) for m, s in statuses.items()}
+            self._ingress_history = build_from_sorted(sorted(
+                (self._history_labels[m], leaf(ingress_status_to_value(s))) for m, s in statuses.items()))
             return
-        request_status, full_history = self._request_status, self._ingress_history
+        request_status, labels = self._request_status, self._history_labels
+        history_changes: list[tuple[bytes, bytes | None]] = []
         for message_id in changed:
             status = history.get(message_id)
+            old_label = labels.get(message_id)
             if status is None:
-                if message_id in request_status:
+                if old_label is not None:
                     request_status = request_status.remove(message_id)
-                    full_history = full_history.remove(message_id)
-            else:
-                request_status = request_status.insert(message_id, _request_status_tree(status))
-                full_history = full_history.insert(message_id, leaf(ingress_status_to_value(status)))
-        self._request_status, self._ingress_history = request_status, full_history
+                    history_changes.append((old_label, None))
+                    del labels[message_id]
+                continue
+            request_status = request_status.insert(message_id, _request_status_tree(status))
+            label = labels[message_id] = history_label(message_id, status)
+            if old_label is not None and old_label != label:
+                history_changes.append((old_label, None))
+            history_changes.append((label, leaf(ingress_status_to_value(status))))
+        self._request_status = request_status
+        # Neighbours by expiry: one batched update shares their paths (see ``history_label``).
+        self._ingress_history = self._ingress_history.update(history_changes)
 
     def _stream_subtree(self, previous, stream: Stream) -> tuple[tuple, LabeledTrie]:
         if previous is not None and previous[0] is stream:

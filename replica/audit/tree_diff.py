@@ -5,8 +5,8 @@ Both tries are walked in parallel, descending only into children whose digests d
 rather than the size of the state. A path is reported where the two sides stop being two
 tries: a leaf that differs, a child present on one side only, or a leaf facing a subtree.
 Leaves are canonical msgpack ``[version, value]`` and are shown decoded; labels are shown
-as numbers where the tree layout says they are canister ids or indices, as text where
-printable, else as hex. Pure.
+as numbers where the tree layout says they are canister ids or indices, ingress history
+entries as ``0x<message id>@<expiry>``, others as text where printable, else as hex. Pure.
 """
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ ABSENT = None
 #: Parents whose children are 8-byte big-endian numbers (canister ids, queue/stream indices, ids).
 _NUMBERED = {b"canister_state", b"canister", b"messages", b"ingress", b"call_contexts", b"callbacks", b"input",
              b"output"}
-#: Parents whose children are message ids.
+#: Parents whose children are message ids (under ``ingress_history`` after an 8-byte expiry).
 _HEXED = {b"ingress_history", b"request_status"}
 
 
@@ -57,6 +57,8 @@ def _printable(label: bytes) -> bool:
 def render_label(parent: bytes | None, label: bytes) -> str:
     if parent in _NUMBERED and len(label) == 8:
         return str(int.from_bytes(label, "big"))
+    if parent == b"ingress_history" and len(label) == 40:  # ``state_tree.history_label``
+        return f"0x{label[8:].hex()}@{int.from_bytes(label[:8], 'big')}"
     if parent not in _HEXED and _printable(label):
         return label.decode("ascii")
     return "0x" + label.hex()

@@ -85,7 +85,7 @@ def test_injected_faults_are_found_and_localized(spark, tmp_path):
     assert f"/canister_state/{destination_of(flip.message)}/stable/value" in paths[5]
     assert any(p.startswith(f"/canister_state/{destination_of(drop.message)}/") for p in paths[6])
     swapped_ids = {"0x" + swap.message.message_id.hex(), "0x" + other.message.message_id.hex()}
-    assert any(p.split("/")[2] in swapped_ids for p in paths[9] if p.startswith("/ingress_history/"))
+    assert any(p.split("/")[2].split("@")[0] in swapped_ids for p in paths[9] if p.startswith("/ingress_history/"))
     flipped_value = next(p for p in clusters[(5,)]["drilldown"]["paths"] if p["path"].endswith("/stable/value"))
     assert flipped_value["minority"] != flipped_value["majority"]
 

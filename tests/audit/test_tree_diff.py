@@ -12,9 +12,9 @@ def _tree(value: int, extra: bool = False):
         (b"meta", leaf(("m", 1))),
         (b"stable", build_from_sorted([(b"order", leaf(("a", "b") if value else ("b", "a"))), (b"value", leaf(value))])),
     ])
-    history = [(bytes([i]) * 32, leaf((2, i))) for i in range(20)]
+    history = [((1000).to_bytes(8, "big") + bytes([i]) * 32, leaf((2, i))) for i in range(20)]
     if extra:
-        history.append((b"\xff" * 32, leaf((0, 99))))
+        history.append(((2000).to_bytes(8, "big") + b"\xff" * 32, leaf((0, 99))))
     return build_from_sorted([
         (b"canister_state", build_from_sorted([(index_label(7), canister)])),
         (b"ingress_history", build_from_sorted(history)),
@@ -35,7 +35,7 @@ def test_differing_leaves_with_decoded_values():
 
 def test_child_on_one_side_only():
     diff = diff_tries(_tree(1, extra=True), _tree(1))
-    assert [(d.text, d.left, d.right) for d in diff.paths] == [("/ingress_history/0x" + "ff" * 32, [0, 99], None)]
+    assert [(d.text, d.left, d.right) for d in diff.paths] == [("/ingress_history/0x" + "ff" * 32 + "@2000", [0, 99], None)]
 
 
 def test_limit_counts_the_rest():
