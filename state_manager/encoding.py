@@ -12,9 +12,11 @@ from typing import Any
 
 import msgpack
 
-__all__ = ["EncodingError", "encode", "decode", "MAX_DECODE_BYTES"]
+__all__ = ["EncodingError", "encode", "decode", "MAX_DECODE_BYTES", "MIN_INT", "MAX_INT"]
 
 MAX_DECODE_BYTES = 64 * 1024 * 1024
+#: The integers msgpack has an encoding for.
+MIN_INT, MAX_INT = -(2**63), 2**64 - 1
 
 
 class EncodingError(ValueError):
@@ -85,12 +87,15 @@ def _check_map(value: Any, depth: int) -> None:
 def encode(value: Any) -> bytes:
     """Canonical msgpack bytes of ``value`` (tuples become arrays)."""
     _check_value(value, 0)
-    return msgpack.packb(value, use_bin_type=True)
+    return encode_unchecked(value)
 
 
 def encode_unchecked(value: Any) -> bytes:
     """Same bytes as ``encode`` for values the caller built canonically (hot paths)."""
-    return msgpack.packb(value, use_bin_type=True)
+    try:
+        return msgpack.packb(value, use_bin_type=True)
+    except OverflowError:  # the one thing the value checks leave to the packer
+        raise EncodingError(f"an integer outside {MIN_INT}..{MAX_INT} has no encoding") from None
 
 
 def decode(data: bytes, *, max_bytes: int = MAX_DECODE_BYTES) -> Any:

@@ -13,6 +13,8 @@ from typing import Any, Iterator
 
 from sortedcontainers import SortedDict
 
+from .encoding import MAX_INT, MIN_INT
+
 __all__ = ["StableMap", "StableValueError", "check_stable_value"]
 
 _ABSENT = object()
@@ -23,13 +25,20 @@ class StableValueError(TypeError):
 
 
 def check_stable_value(value: Any, depth: int = 0) -> None:
-    if value is None or isinstance(value, (bool, int, str, bytes)):
+    """Stable values (and callback contexts) become state-tree leaves: only what has a
+    canonical encoding, integers included (64-bit, what msgpack can hold)."""
+    if value is None or isinstance(value, (bool, str, bytes)):
+        return
+    if isinstance(value, int):
+        if not MIN_INT <= value <= MAX_INT:
+            raise StableValueError(f"stable integers are 64-bit ({MIN_INT}..{MAX_INT}); this one is not")
         return
     if isinstance(value, tuple) and depth < 32:
         for item in value:
             kind = type(item)
             # Plain scalars (the common case) are accepted without a call.
-            if not (kind is int or kind is str or kind is bytes or kind is bool or item is None):
+            if not (kind is str or kind is bytes or kind is bool or item is None
+                    or (kind is int and MIN_INT <= item <= MAX_INT)):
                 check_stable_value(item, depth + 1)
         return
     raise StableValueError(
@@ -77,7 +86,8 @@ class StableMap:
         if not isinstance(key, str):
             raise StableValueError(f"stable keys are str, not {type(key).__name__}")
         kind = type(value)
-        if not (kind is int or kind is str or kind is bytes or kind is bool or value is None):
+        if not (kind is str or kind is bytes or kind is bool or value is None
+                or (kind is int and MIN_INT <= value <= MAX_INT)):
             check_stable_value(value)
         self._record(key)
         self._data[key] = value

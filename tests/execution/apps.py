@@ -53,6 +53,18 @@ class Probe(Canister):
         return 1.5
 
     @update
+    def huge_int_reply(self):
+        return 2**64
+
+    @update
+    def huge_int_stable(self):
+        self.stable["x"] = -(2**63) - 1
+
+    @update
+    def huge_int_call_context(self):
+        self.call(REMOTE, "m", on_reply=self.relay_reply, on_reject=self.relay_reject, context=2**64)
+
+    @update
     def big_reply(self, size):
         return b"x" * size
 

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import copy
 
+import pytest
+
 from message_routing.limits import DEFAULT, MINIMAL
 from replica.execution import ExecutionEnvironment, install_canister
 from state_manager.canister_state import CanisterOrigin, IngressOrigin
@@ -11,6 +13,7 @@ from replica.sdk import encode_value as encode
 from state_manager.encoding import decode
 from state_manager.ingress_history import IngressState
 from state_manager.messages import RejectCode, Reply, Request, Response
+from state_manager.state_tree import build_state_trees
 
 from .apps import Probe
 from .harness import REMOTE, USER, answer, deliver_request, new_state, reply_value, run, status, submit, take_output
@@ -105,6 +108,25 @@ def test_unencodable_return_value_is_a_trap():
     st = status(s, mid)
     assert st.reject_code is RejectCode.CANISTER_ERROR and "cannot be encoded" in st.reject_message
     assert "x" not in s.canisters[1].stable
+
+
+@pytest.mark.parametrize("method, words", [
+    ("huge_int_reply", "reply value cannot be encoded"),
+    ("huge_int_stable", "64-bit"),
+    ("huge_int_call_context", "64-bit"),
+])
+def test_an_integer_beyond_64_bits_traps_the_message_and_the_round_goes_on(method, words):
+    # msgpack has no encoding for it: it must not reach the state tree or the wire.
+    s = probe_state()
+    mid = submit(s, 1, method)
+    later = submit(s, 1, "echo", "next", n=1)
+    run(ENV, s)
+    st = status(s, mid)
+    assert st.state is IngressState.REJECTED and st.reject_code is RejectCode.CANISTER_ERROR
+    assert words in st.reject_message
+    assert "x" not in s.canisters[1].stable and not s.canisters[1].callbacks
+    assert reply_value(s, later) == "next"
+    build_state_trees(s).full.digest()  # the state still hashes
 
 
 def test_request_gets_its_response_in_the_reserved_output_slot():
