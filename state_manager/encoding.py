@@ -12,11 +12,14 @@ from typing import Any
 
 import msgpack
 
-__all__ = ["EncodingError", "encode", "decode", "MAX_DECODE_BYTES", "MIN_INT", "MAX_INT"]
+__all__ = ["EncodingError", "encode", "decode", "MAX_DECODE_BYTES", "MIN_INT", "MAX_INT", "PLAIN_SCALARS"]
 
 MAX_DECODE_BYTES = 64 * 1024 * 1024
 #: The integers msgpack has an encoding for.
 MIN_INT, MAX_INT = -(2**63), 2**64 - 1
+#: The exact scalar types values are made of (what decoding yields and apps build); checks
+#: accept them with one set lookup and leave subclasses to the slower ``isinstance`` path.
+PLAIN_SCALARS = frozenset((type(None), bool, int, str, bytes))
 
 
 class EncodingError(ValueError):
@@ -30,8 +33,7 @@ def _check_value(value: Any, depth: int) -> None:
     if depth > _MAX_DEPTH:
         raise EncodingError("value nested deeper than 64 levels")
     kind = type(value)
-    # Exact built-in types first: they are what decoding yields and what apps build.
-    if kind is int or kind is str or kind is bytes or kind is bool or value is None:
+    if kind in PLAIN_SCALARS:
         return
     if kind is tuple or kind is list:
         _check_items(value, depth + 1)
@@ -60,8 +62,7 @@ def _check_items(items: Any, depth: int) -> None:
             _check_value(item, depth)  # raises: too deep
         return
     for item in items:
-        kind = type(item)
-        if not (kind is int or kind is str or kind is bytes or kind is bool or item is None):
+        if type(item) not in PLAIN_SCALARS:
             _check_value(item, depth)
 
 
@@ -74,13 +75,11 @@ def _check_map(value: Any, depth: int) -> None:
         raise EncodingError("map keys of mixed types") from exc
     if keys != ordered:
         raise EncodingError("map keys are not sorted")
-    shallow = depth <= _MAX_DEPTH
+    deep = depth > _MAX_DEPTH
     for key, item in value.items():
-        kind = type(key)
-        if not (shallow and (kind is int or kind is str or kind is bytes or kind is bool or key is None)):
+        if deep or type(key) not in PLAIN_SCALARS:
             _check_value(key, depth)
-        kind = type(item)
-        if not (shallow and (kind is int or kind is str or kind is bytes or kind is bool or item is None)):
+        if deep or type(item) not in PLAIN_SCALARS:
             _check_value(item, depth)
 
 

@@ -13,7 +13,7 @@ from typing import Any, Iterator
 
 from sortedcontainers import SortedDict
 
-from .encoding import MAX_INT, MIN_INT
+from .encoding import MAX_INT, MIN_INT, PLAIN_SCALARS
 
 __all__ = ["StableMap", "StableValueError", "check_stable_value"]
 
@@ -27,23 +27,16 @@ class StableValueError(TypeError):
 def check_stable_value(value: Any, depth: int = 0) -> None:
     """Stable values (and callback contexts) become state-tree leaves: only what has a
     canonical encoding, integers included (64-bit, what msgpack can hold)."""
-    if value is None or isinstance(value, (bool, str, bytes)):
-        return
-    if isinstance(value, int):
-        if not MIN_INT <= value <= MAX_INT:
-            raise StableValueError(f"stable integers are 64-bit ({MIN_INT}..{MAX_INT}); this one is not")
-        return
-    if isinstance(value, tuple) and depth < 32:
-        for item in value:
-            kind = type(item)
-            # Plain scalars (the common case) are accepted without a call.
-            if not (kind is str or kind is bytes or kind is bool or item is None
-                    or (kind is int and MIN_INT <= item <= MAX_INT)):
+    if type(value) not in PLAIN_SCALARS:  # tuples, subclasses of the scalars, the rest
+        if isinstance(value, tuple) and depth < 32:
+            for item in value:
                 check_stable_value(item, depth + 1)
-        return
-    raise StableValueError(
-        f"stable state holds None, bool, int, str, bytes and tuples of them, not {type(value).__name__}"
-    )
+            return
+        if not isinstance(value, (bool, int, str, bytes)):
+            raise StableValueError(
+                f"stable state holds None, bool, int, str, bytes and tuples of them, not {type(value).__name__}")
+    if isinstance(value, int) and not MIN_INT <= value <= MAX_INT:
+        raise StableValueError(f"stable integers are 64-bit ({MIN_INT}..{MAX_INT}); this one is not")
 
 
 class StableMap:
@@ -85,10 +78,7 @@ class StableMap:
     def __setitem__(self, key: str, value: Any) -> None:
         if not isinstance(key, str):
             raise StableValueError(f"stable keys are str, not {type(key).__name__}")
-        kind = type(value)
-        if not (kind is str or kind is bytes or kind is bool or value is None
-                or (kind is int and MIN_INT <= value <= MAX_INT)):
-            check_stable_value(value)
+        check_stable_value(value)
         self._record(key)
         self._data[key] = value
 

@@ -9,16 +9,14 @@ from __future__ import annotations
 
 from typing import Any
 
-from state_manager.encoding import EncodingError, decode, encode, encode_unchecked
+from state_manager.encoding import PLAIN_SCALARS, EncodingError, decode, encode, encode_unchecked
 
 __all__ = ["canonicalize", "encode_value", "decode_payload", "EncodingError"]
-
-_SCALARS = (type(None), bool, int, str, bytes)
 
 
 def canonicalize(value: Any, depth: int = 0) -> Any:
     """The canonical form of ``value``: maps with sorted keys, lists as tuples, recursively."""
-    if type(value) in _SCALARS:
+    if type(value) in PLAIN_SCALARS:
         return value
     if depth > 64:
         raise EncodingError("value nested deeper than 64 levels")
@@ -35,7 +33,7 @@ def canonicalize(value: Any, depth: int = 0) -> Any:
 
 def encode_value(value: Any) -> bytes:
     """``encode(canonicalize(value))``; raises ``EncodingError`` for unencodable values."""
-    if type(value) in _SCALARS:
+    if type(value) in PLAIN_SCALARS:
         return encode(value)
     plain = _plain_canonical(value, 0)
     if plain is _NOT_PLAIN:
@@ -53,14 +51,14 @@ def _plain_canonical(value: Any, depth: int) -> Any:
     floats, no subclasses, comparable scalar map keys, nesting well within the limit),
     else ``_NOT_PLAIN``."""
     kind = type(value)
-    if kind in _SCALARS:
+    if kind in PLAIN_SCALARS:
         return value
     if depth >= 64:
         return _NOT_PLAIN
     if kind is dict:
         # Key types first: sorting scalars runs no app code (a key's own __lt__ could).
         for key in value:
-            if type(key) not in _SCALARS:
+            if type(key) not in PLAIN_SCALARS:
                 return _NOT_PLAIN
         try:
             keys = sorted(value)
@@ -69,7 +67,7 @@ def _plain_canonical(value: Any, depth: int) -> Any:
         result = {}
         for key in keys:
             item = value[key]
-            if type(item) not in _SCALARS:
+            if type(item) not in PLAIN_SCALARS:
                 item = _plain_canonical(item, depth + 1)
                 if item is _NOT_PLAIN:
                     return _NOT_PLAIN
@@ -78,7 +76,7 @@ def _plain_canonical(value: Any, depth: int) -> Any:
     if kind is tuple or kind is list:
         items = []
         for item in value:
-            if type(item) not in _SCALARS:
+            if type(item) not in PLAIN_SCALARS:
                 item = _plain_canonical(item, depth + 1)
                 if item is _NOT_PLAIN:
                     return _NOT_PLAIN
