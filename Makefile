@@ -3,9 +3,9 @@ PYTHON ?= python3
 VENV   ?= .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
-# The modules setup.py compiles with mypyc: editing one rebuilds the extensions, so a
+# The modules setup.py compiles (mypyc, C helpers): editing one rebuilds the extensions, so a
 # stale compiled copy never shadows the source.
-COMPILED := $(shell grep -o '"[a-z_/]*\.py"' setup.py | tr -d '"')
+COMPILED := $(shell grep -o '"[a-z_/0-9]*\.\(py\|c\)"' setup.py | tr -d '"')
 PACKAGES := replica message_routing state_manager xnet consensus_stub examples
 
 .PHONY: demo test setup clean bench

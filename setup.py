@@ -4,11 +4,15 @@ The compiled modules are the very same Python sources (mypyc turns the type-anno
 into a C extension), so there is one implementation; the interpreter runs the sources
 unchanged when they are not compiled. Set ``SUBNET_REPLICA_PURE_PYTHON=1`` to skip
 compilation (no C compiler needed).
+
+It also builds ``state_manager._sha256``, a small C helper over OpenSSL's SHA-256 for the
+state tree's short hashes (see ``state_manager/sha256.py``). It is optional: where it cannot
+be built, hashlib computes the same digests.
 """
 
 import os
 
-from setuptools import setup
+from setuptools import Extension, setup
 
 #: Modules compiled when mypyc is available. They must type-check under mypy: mypyc
 #: enforces annotations at run time.
@@ -17,12 +21,17 @@ COMPILED_MODULES = [
 ]
 
 
+#: C sources of optional extensions (``Makefile`` rebuilds when they change).
+C_SOURCES = {"state_manager._sha256": "state_manager/_sha256.c"}
+
+
 def extensions() -> list:
     if os.environ.get("SUBNET_REPLICA_PURE_PYTHON") == "1":
         return []
     from mypyc.build import mypycify
 
-    return mypycify(COMPILED_MODULES, opt_level="3")
+    helpers = [Extension(name, [source], libraries=["crypto"], optional=True) for name, source in C_SOURCES.items()]
+    return mypycify(COMPILED_MODULES, opt_level="3") + helpers
 
 
 setup(ext_modules=extensions())

@@ -42,7 +42,6 @@ Pure: the certified tree, the certification and the public key lookup arrive as 
 
 from __future__ import annotations
 
-import hashlib
 import struct
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -57,6 +56,7 @@ from state_manager.codec import CodecError, decode_header_leaf, decode_message_l
 from state_manager.hash_tree import Empty, Fork, HashTree, Labeled, Leaf, Pruned
 # The witness walker reads trie nodes directly (the package's own persistent trie).
 from state_manager.labeled_trie import LabeledTrie, _Branch, _node_digest
+from state_manager.sha256 import sha256_of
 from state_manager.streams import StreamHeader, StreamSlice
 from state_manager.tree_encoding import (
     ByteReader,
@@ -492,7 +492,7 @@ _LEAF_DOMAIN = ht.domain_sep("ic-hashtree-leaf")
 def _reveal_all_leaves(node, Fork, Labeled, Pruned):  # noqa: N803 - node constructors
     """``_reveal`` of a trie node whose every label the plan reveals as a pruned leaf (a run
     of messages inside the witness range): the same result, without a plan check per node."""
-    sha256, domain = hashlib.sha256, _LEAF_DOMAIN
+    domain = _LEAF_DOMAIN
     out: list = []
     stack: list = [node]
     push, pop, emit = stack.append, stack.pop, out.append
@@ -509,7 +509,7 @@ def _reveal_all_leaves(node, Fork, Labeled, Pruned):  # noqa: N803 - node constr
             value = current.value
             if not isinstance(value, bytes):
                 raise MalformedCertifiedTree(f"{current.label!r} is not a leaf")
-            emit(Labeled(current.label, Pruned(sha256(domain + value).digest())))
+            emit(Labeled(current.label, Pruned(sha256_of(domain, value))))
     return out[0]
 
 
@@ -916,7 +916,6 @@ def _check_witness_against_payload(witness_tree: HashTree, parts: _PayloadParts)
     return revealed
 
 
-_sha256 = hashlib.sha256
 _FORK_SEP = ht.domain_sep("ic-hashtree-fork")
 _LABELED_SEP = ht.domain_sep("ic-hashtree-labeled")
 
@@ -925,7 +924,6 @@ def _witness_root(witness_tree: HashTree) -> bytes:
     """Step 3 (no leaves) and the digest for step 4: ``reconstruct(witness)``, raising
     ``WitnessContainsLeaf`` at the first ``Leaf``. Post-order, no recursion; a label over a
     pruned subtree (every revealed position) is hashed without a stack round trip."""
-    sha256 = _sha256
     digests: list[bytes] = []
     push = digests.append
     stack: list[tuple[HashTree, bool]] = [(witness_tree, False)]
@@ -935,16 +933,16 @@ def _witness_root(witness_tree: HashTree) -> bytes:
         if kind is Fork:
             if children_done:
                 right = digests.pop()
-                push(sha256(_FORK_SEP + digests.pop() + right).digest())
+                push(sha256_of(_FORK_SEP, digests.pop(), right))
             else:
                 stack.append((node, True))
                 stack.append((node.right, False))
                 stack.append((node.left, False))
         elif kind is Labeled:
             if children_done:
-                push(sha256(_LABELED_SEP + node.label + digests.pop()).digest())
+                push(sha256_of(_LABELED_SEP, node.label, digests.pop()))
             elif type(node.subtree) is Pruned:
-                push(sha256(_LABELED_SEP + node.label + node.subtree.digest).digest())
+                push(sha256_of(_LABELED_SEP, node.label, node.subtree.digest))
             else:
                 stack.append((node, True))
                 stack.append((node.subtree, False))

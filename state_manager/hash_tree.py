@@ -16,7 +16,7 @@ same root. Every walk here uses an explicit stack: remote trees may be deep.
 
 from __future__ import annotations
 
-import hashlib
+from state_manager.sha256 import sha256_of
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Union
@@ -227,9 +227,7 @@ _EMPTY_SEP = domain_sep("ic-hashtree-empty")
 _FORK_SEP = domain_sep("ic-hashtree-fork")
 _LABELED_SEP = domain_sep("ic-hashtree-labeled")
 _LEAF_SEP = domain_sep("ic-hashtree-leaf")
-_EMPTY_DIGEST = hashlib.sha256(_EMPTY_SEP).digest()
-
-_sha256 = hashlib.sha256
+_EMPTY_DIGEST = sha256_of(_EMPTY_SEP)
 
 
 def hash_empty() -> bytes:
@@ -247,7 +245,7 @@ def hash_fork(left_digest: bytes, right_digest: bytes) -> bytes:
     ):
         _check_digest(left_digest)
         _check_digest(right_digest)
-    return _sha256(_FORK_SEP + left_digest + right_digest).digest()
+    return sha256_of(_FORK_SEP, left_digest, right_digest)
 
 
 def hash_labeled(label: bytes, subtree_digest: bytes) -> bytes:
@@ -256,14 +254,14 @@ def hash_labeled(label: bytes, subtree_digest: bytes) -> bytes:
         raise LabelTypeError(f"label must be bytes, got {type(label).__name__}")
     if type(subtree_digest) is not bytes or len(subtree_digest) != DIGEST_LENGTH:
         _check_digest(subtree_digest)
-    return _sha256(_LABELED_SEP + label + subtree_digest).digest()
+    return sha256_of(_LABELED_SEP, label, subtree_digest)
 
 
 def hash_leaf(value: bytes) -> bytes:
     """``H(domain_sep("ic-hashtree-leaf") · value)``."""
     if type(value) is not bytes and not isinstance(value, bytes):
         raise LeafValueTypeError(f"leaf value must be bytes, got {type(value).__name__}")
-    return _sha256(_LEAF_SEP + value).digest()
+    return sha256_of(_LEAF_SEP, value)
 
 
 def reconstruct(tree: HashTree) -> bytes:

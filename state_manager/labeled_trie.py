@@ -27,13 +27,13 @@ from __future__ import annotations
 from bisect import bisect_left
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from hashlib import sha256
 from typing import Optional, Union
 
 from mypy_extensions import mypyc_attr
 
 from state_manager import hash_tree as ht
 from state_manager.hash_tree import Empty, HashTree
+from state_manager.sha256 import sha256_of
 
 # Labels and values are checked on the way in and digests are its own, so the trie applies
 # hash_tree's formulas inline, without their argument checks.
@@ -299,7 +299,7 @@ def _node_digest(node: _Node) -> bytes:
                 if left is None:
                     stack.append(current.left)
                 continue
-            current.cached_digest = sha256(_FORK_SEP + left + right).digest()
+            current.cached_digest = sha256_of(_FORK_SEP, left, right)
         else:
             value = current.value
             if isinstance(value, LabeledTrie):
@@ -314,8 +314,8 @@ def _node_digest(node: _Node) -> bytes:
             elif isinstance(value, Empty):
                 inner = _EMPTY_DIGEST
             else:
-                inner = sha256(_LEAF_SEP + value).digest()  # hash_leaf, inlined
-            current.cached_digest = sha256(_LABELED_SEP + current.label + inner).digest()
+                inner = sha256_of(_LEAF_SEP, value)  # hash_leaf, inlined
+            current.cached_digest = sha256_of(_LABELED_SEP, current.label, inner)
         stack.pop()
     cached = node.cached_digest
     if cached is None:  # unreachable: the walk ends by caching ``node`` itself
