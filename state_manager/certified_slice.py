@@ -47,12 +47,11 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Optional
 
-import msgpack
-
 from state_manager import certification as cm
 from state_manager import encoding
 from state_manager import hash_tree as ht
 from state_manager.codec import CodecError, decode_header_leaf, decode_message_leaf
+from state_manager.encoding import packb
 from state_manager.hash_tree import Empty, Fork, HashTree, Labeled, Leaf, Pruned
 # The witness walker reads trie nodes directly (the package's own persistent trie).
 from state_manager.labeled_trie import LabeledTrie, _Branch, _node_digest
@@ -456,7 +455,7 @@ def _empty_value() -> tuple:
 def _encode_value(value: tuple) -> bytes:
     """The canonical bytes of a tree in nested-array form (``encode_tree`` of that tree)."""
     try:
-        return msgpack.packb(value, use_bin_type=True)
+        return packb(value)
     except ValueError:  # nested deeper than the C packer goes: the iterative encoder
         return encode_tree(tree_from_nested_arrays(value))
 
@@ -736,7 +735,7 @@ def _read_int(cursor: ByteReader) -> int:
     width = 1 << ((first - 0xCC) & 0x03)
     raw = cursor.take(width)
     value = int.from_bytes(raw, "big", signed=first >= 0xD0)
-    if msgpack.packb(value) != bytes((first,)) + raw:
+    if packb(value) != bytes((first,)) + raw:
         raise NonCanonicalSlice(f"integer {value} at offset {start} is not in its shortest form")
     return value
 

@@ -12,7 +12,7 @@ from typing import Any
 import msgpack
 
 from .canister_state import CallContext, Callback, CanisterOrigin, IngressOrigin
-from .encoding import EncodingError, decode, encode
+from .encoding import EncodingError, decode, encode, packb
 from .ingress_history import IngressState, IngressStatus
 from .messages import Ingress, Reject, RejectCode, Reply, Request, Response
 from .stable_map import StableValueError, check_stable_value
@@ -132,7 +132,7 @@ def decode_typed(data: bytes, what: str) -> Any:
         raise CodecError(f"{what}: expected bytes, got {type(data).__name__}")
     try:
         value = msgpack.unpackb(data, use_list=False, raw=False, strict_map_key=False)
-        canonical = msgpack.packb(value, use_bin_type=True) == data
+        canonical = packb(value) == data
     except Exception as exc:  # noqa: BLE001 - every unpacker failure means: not canonical msgpack
         raise CodecError(f"{what}: malformed msgpack: {exc}") from None
     if not canonical:

@@ -12,7 +12,7 @@ from typing import Any
 
 import msgpack
 
-__all__ = ["EncodingError", "encode", "decode", "MAX_DECODE_BYTES", "MIN_INT", "MAX_INT", "PLAIN_SCALARS"]
+__all__ = ["EncodingError", "encode", "decode", "packb", "MAX_DECODE_BYTES", "MIN_INT", "MAX_INT", "PLAIN_SCALARS"]
 
 MAX_DECODE_BYTES = 64 * 1024 * 1024
 #: The integers msgpack has an encoding for.
@@ -83,6 +83,17 @@ def _check_map(value: Any, depth: int) -> None:
             _check_value(item, depth)
 
 
+_Packer = msgpack.Packer
+
+
+def packb(value: Any) -> bytes:
+    """``msgpack.packb(value, use_bin_type=True)`` at about half the cost for small values:
+    that function is a Python wrapper whose keyword handling and 256 KiB buffer are most of
+    a short encode. A fresh ``Packer`` with a small (growing) buffer gives the same bytes
+    and, made per call, shares no state between calls or threads."""
+    return _Packer(use_bin_type=True, buf_size=256).pack(value)
+
+
 def encode(value: Any) -> bytes:
     """Canonical msgpack bytes of ``value`` (tuples become arrays)."""
     _check_value(value, 0)
@@ -92,7 +103,7 @@ def encode(value: Any) -> bytes:
 def encode_unchecked(value: Any) -> bytes:
     """Same bytes as ``encode`` for values the caller built canonically (hot paths)."""
     try:
-        return msgpack.packb(value, use_bin_type=True)
+        return packb(value)
     except OverflowError:  # the one thing the value checks leave to the packer
         raise EncodingError(f"an integer outside {MIN_INT}..{MAX_INT} has no encoding") from None
 
@@ -115,7 +126,7 @@ def decode(data: bytes, *, max_bytes: int = MAX_DECODE_BYTES) -> Any:
     except Exception:  # noqa: BLE001 - the slow path raises the precise error
         value = _unpack_one(data)
     _check_value(value, 0)
-    if msgpack.packb(value, use_bin_type=True) != data:
+    if packb(value) != data:
         raise EncodingError("non-canonical msgpack encoding")
     return value
 

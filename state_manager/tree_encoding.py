@@ -19,6 +19,7 @@ import struct
 
 import msgpack
 
+from state_manager.encoding import packb
 from state_manager.hash_tree import (
     DIGEST_LENGTH,
     Empty,
@@ -241,7 +242,7 @@ class ByteReader:
         width = 1 << ((first - 0xCC) & 0x03)
         raw = self.take(width)
         value = int.from_bytes(raw, "big", signed=first >= 0xD0)
-        if msgpack.packb(value) != bytes((first,)) + raw:
+        if packb(value) != bytes((first,)) + raw:
             raise NonCanonicalError(f"integer {value} at offset {start} is not in its shortest form")
         raise UnknownTagError(f"unknown tag {value} at offset {start}")
 
@@ -352,7 +353,7 @@ def _decode_fast(data: bytes, max_depth: int) -> HashTree | None:
     if tree is None:
         return None
     try:
-        if msgpack.packb(value, use_bin_type=True) != data:
+        if packb(value) != data:
             return None
     except Exception:  # noqa: BLE001
         return None
