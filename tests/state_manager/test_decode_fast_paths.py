@@ -3,13 +3,14 @@ exactly what the checking decoders accept, and decode it to the same value."""
 
 from __future__ import annotations
 
+import msgpack
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from state_manager import codec
 from state_manager import tree_encoding as te
-from state_manager.encoding import EncodingError, decode, encode_unchecked
+from state_manager.encoding import EncodingError, decode, encode_unchecked, packb
 from state_manager.hash_tree import empty, fork, labeled, leaf, pruned
 from state_manager.messages import Reject, RejectCode, Request, Response
 from state_manager.state_codec import decode_state, encode_state, state_from_value, state_to_value
@@ -125,3 +126,26 @@ def test_state_fast_decode_refuses_values_without_a_canonical_type(value):
     assert _strict_state(tampered) is None
     with pytest.raises(codec.CodecError):
         decode_state(tampered)
+
+
+_SCALARS = st.none() | st.booleans() | st.integers(-(2**63), 2**64 - 1) | st.text(max_size=40) | st.binary(max_size=300)
+_VALUES = st.recursive(_SCALARS, lambda inner: st.lists(inner, max_size=8).map(tuple)
+                       | st.dictionaries(st.text(max_size=8), inner, max_size=6), max_leaves=40)
+
+
+@settings(max_examples=400, deadline=None)
+@given(_VALUES)
+def test_packb_gives_msgpacks_own_bytes(value):
+    """``encoding.packb`` (a fresh small-buffer Packer) is ``msgpack.packb(use_bin_type=True)``,
+    including values that outgrow the initial buffer."""
+    assert packb(value) == msgpack.packb(value, use_bin_type=True)
+    assert packb((value, b"z" * 5000)) == msgpack.packb((value, b"z" * 5000), use_bin_type=True)
+
+
+def test_packb_refuses_what_msgpack_refuses():
+    for bad in (2**64, -(2**63) - 1):
+        with pytest.raises(OverflowError):
+            packb(bad)
+    with pytest.raises(TypeError):
+        packb(object())
+    assert packb((1, "x")) == b"\x92\x01\xa1x"  # nothing left over from the failures
