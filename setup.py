@@ -18,6 +18,9 @@ from setuptools import Extension, setup
 #: enforces annotations at run time.
 COMPILED_MODULES = [
     "state_manager/labeled_trie.py",
+    "state_manager/state_tree.py",
+    "state_manager/codec.py",
+    "state_manager/encoding.py",
 ]
 
 

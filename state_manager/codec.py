@@ -10,6 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 import msgpack
+from mypy_extensions import mypyc_attr
 
 from .canister_state import CallContext, Callback, CanisterOrigin, IngressOrigin
 from .encoding import EncodingError, decode, encode, packb
@@ -29,6 +30,9 @@ LEAF_VERSION = 1
 U64 = 2**64
 
 
+# An ordinary Python class even when this module is compiled (see setup.py): callers
+# subclass, pickle and match it like any exception.
+@mypyc_attr(native_class=False)
 class CodecError(ValueError):
     """A value that is not the canonical form of the expected state object."""
 
@@ -62,11 +66,16 @@ def _is_int(value: Any, expected: int) -> bool:
     return type(value) is int and value == expected
 
 
+_MEMBERS = {cls: {member.value: member for member in cls} for cls in (IngressState, RejectCode, RejectReason)}
+
+
 def _enum(enum_cls, value: Any, what: str):
-    try:
-        return enum_cls(check_u64(value, what))
-    except ValueError as exc:
-        raise CodecError(f"{what}: unknown value {value!r}") from exc
+    """The member of ``enum_cls`` with u64 value ``value`` (a dict lookup: calling the enum
+    class costs several times more, and a checkpoint decodes one per ingress status)."""
+    member = _MEMBERS[enum_cls].get(check_u64(value, what))
+    if member is None:
+        raise CodecError(f"{what}: unknown value {value!r}")
+    return member
 
 
 # -- messages ----------------------------------------------------------------------------------
@@ -74,11 +83,11 @@ def _enum(enum_cls, value: Any, what: str):
 def message_to_value(message: Request | Response) -> tuple:
     """Request: ``[0, sender, receiver, method, payload, callback]``; Response:
     ``[1, originator, respondent, callback, [0, data] | [1, code, text]]``."""
-    if type(message) is Request:
+    if isinstance(message, Request):
         return (0, message.sender, message.receiver, message.method_name, message.method_payload,
                 message.sender_reply_callback)
     payload = message.response_payload
-    body = (0, payload.data) if type(payload) is Reply else (1, int(payload.code), payload.message)
+    body = (0, payload.data) if isinstance(payload, Reply) else (1, int(payload.code), payload.message)
     return (1, message.originator, message.respondent, message.originator_reply_callback, body)
 
 
@@ -112,7 +121,7 @@ def _versioned(value: Any, what: str) -> Any:
     return value[1]
 
 
-def _decode(data: bytes, what: str) -> Any:
+def _decode(data: Any, what: str) -> Any:
     try:
         return decode(data)
     except EncodingError as exc:
@@ -124,7 +133,7 @@ def encode_message_leaf(message: Request | Response) -> bytes:
     return encode((LEAF_VERSION, message_to_value(message)))
 
 
-def decode_typed(data: bytes, what: str) -> Any:
+def decode_typed(data: Any, what: str) -> Any:
     """``decode(data)`` for values whose decoder checks every field's type afterwards (so no
     float or map can pass): msgpack's C unpacker plus the canonical re-encoding check, without
     ``encoding.decode``'s generic value walk. Same accepted inputs, same error class."""
@@ -140,7 +149,7 @@ def decode_typed(data: bytes, what: str) -> Any:
     return value
 
 
-def decode_message_leaf(data: bytes) -> Request | Response:
+def decode_message_leaf(data: Any) -> Request | Response:
     """Inverse of ``encode_message_leaf`` (the fields' types are all checked, so the fast
     ``decode_typed`` applies)."""
     return message_from_value(_versioned(decode_typed(data, "message leaf"), "message leaf"))
@@ -168,7 +177,7 @@ def encode_header_leaf(header: StreamHeader) -> bytes:
     return encode((LEAF_VERSION, header_to_value(header)))
 
 
-def decode_header_leaf(data: bytes) -> StreamHeader:
+def decode_header_leaf(data: Any) -> StreamHeader:
     return header_from_value(_versioned(_decode(data, "header leaf"), "header leaf"))
 
 
@@ -216,7 +225,7 @@ def call_context_from_value(value: Any):
     cid, origin, method, responded, outstanding = check_tuple(value, "call context", 5)
     origin = check_tuple(origin, "call origin", 3)
     if _is_int(origin[0], 0):
-        origin_obj = IngressOrigin(check_bytes(origin[1], "message id"), check_bytes(origin[2], "source"))
+        origin_obj: IngressOrigin | CanisterOrigin = IngressOrigin(check_bytes(origin[1], "message id"), check_bytes(origin[2], "source"))
     elif _is_int(origin[0], 1):
         origin_obj = CanisterOrigin(check_u64(origin[1], "origin canister"), check_u64(origin[2], "origin callback"))
     else:

@@ -11,6 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 import msgpack
+from mypy_extensions import mypyc_attr
 
 __all__ = ["EncodingError", "encode", "decode", "packb", "MAX_DECODE_BYTES", "MIN_INT", "MAX_INT", "PLAIN_SCALARS"]
 
@@ -22,6 +23,9 @@ MIN_INT, MAX_INT = -(2**63), 2**64 - 1
 PLAIN_SCALARS = frozenset((type(None), bool, int, str, bytes))
 
 
+# An ordinary Python class even when this module is compiled (see setup.py): callers
+# subclass, pickle and match it like any exception.
+@mypyc_attr(native_class=False)
 class EncodingError(ValueError):
     """Bytes that are not the canonical encoding of a value."""
 
@@ -103,12 +107,12 @@ def encode(value: Any) -> bytes:
 def encode_unchecked(value: Any) -> bytes:
     """Same bytes as ``encode`` for values the caller built canonically (hot paths)."""
     try:
-        return packb(value)
+        return _Packer(use_bin_type=True, buf_size=256).pack(value)  # packb, inlined (hot path)
     except OverflowError:  # the one thing the value checks leave to the packer
         raise EncodingError(f"an integer outside {MIN_INT}..{MAX_INT} has no encoding") from None
 
 
-def decode(data: bytes, *, max_bytes: int = MAX_DECODE_BYTES) -> Any:
+def decode(data: Any, *, max_bytes: int = MAX_DECODE_BYTES) -> Any:
     """Decode exactly one canonical msgpack value; raise ``EncodingError`` otherwise.
 
     Arrays decode as tuples so decoded values are immutable.

@@ -274,7 +274,8 @@ def _update_messages(messages: LabeledTrie, stream: Stream, old_begin: int, old_
     """Remove indices ``[old_begin, min(new_begin, old_end))``, add ``[max(old_end, new_begin), new_end)``."""
     new_begin, new_end = stream.begin, stream.end
     # One batched update: adjacent indices share most of their path nodes.
-    changes = [(index_label(index), None) for index in range(old_begin, min(new_begin, old_end))]
+    changes: list[tuple[bytes, bytes | None]] = [
+        (index_label(index), None) for index in range(old_begin, min(new_begin, old_end))]
     changes += [(index_label(index), encode_message_leaf(stream.messages[index - new_begin]))
                 for index in range(max(old_end, new_begin), new_end)]
     return messages.update(changes)
@@ -362,7 +363,8 @@ class StateTreeBuilder:
     def _update_streams(self, state: ReplicatedState) -> LabeledTrie:
         own = state.own_subnet_id
         previous_streams = self._streams
-        trees = self._trees.certified.get(b"streams") if self._trees is not None else EMPTY
+        found = self._trees.certified.get(b"streams") if self._trees is not None else EMPTY
+        trees = found if isinstance(found, LabeledTrie) else EMPTY
         current: dict[str, tuple] = {}
         for dst, stream in state.streams.items():
             if dst == own:
@@ -428,4 +430,4 @@ class StateTreeBuilder:
 
 def _header_unchanged(streams: LabeledTrie, dst: str, stream: Stream) -> bool:
     subtree = streams.get(subnet_label(dst))
-    return subtree is not None and subtree.get(b"header") == encode_header_leaf(stream.header())
+    return isinstance(subtree, LabeledTrie) and subtree.get(b"header") == encode_header_leaf(stream.header())
