@@ -21,6 +21,10 @@ COMPILED_MODULES = [
     "state_manager/state_tree.py",
     "state_manager/codec.py",
     "state_manager/encoding.py",
+    "state_manager/state_codec.py",
+    "state_manager/stable_map.py",
+    "state_manager/queues.py",
+    "replica/execution/scheduler.py",
 ]
 
 

@@ -10,7 +10,9 @@ output queue, so a response always fits.
 from __future__ import annotations
 
 from collections import deque
-from typing import Generic, Iterator, TypeVar
+from typing import Generic, Iterable, Iterator, TypeVar
+
+from mypy_extensions import mypyc_attr
 
 from .key_ordered import KeyOrderedDict
 from .messages import CanisterId, Ingress, Request, RequestOrResponse, Response
@@ -20,14 +22,18 @@ __all__ = ["Queue", "QueueError", "QueueFullError", "NoReservedSlotError", "Cani
 T = TypeVar("T")
 
 
+# The errors stay ordinary Python classes when this module is compiled (see setup.py).
+@mypyc_attr(native_class=False)
 class QueueError(Exception):
     """A queue operation that would break a queue invariant."""
 
 
+@mypyc_attr(native_class=False)
 class QueueFullError(QueueError):
     pass
 
 
+@mypyc_attr(native_class=False)
 class NoReservedSlotError(QueueError):
     pass
 
@@ -41,7 +47,7 @@ class Queue(Generic[T]):
 
     __slots__ = ("begin", "elements", "reserved_slots")
 
-    def __init__(self, begin: int = 0, elements: Iterator[T] = (), reserved_slots: int = 0) -> None:
+    def __init__(self, begin: int = 0, elements: Iterable[T] = (), reserved_slots: int = 0) -> None:
         self.begin = begin
         self.elements: deque[T] = deque(elements)
         self.reserved_slots = reserved_slots

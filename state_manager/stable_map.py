@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from typing import Any, Iterator
 
+from mypy_extensions import mypyc_attr
 from sortedcontainers import SortedDict
 
 from .encoding import MAX_INT, MIN_INT, PLAIN_SCALARS
@@ -20,6 +21,7 @@ __all__ = ["StableMap", "StableValueError", "check_stable_value"]
 _ABSENT = object()
 
 
+@mypyc_attr(native_class=False)  # an ordinary class when compiled (see setup.py)
 class StableValueError(TypeError):
     """A key or value the stable state cannot hold deterministically."""
 
@@ -118,8 +120,10 @@ class StableMap:
 
     def rollback_transaction(self) -> None:
         """Undo every write since ``begin_transaction`` (newest first)."""
-        journal, self._journal = self._journal or [], None
-        for key, old in reversed(journal):
+        journal: list[tuple[str, Any]] = self._journal or []
+        self._journal = None
+        for position in range(len(journal) - 1, -1, -1):  # not reversed(): mypyc fails to compile it here
+            key, old = journal[position]
             if old is _ABSENT:
                 self._data.pop(key, None)
             else:
