@@ -14,6 +14,7 @@ $(STAMP): pyproject.toml setup.py $(COMPILED)
 	test -d $(VENV) || $(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
 	find $(PACKAGES) -name '*.so' -delete
+	rm -f ./*__mypyc.*.so  # mypyc's shared library of several modules lives at the top
 	$(BIN)/pip install --quiet -e '.[test]'
 	touch $(STAMP)
 
@@ -29,5 +30,5 @@ bench: $(STAMP)
 	for b in benchmarks/*.py; do $(BIN)/python $$b || exit 1; done
 
 clean:
-	rm -rf $(VENV) build *.egg-info .pytest_cache .hypothesis
+	rm -rf $(VENV) build *.egg-info .pytest_cache .hypothesis ./*__mypyc.*.so
 	find $(PACKAGES) -name '*.so' -delete
