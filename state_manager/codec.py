@@ -224,8 +224,9 @@ def call_context_to_value(context) -> tuple:
 def call_context_from_value(value: Any):
     cid, origin, method, responded, outstanding = check_tuple(value, "call context", 5)
     origin = check_tuple(origin, "call origin", 3)
+    origin_obj: IngressOrigin | CanisterOrigin
     if _is_int(origin[0], 0):
-        origin_obj: IngressOrigin | CanisterOrigin = IngressOrigin(check_bytes(origin[1], "message id"), check_bytes(origin[2], "source"))
+        origin_obj = IngressOrigin(check_bytes(origin[1], "message id"), check_bytes(origin[2], "source"))
     elif _is_int(origin[0], 1):
         origin_obj = CanisterOrigin(check_u64(origin[1], "origin canister"), check_u64(origin[2], "origin callback"))
     else:
