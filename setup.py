@@ -24,6 +24,7 @@ COMPILED_MODULES = [
     "state_manager/state_codec.py",
     "state_manager/stable_map.py",
     "state_manager/queues.py",
+    "state_manager/ingress_history.py",
     "replica/execution/scheduler.py",
 ]
 

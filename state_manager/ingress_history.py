@@ -11,6 +11,8 @@ import enum
 import heapq
 from dataclasses import dataclass
 
+from mypy_extensions import mypyc_attr
+
 from .key_ordered import KeyOrderedDict
 from .messages import CanisterId, RejectCode
 
@@ -28,6 +30,9 @@ class IngressState(enum.IntEnum):
 _TERMINAL = (IngressState.REPLIED, IngressState.REJECTED, IngressState.DONE)
 
 
+# An ordinary class even when this module is compiled (see setup.py): a compiled frozen
+# dataclass cannot be deep-copied, and statuses are shared, copied and compared freely.
+@mypyc_attr(native_class=False)
 @dataclass(frozen=True, slots=True)
 class IngressStatus:
     state: IngressState
