@@ -107,7 +107,7 @@ def encode(value: Any) -> bytes:
 def encode_unchecked(value: Any) -> bytes:
     """Same bytes as ``encode`` for values the caller built canonically (hot paths)."""
     try:
-        return _Packer(use_bin_type=True, buf_size=256).pack(value)  # packb, inlined (hot path)
+        return packb(value)
     except OverflowError:  # the one thing the value checks leave to the packer
         raise EncodingError(f"an integer outside {MIN_INT}..{MAX_INT} has no encoding") from None
 
