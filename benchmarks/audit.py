@@ -41,6 +41,7 @@ from replica.audit.replicas import assign_partitions, plan_replicas  # noqa: E40
 from replica.audit.run_log import decode_run_log  # noqa: E402
 from replica.audit.worker import init_local_worker, local_replay_chunk  # noqa: E402
 from replica.audit.workload import WorkloadConfig  # noqa: E402
+from floor import in_floor_units, measure_floor_us  # noqa: E402
 
 
 def _peak_mb_self() -> float:
@@ -144,6 +145,7 @@ def main(argv: list[str] | None = None) -> int:
     if pool_rows != report["audit"]["rows"]:
         raise SystemExit(f"the pool produced {pool_rows} rows, the audit {report['audit']['rows']}")
 
+    floor_us = measure_floor_us()
     spark_rate = replica_batches / spark_wall
     pool_rate = replica_batches / pool_wall
     result = {
@@ -176,6 +178,9 @@ def main(argv: list[str] | None = None) -> int:
         "driver_jvm_peak_mb": None if jvm_peak is None else round(jvm_peak, 1),
         "run_log_mb": round(len(blob) / 1e6, 2),
         "run_log_batch_bytes": messages,
+        "floor_us": floor_us,
+        "spark_floor_units_per_replica_batch": in_floor_units(1e6 / spark_rate, floor_us),
+        "pool_floor_units_per_replica_batch": in_floor_units(1e6 / pool_rate, floor_us),
     }
     print(json.dumps(result))
     return 0

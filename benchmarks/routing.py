@@ -51,6 +51,7 @@ from state_manager.replicated_state import ReplicatedState
 from state_manager.routing_table import CanisterIdRange, NetworkTopology, RoutingTable
 from state_manager.state_manager import StateManager
 from state_manager.streams import StreamHeader, StreamSlice
+from floor import in_floor_units, measure_floor_us
 
 A, B = "subnet-a", "subnet-b"
 A_RANGE, B_RANGE = (0, 999_999), (1_000_000, 1_999_999)
@@ -223,6 +224,11 @@ def main(argv: list[str] | None = None) -> int:
         "commit_median_s": round(statistics.median(commit), 4),
         "peak_rss_mb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1),
     }
+    floor_us = measure_floor_us()
+    result["floor_us"] = floor_us
+    for key in ("full_round", "induct_route", "commit"):
+        per_msg_us = statistics.median({"full_round": full, "induct_route": induct_route, "commit": commit}[key]) / n * 1e6
+        result[f"{key}_floor_units_per_msg"] = in_floor_units(per_msg_us, floor_us)
     print(f"routing benchmark: {n:,} cross-subnet messages, {workload.receivers} receivers x {SENDERS} senders, "
           f"limits {result['limits']}, median of {args.repeats}")
     for key, label in (("full_round_msgs_per_s", "(a) full round (induct + execute + route)"),
@@ -231,7 +237,8 @@ def main(argv: list[str] | None = None) -> int:
         target = TARGETS.get(key)
         verdict = "" if target is None else f"  target {target:>9,}  {'OK' if result[key] >= target else 'BELOW'}"
         print(f"  {label:<45} {result[key]:>10,} msgs/s{verdict}")
-    print(f"  peak RSS {result['peak_rss_mb']} MB")
+    print(f"  peak RSS {result['peak_rss_mb']} MB; floor {floor_us} us; a full round costs "
+          f"{result['full_round_floor_units_per_msg']} floor units per message")
     print(json.dumps(result, sort_keys=True))
     return 0
 

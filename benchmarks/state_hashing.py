@@ -30,6 +30,7 @@ from state_manager.replicated_state import ReplicatedState  # noqa: E402
 from state_manager.routing_table import CanisterIdRange, NetworkTopology, RoutingTable  # noqa: E402
 from state_manager.state_tree import StateTreeBuilder  # noqa: E402
 from state_manager.streams import Stream  # noqa: E402
+from floor import in_floor_units, measure_floor_us  # noqa: E402
 
 
 def status(text: str) -> None:
@@ -135,16 +136,21 @@ def main() -> None:
     large, large_hashes = commit_cost(args.large, args.changed, args.rounds, rng)
     per_s = stream_commits_per_s(10_000, 100, 200)
     peak_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    floor_us = measure_floor_us()
     sys.stderr.write("\r" + " " * 78 + "\r")
     print(f"commit with {args.changed:,} changed leaves: {small:.1f} ms at {args.small:,} leaves, "
           f"{large:.1f} ms at {args.large:,} leaves (ratio {large / small:.2f}; a full rehash would be ~{args.large // args.small})")
     print(f"hashes per commit: {small_hashes:,} vs {large_hashes:,} (ratio {large_hashes / small_hashes:.2f})")
     print(f"sliding 10,000-message stream (GC 100 + append 100 per round): {per_s:.0f} commits/s")
+    print(f"floor {floor_us} us: a commit costs {in_floor_units(small * 1e3 / args.changed, floor_us)} / "
+          f"{in_floor_units(large * 1e3 / args.changed, floor_us)} floor units per changed leaf")
     print(json.dumps({
         "commit_ms_small": round(small, 2), "commit_ms_large": round(large, 2), "ratio": round(large / small, 3),
         "stream_commits_per_s": round(per_s, 1), "hashes_per_commit_small": small_hashes,
         "hashes_per_commit_large": large_hashes, "hash_ratio": round(large_hashes / small_hashes, 3), "small_leaves": args.small, "large_leaves": args.large,
-        "changed_leaves": args.changed, "peak_rss_mb": round(peak_mb, 1),
+        "changed_leaves": args.changed, "peak_rss_mb": round(peak_mb, 1), "floor_us": floor_us,
+        "commit_floor_units_per_changed_leaf_small": in_floor_units(small * 1e3 / args.changed, floor_us),
+        "commit_floor_units_per_changed_leaf_large": in_floor_units(large * 1e3 / args.changed, floor_us),
     }))
 
 
