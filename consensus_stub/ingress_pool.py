@@ -24,12 +24,28 @@ __all__ = ["Admission", "IngressPool"]
 
 
 class Admission(enum.Enum):
-    ADDED = "added"
-    DUPLICATE = "duplicate message id"
-    EXPIRED = "message expired"
-    EXPIRY_TOO_FAR = "expiry too far in the future"
-    TOO_LARGE = "message exceeds the ingress size limit"
-    POOL_FULL = "ingress pool is full"
+    """The verdict on one message: ``ADDED``, or why it was refused. A member's value is
+    ``(reason, description)``: ``reason`` is the stable, machine-readable code the ingress
+    API reports a refusal with (``replica.ingress.refusal_for`` turns a verdict into its
+    typed error), ``description`` says it in words."""
+
+    ADDED = ("added", "added to the ingress pool")
+    DUPLICATE = ("duplicate", "duplicate message id")
+    EXPIRED = ("expired", "message expired")
+    EXPIRY_TOO_FAR = ("expiry_too_far", "expiry too far in the future")
+    TOO_LARGE = ("too_large", "message exceeds the ingress size limit")
+    POOL_FULL = ("pool_full", "ingress pool is full")
+    # The node's checks of the receiver against its state and registry (the pool knows neither).
+    UNKNOWN_CANISTER = ("unknown_canister", "canister not found")
+    CANISTER_NOT_ON_SUBNET = ("canister_not_on_subnet", "canister is not on this subnet")
+
+    @property
+    def reason(self) -> str:
+        return self.value[0]
+
+    @property
+    def description(self) -> str:
+        return self.value[1]
 
 
 class IngressPool:

@@ -5,45 +5,114 @@ Envelope (canonical msgpack): ``[1, content, sender_pubkey, signature]`` with
 ``message_id = SHA-256(domain_sep("ic-request") ‖ encode(content) ‖ sender_pubkey)`` and
 the signature is Ed25519 over ``message_id``. The sender's id is self-authenticating:
 ``source = SHA-256(pubkey)[:29] ‖ 0x02``.
+
+Every submission the replica refuses raises one ``IngressRefused`` subclass, whose
+``reason`` is a stable machine-readable code (what the HTTP ingress API returns):
+
+=====================  ==========================  ===========================================
+error                  ``reason``                  refused because
+=====================  ==========================  ===========================================
+MalformedIngress       ``malformed``               the envelope does not decode (this module)
+IngressTooLarge        ``too_large``               envelope or message above the size limit
+BadIngressSignature    ``bad_signature``           the signature does not verify (this module)
+ExpiredIngress         ``expired``                 ``expiry < now``
+IngressExpiryTooFar    ``expiry_too_far``          ``expiry > now + max_ingress_ttl``
+DuplicateIngress       ``duplicate``               the message id is pooled or inducted already
+UnknownCanister        ``unknown_canister``        no such canister (in our range or in none)
+CanisterNotOnSubnet    ``canister_not_on_subnet``  the routing table puts it on another subnet
+IngressPoolFull        ``pool_full``               the node's ingress pool is at its bound
+=====================  ==========================  ===========================================
+
+The envelope checks raise here; the rest are verdicts (``Admission``) of the node's ingress
+pool and receiver check, turned into their error by ``refusal_for``. A refused message enters
+no pool, no block and no ingress history.
 """
 
 from __future__ import annotations
 
 import hashlib
 from dataclasses import dataclass
+from typing import ClassVar
 
 from cryptography.exceptions import InvalidSignature
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey, Ed25519PublicKey
 from cryptography.hazmat.primitives.serialization import Encoding, PublicFormat
 
+from consensus_stub.ingress_pool import Admission
 from state_manager.encoding import EncodingError, decode, encode
 
 from .execution.codec import encode_value
 from state_manager.messages import Ingress
 
 __all__ = [
-    "IngressError", "MalformedIngress", "IngressTooLarge", "BadIngressSignature", "UserKey",
-    "compute_message_id", "source_of", "sign_ingress", "decode_signed_ingress", "ENVELOPE_VERSION",
+    "IngressRefused", "MalformedIngress", "IngressTooLarge", "BadIngressSignature",
+    "ExpiredIngress", "IngressExpiryTooFar", "DuplicateIngress", "UnknownCanister", "CanisterNotOnSubnet",
+    "IngressPoolFull", "refusal_for", "UserKey", "compute_message_id", "source_of", "sign_ingress",
+    "decode_signed_ingress", "ENVELOPE_VERSION",
 ]
 
 ENVELOPE_VERSION = 1
 _DOMAIN = b"\x0aic-request"
 
 
-class IngressError(ValueError):
-    """A submission the ingress API refuses; nothing about it enters the replica."""
+class IngressRefused(ValueError):
+    """A submission the replica refuses; nothing about it enters the replica. ``reason`` is
+    the stable machine-readable code of the refusal (module docstring)."""
+
+    reason: ClassVar[str] = "refused"
 
 
-class MalformedIngress(IngressError):
-    pass
+class MalformedIngress(IngressRefused):
+    reason = "malformed"
 
 
-class IngressTooLarge(IngressError):
-    pass
+class IngressTooLarge(IngressRefused):
+    reason = "too_large"
 
 
-class BadIngressSignature(IngressError):
-    pass
+class BadIngressSignature(IngressRefused):
+    reason = "bad_signature"
+
+
+class ExpiredIngress(IngressRefused):
+    reason = "expired"
+
+
+class IngressExpiryTooFar(IngressRefused):
+    reason = "expiry_too_far"
+
+
+class DuplicateIngress(IngressRefused):
+    reason = "duplicate"
+
+
+class UnknownCanister(IngressRefused):
+    reason = "unknown_canister"
+
+
+class CanisterNotOnSubnet(IngressRefused):
+    reason = "canister_not_on_subnet"
+
+
+class IngressPoolFull(IngressRefused):
+    reason = "pool_full"
+
+
+_REFUSAL_BY_REASON: dict[str, type[IngressRefused]] = {
+    cls.reason: cls for cls in (
+        MalformedIngress, IngressTooLarge, BadIngressSignature, ExpiredIngress, IngressExpiryTooFar,
+        DuplicateIngress, UnknownCanister, CanisterNotOnSubnet, IngressPoolFull)
+}
+
+
+def refusal_for(verdict: Admission, ingress: Ingress, now: int) -> IngressRefused | None:
+    """The typed error of a refusing ``verdict`` on ``ingress`` at ``now`` (``None`` for
+    ``ADDED``): the class whose ``reason`` is the verdict's, with the verdict's description."""
+    if verdict is Admission.ADDED:
+        return None
+    return _REFUSAL_BY_REASON[verdict.reason](
+        f"{verdict.description} (message {ingress.message_id.hex()} "
+        f"to canister {ingress.receiver}, expiry {ingress.expiry_time} ns, now {now} ns)")
 
 
 def source_of(public_key: bytes) -> bytes:
@@ -84,7 +153,8 @@ def sign_ingress(key: UserKey, receiver: int, method_name: str, arg: object, non
 
 def decode_signed_ingress(envelope: bytes, max_bytes: int) -> Ingress:
     """Check an envelope completely (size, canonical form, field types, signature) and return
-    the authenticated ``Ingress``; raise an ``IngressError`` subclass otherwise."""
+    the authenticated ``Ingress``; raise ``MalformedIngress``, ``IngressTooLarge`` or
+    ``BadIngressSignature`` otherwise."""
     if not isinstance(envelope, (bytes, bytearray)):
         raise MalformedIngress(f"envelope must be bytes, not {type(envelope).__name__}")
     if len(envelope) > max_bytes:

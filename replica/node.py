@@ -73,6 +73,8 @@ class NodeConfig:
     keep_heights: int = 8
     server_workers: int = 4
     max_parallel_fetches: int = 4
+    ingress_pool_messages: int = 10_000
+    ingress_pool_bytes: int = 64 * 1024 * 1024
 
 
 class RegistryHolder:
@@ -116,7 +118,7 @@ class ReplicaNode:
         self.limits = limits
         self.config = config
         self.state_manager = StateManager(decode_state(genesis_state), keep_heights=config.keep_heights)
-        self.ingress_pool = IngressPool()
+        self.ingress_pool = IngressPool(max_messages=config.ingress_pool_messages, max_bytes=config.ingress_pool_bytes)
         self._pool_lock = threading.Lock()
         self.slice_pool = SlicePool(self.subnet_id, config.slice_pool_bytes)
         self._expected: dict[str, ExpectedIndices] = {}
@@ -188,6 +190,24 @@ class ReplicaNode:
         return self.state_manager.take_tip()
 
     def add_ingress(self, ingress: Ingress, now: int) -> Admission:
+        """Admit an authenticated message into this node's ingress pool, or say why not:
+
+        * ``CANISTER_NOT_ON_SUBNET`` — the routing table at the latest registry version puts
+          the receiver on another subnet; ``UNKNOWN_CANISTER`` — it puts it on none, or on
+          ours but the latest state has no such canister (this build has no management
+          canister addressable by ingress: canisters are installed in the genesis state);
+        * ``DUPLICATE`` — the latest state's ingress history has the message id already;
+        * then the pool's own checks (``IngressPool.add``: duplicate, expiry, size, bounds).
+
+        A refused message is not pooled, so it can never reach a block."""
+        host = self.registry.get().latest().routing_table.lookup(ingress.receiver)
+        if host is not None and host != self.subnet_id:
+            return Admission.CANISTER_NOT_ON_SUBNET
+        state = self.state
+        if host is None or ingress.receiver not in state.canisters:
+            return Admission.UNKNOWN_CANISTER
+        if ingress.message_id in state.ingress_history:
+            return Admission.DUPLICATE
         return self.ingress_pool.add(ingress, now, self.limits.max_ingress_ttl_ns, self.limits.max_ingress_bytes)
 
     def make_block(self, tip: ChainTip, now: int, rank: int, registry_version: int) -> Block:

@@ -48,7 +48,7 @@ from state_manager.state_tree import StateTrees
 from xnet.grpc.server import SliceProvider
 from xnet.grpc.tls import TlsIdentity
 
-from .ingress import decode_signed_ingress
+from .ingress import decode_signed_ingress, refusal_for
 from .node import NodeConfig, RegistryHolder, ReplicaNode
 
 __all__ = [
@@ -139,6 +139,8 @@ class Subnet:
         #: Refused proposals per reason (error class name), and heights that needed a fallback maker.
         self.refusals: Counter[str] = Counter()
         self.fallback_heights = 0
+        #: Admitted ingress that a later node refused (it already held it, its pool is full), per reason.
+        self.ingress_disagreements: Counter[str] = Counter()
         self._thread: threading.Thread | None = None
         self._stop = threading.Event()
         self.failure: BaseException | None = None
@@ -207,26 +209,41 @@ class Subnet:
     # -- ingress and queries --------------------------------------------------------------
 
     def submit(self, envelope: bytes) -> Ingress:
-        """Hand a signed envelope to every online node (each checks it itself); return the
-        authenticated message. Raises ``IngressError`` for an envelope the API refuses."""
-        with self._lock:
-            now = self._clock()
-            ingress = None
-            for node_id, node in self.nodes.items():
-                if node_id in self.offline:
-                    continue
-                ingress = decode_signed_ingress(envelope, self.limits.max_ingress_bytes)
-                node.add_ingress(ingress, now)
-            if ingress is None:
-                raise SubnetError("no node is online")
-            return ingress
+        """Decode and authenticate a signed envelope (``decode_signed_ingress``) and admit it
+        (``submit_ingress``); return the authenticated message. A refusal raises its
+        ``IngressRefused`` subclass (``replica.ingress``) and leaves every pool as it was.
 
-    def submit_ingress(self, ingress: Ingress) -> Admission:
-        """Hand an already authenticated message to every online node (tests, tools)."""
+        The envelope is decoded once: decoding is a pure function of the bytes and the
+        subnet's limits, so every node would reach the same verdict on it."""
+        ingress = decode_signed_ingress(envelope, self.limits.max_ingress_bytes)
+        return self.submit_ingress(ingress)
+
+    def submit_ingress(self, ingress: Ingress) -> Ingress:
+        """Hand an authenticated message to every online node, each of which checks it itself
+        (``ReplicaNode.add_ingress``); return it, or raise the ``IngressRefused`` subclass of
+        the refusal.
+
+        The first online node's verdict is the caller's — it plays the node whose API the
+        caller reached. If it refuses, no other node sees the message. If it admits, the
+        message is in flight; a later node that refuses it (it already holds it, its pool is
+        full) just leaves it to the pools that have it, and the refusal is counted in
+        ``ingress_disagreements`` by reason."""
         with self._lock:
             now = self._clock()
-            results = [node.add_ingress(ingress, now) for n, node in self.nodes.items() if n not in self.offline]
-            return results[0] if results else Admission.POOL_FULL
+            online = self._online()
+            if not online:
+                raise SubnetError("no node is online")
+            first, others = online[0], online[1:]
+            refusal = refusal_for(first.add_ingress(ingress, now), ingress, now)
+            if refusal is not None:
+                raise refusal
+            for node in others:
+                verdict = node.add_ingress(ingress, now)
+                if verdict is not Admission.ADDED:
+                    self.ingress_disagreements[verdict.reason] += 1
+                    _log.info("%s refused message %s that %s admitted: %s", node.node_id,
+                              ingress.message_id.hex(), first.node_id, verdict.description)
+            return ingress
 
     def _reader(self) -> ReplicaNode:
         for node_id, node in self.nodes.items():

@@ -17,13 +17,14 @@ import signal
 import sys
 import threading
 import time
+from collections import Counter
 from pathlib import Path
 
 from consensus_stub.genesis import decode_node_secrets
 from consensus_stub.registry import Registry, decode_registry
 from examples.ledger import account_of
 from replica.execution import ExecutionEnvironment
-from replica.ingress import sign_ingress
+from replica.ingress import IngressRefused, sign_ingress
 from replica.node import NodeConfig, RegistryHolder
 from replica.run_recording import encode_recording
 from replica.subnet import Subnet
@@ -46,7 +47,8 @@ def _published(registry: Registry, addresses: dict[str, str]) -> bool:
 
 
 class _Traffic:
-    """The subnet's demo user: a ping, a cross-subnet transfer and an increment per tick."""
+    """The subnet's demo user: a ping, a cross-subnet transfer and an increment per tick.
+    A refused call is counted by reason (``refused``) and logged; the traffic goes on."""
 
     def __init__(self, subnet: str, subnets: list[str]) -> None:
         self.subnet = subnet
@@ -55,11 +57,17 @@ class _Traffic:
         self.user = user_key(subnet)
         self.rng = random.Random(f"traffic/{subnet}")
         self.nonce = time.time_ns()
+        self.refused: Counter[str] = Counter()
 
     def _submit(self, sub: Subnet, receiver: int, method: str, arg) -> None:
         self.nonce += 1
         envelope = sign_ingress(self.user, receiver, method, arg, self.nonce, time.time_ns() + _TTL_NS)
-        sub.submit(envelope)
+        try:
+            sub.submit(envelope)
+        except IngressRefused as refusal:
+            self.refused[refusal.reason] += 1
+            _log.warning("%s: demo call %s on %d refused (%s, %d so far): %s", self.subnet, method, receiver,
+                         refusal.reason, self.refused[refusal.reason], refusal)
 
     def tick(self, sub: Subnet) -> None:
         base = canister_range(self.position)[0]

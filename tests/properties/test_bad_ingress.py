@@ -1,8 +1,9 @@
 """Bad ingress never crashes anything and changes nothing but its own status.
 
 At the API, ``decode_signed_ingress`` turns every malformed envelope into a typed
-``IngressError`` (and a fuzzer finds no other exception, and no mutation of a valid envelope
-that is still accepted). At induction, every invalid message in a batch gets a typed VSR
+``IngressRefused`` with an envelope-level reason (and a fuzzer finds no other exception, and
+no mutation of a valid envelope that is still accepted); ``Subnet.submit``'s other refusals
+are tested in ``tests/integration/test_ingress_refusals.py``. At induction, every invalid message in a batch gets a typed VSR
 failure and a ``rejected`` status (a duplicate leaves the existing status alone), and a full
 ``execute_round`` changes nothing else: the encoded state equals the one of the same round
 without the bad message, up to that status and the ``ingress_rejected`` counter.
@@ -23,7 +24,7 @@ from message_routing.valid_set_rule import IngressInductionFailure as F
 from message_routing.valid_set_rule import induct_ingress
 from replica.execution import ExecutionEnvironment, install_canister, stop_canister
 from replica.ingress import (
-    BadIngressSignature, IngressError, IngressTooLarge, MalformedIngress, UserKey, compute_message_id,
+    BadIngressSignature, IngressRefused, IngressTooLarge, MalformedIngress, UserKey, compute_message_id,
     decode_signed_ingress, sign_ingress, source_of,
 )
 from replica.sdk import encode_value
@@ -151,8 +152,10 @@ def test_wrong_field_types_are_malformed(name):
 def _decodes_or_typed_error(data: bytes, max_bytes: int) -> Ingress | None:
     try:
         return decode_signed_ingress(data, max_bytes)
-    except IngressError:
-        return None  # anything else propagates and fails the test
+    except IngressRefused as refusal:  # anything else propagates and fails the test
+        assert type(refusal) in (MalformedIngress, IngressTooLarge, BadIngressSignature), refusal
+        assert refusal.reason in ("malformed", "too_large", "bad_signature")
+        return None
 
 
 @FUZZ
