@@ -16,7 +16,9 @@
                                 written when the process stops
     run/                        the whole run as the audit's run log: ``replica audit DIR/run``
     control/traffic-off         present: the processes stop submitting demo traffic
-    logs/<subnet>.log           the subnet process's log
+    logs/<subnet>.log           the subnet process's log (and the launcher's notes on it)
+    pids/launcher.pid           the running launcher's pid, and each running subnet
+    pids/<subnet>.pid           process's pid (removed once the process is stopped)
 
 Every subnet hosts the example apps (ledger, ping-pong, counter) and one user whose tokens
 live on its ledger. With ``traffic`` each process submits signed pings and cross-subnet
@@ -24,16 +26,30 @@ transfers every tick. At the end the launcher turns traffic off, waits until eve
 answered and every stream acknowledged, checks that the ledgers kept their total supply,
 and stops the processes; then it writes the run log a determinism audit replays. A
 restarted launch on the same directory resumes from the block logs.
+
+The launcher supervises its subnet processes (``Supervisor``). One that dies is logged and
+restarted on the same directory: it re-executes its block log, binds new XNet ports and
+writes ``addresses/<subnet>.json``; the launcher rewrites ``registry.bin`` with them, and
+every subnet process re-reads ``registry.bin`` whenever it changes, so its peers fetch from
+the new ports. A process that exits with ``EXIT_REFUSED`` (it refused to start, e.g. on a
+corrupt block log) or dies ``RESTART_LIMIT`` times within ``RESTART_WINDOW_S`` seconds
+stops the testnet with an error naming it and its log. SIGINT settles and stops as at the
+end of the duration; SIGTERM stops every subnet process at once (SIGTERM, then SIGKILL
+after ``STOP_TIMEOUT_S``), without settling or writing the run log. The subnet processes
+run in their own session (a terminal's Ctrl-C reaches only the launcher) and stop by
+themselves when the launcher dies.
 """
 
 from __future__ import annotations
 
+import collections
 import datetime
 import json
 import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -53,7 +69,8 @@ from state_manager.state_codec import encode_state
 
 __all__ = [
     "load_class", "LIMIT_PRESETS", "LEDGER", "PINGER", "COUNTER", "INITIAL_BALANCE", "TestnetError", "TestnetLayout", "subnet_ids",
-    "canister_range", "user_key", "create_testnet", "launch", "quiescent", "total_supply",
+    "canister_range", "user_key", "create_testnet", "launch", "quiescent", "total_supply", "Supervisor",
+    "EXIT_REFUSED", "RESTART_LIMIT", "RESTART_WINDOW_S", "STOP_TIMEOUT_S", "LAUNCHER_PID_ENV",
 ]
 
 LEDGER, PINGER, COUNTER = 1, 2, 3
@@ -61,6 +78,17 @@ INITIAL_BALANCE = 1_000_000
 CANISTERS_PER_SUBNET = 1_000
 APPS = (Ledger, PingPong, Counter)
 LIMIT_PRESETS = {"DEFAULT": DEFAULT, "MINIMAL": MINIMAL}
+
+#: A subnet process exiting with this code refused to start (e.g. a corrupt block log):
+#: restarting it would only fail again, so the launcher stops the testnet instead.
+EXIT_REFUSED = 3
+#: A subnet process that dies this many times within ``RESTART_WINDOW_S`` is not restarted.
+RESTART_LIMIT = 3
+RESTART_WINDOW_S = 30.0
+#: Seconds a subnet process gets to stop after SIGTERM before it is SIGKILLed.
+STOP_TIMEOUT_S = 20.0
+#: Set in a subnet process's environment: the launcher's pid (the process stops when it dies).
+LAUNCHER_PID_ENV = "REPLICA_TESTNET_LAUNCHER_PID"
 
 
 class TestnetError(RuntimeError):
@@ -129,6 +157,10 @@ class TestnetLayout:
     def log(self, subnet: str) -> Path:
         return self.root / "logs" / f"{subnet}.log"
 
+    def pid(self, name: str) -> Path:
+        """``pids/<name>.pid``: the pid of the launcher (``"launcher"``) or of a subnet process."""
+        return self.root / "pids" / f"{name}.pid"
+
     def recording(self, subnet: str) -> Path:
         return self.root / "recordings" / f"{subnet}.bin"
 
@@ -194,28 +226,6 @@ def create_testnet(directory: Path | str, subnets: int, nodes: int, *, seed: byt
 
 # -- the launcher -----------------------------------------------------------------------------
 
-def _publish_addresses(layout: TestnetLayout, subnets: list[str], processes: dict, timeout_s: float) -> None:
-    """Wait for every subnet process to bind; write the registry with every address."""
-    deadline = time.monotonic() + timeout_s
-    addresses: dict[str, str] = {}
-    pending = set(subnets)
-    while pending:
-        for subnet in sorted(pending):
-            found = layout.read_json(layout.addresses(subnet))
-            if found is not None:
-                addresses.update(found)
-                pending.discard(subnet)
-        for subnet, process in processes.items():
-            if process.poll() is not None:
-                raise TestnetError(f"the process of {subnet} exited with {process.returncode}; "
-                                   f"see {layout.log(subnet)}")
-        if pending and time.monotonic() > deadline:
-            raise TestnetError(f"subnets {sorted(pending)} did not bind their endpoints in {timeout_s} s")
-        time.sleep(0.05)
-    registry = decode_registry(layout.registry.read_bytes())
-    _write(layout.registry, encode_registry(registry.with_node_addresses(addresses)))
-
-
 def _statuses(layout: TestnetLayout, subnets: list[str]) -> dict[str, dict]:
     return {s: layout.read_json(layout.status(s)) or {} for s in subnets}
 
@@ -237,17 +247,191 @@ def total_supply(statuses: dict[str, dict]) -> int:
     return sum(status.get("balances", 0) + status.get("escrow", 0) for status in statuses.values())
 
 
-def _stop(processes: dict[str, subprocess.Popen]) -> None:
-    for process in processes.values():
-        if process.poll() is None:
-            process.send_signal(signal.SIGTERM)
-    deadline = time.monotonic() + 20
-    for process in processes.values():
+class _Terminated(BaseException):
+    """Raised in the launcher's main thread by SIGTERM (like ``KeyboardInterrupt`` for SIGINT)."""
+
+
+def _child_command(layout: TestnetLayout, subnet: str) -> list[str]:
+    return [sys.executable, "-m", "replica.testnet_process", str(layout.root), subnet]
+
+
+def _describe_exit(code: int) -> str:
+    if code < 0:
         try:
-            process.wait(timeout=max(0.1, deadline - time.monotonic()))
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait()
+            return f"signal {signal.Signals(-code).name}"
+        except ValueError:
+            return f"signal {-code}"
+    return f"exit code {code}"
+
+
+class Supervisor:
+    """The launcher's subnet processes: start each, notice one that died and restart it
+    (module docstring), publish restarted processes' addresses, and stop them all."""
+
+    def __init__(self, layout: TestnetLayout, subnets: list[str], out, *, restart: bool = True,
+                 publish_timeout_s: float = 120.0) -> None:
+        self.layout = layout
+        self.subnets = list(subnets)
+        self.out = out
+        self.restart = restart
+        self.publish_timeout_s = publish_timeout_s
+        self.processes: dict[str, subprocess.Popen] = {}
+        #: Restarts per subnet (for the summary and tests).
+        self.restarts: collections.Counter[str] = collections.Counter()
+        self._deaths: dict[str, collections.deque[float]] = collections.defaultdict(collections.deque)
+        self._unpublished: set[str] = set()
+        self._publish_deadline = 0.0
+
+    # -- starting and publishing ------------------------------------------------------------
+
+    def start_all(self) -> None:
+        for subnet in self.subnets:
+            self._start(subnet)
+
+    def _start(self, subnet: str) -> None:
+        layout = self.layout
+        layout.addresses(subnet).unlink(missing_ok=True)
+        layout.status(subnet).unlink(missing_ok=True)
+        layout.log(subnet).parent.mkdir(parents=True, exist_ok=True)
+        env = dict(os.environ)
+        env[LAUNCHER_PID_ENV] = str(os.getpid())
+        with open(layout.log(subnet), "ab") as log:
+            process = subprocess.Popen(
+                _child_command(layout, subnet), stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                env=env, start_new_session=True,  # a terminal's Ctrl-C goes to the launcher only
+            )
+        self.processes[subnet] = process
+        _write(layout.pid(subnet), f"{process.pid}\n".encode())
+        if not self._unpublished:
+            self._publish_deadline = time.monotonic() + self.publish_timeout_s
+        self._unpublished.add(subnet)
+
+    @property
+    def published(self) -> bool:
+        """Every (re)started process's addresses are in ``registry.bin``."""
+        return not self._unpublished
+
+    def wait_published(self) -> None:
+        """Supervise until every subnet process has bound and the registry lists its addresses."""
+        while not self.published:
+            self.check()
+            if not self.published:
+                time.sleep(0.05)
+
+    def _publish(self) -> None:
+        """Once every (re)started process has written its addresses, put them into the registry."""
+        if not self._unpublished:
+            return
+        found: dict[str, str] = {}
+        for subnet in sorted(self._unpublished):
+            addresses = self.layout.read_json(self.layout.addresses(subnet))
+            if addresses is None:
+                if time.monotonic() > self._publish_deadline:
+                    raise TestnetError(
+                        f"subnets {sorted(self._unpublished)} did not bind their endpoints in "
+                        f"{self.publish_timeout_s} s; see {self.layout.log(subnet)}")
+                return
+            found.update(addresses)
+        registry = decode_registry(self.layout.registry.read_bytes())
+        _write(self.layout.registry, encode_registry(registry.with_node_addresses(found)))
+        self._unpublished.clear()
+
+    # -- supervision ------------------------------------------------------------------------
+
+    def check(self) -> None:
+        """Handle every subnet process that exited (log it, restart it or raise
+        ``TestnetError``), then publish restarted processes' addresses."""
+        for subnet, process in list(self.processes.items()):
+            if process.poll() is not None:
+                self._died(subnet, process)
+        self._publish()
+
+    def _note(self, subnet: str, message: str) -> None:
+        """Tell the launcher's output stream and the subnet's log."""
+        print(f"testnet: {message}", file=self.out, flush=True)
+        stamp = datetime.datetime.now().strftime("%Y-%m-%d %H:%M:%S")
+        try:
+            with open(self.layout.log(subnet), "a") as log:
+                log.write(f"{stamp} launcher: {message}\n")
+        except OSError:
+            pass
+
+    def _died(self, subnet: str, process: subprocess.Popen) -> None:
+        del self.processes[subnet]
+        self.layout.pid(subnet).unlink(missing_ok=True)
+        self._unpublished.discard(subnet)
+        log = self.layout.log(subnet)
+        what = f"the process of {subnet} (pid {process.pid}) exited with {_describe_exit(process.returncode)}"
+        if process.returncode == EXIT_REFUSED:
+            self._note(subnet, f"{what}: it refused to start, not restarting")
+            raise TestnetError(f"{what}: it refused to start (exit code {EXIT_REFUSED}: do not restart); "
+                               f"see {log}")
+        if not self.restart:
+            self._note(subnet, f"{what}; restarts are off (--no-restart)")
+            raise TestnetError(f"{what}; see {log}")
+        now = time.monotonic()
+        deaths = self._deaths[subnet]
+        deaths.append(now)
+        while deaths and now - deaths[0] > RESTART_WINDOW_S:
+            deaths.popleft()
+        if len(deaths) >= RESTART_LIMIT:
+            self._note(subnet, f"{what}, the {len(deaths)}th time within {RESTART_WINDOW_S:.0f} s: not restarting")
+            raise TestnetError(f"{what}; it died {len(deaths)} times within {RESTART_WINDOW_S:.0f} s, "
+                               f"so it is not restarted; see {log}")
+        self._note(subnet, f"{what}; restarting it (it re-executes {self.layout.blocks(subnet)})")
+        self._start(subnet)
+        self.restarts[subnet] += 1
+        self._note(subnet, f"restarted {subnet} as pid {self.processes[subnet].pid}")
+
+    # -- stopping ---------------------------------------------------------------------------
+
+    def stop(self, timeout_s: float = STOP_TIMEOUT_S) -> None:
+        """SIGTERM every subnet process, SIGKILL one still running after ``timeout_s``; each
+        by its own pid, and each reaped."""
+        processes = list(self.processes.items())
+        for _, process in processes:
+            if process.poll() is None:
+                try:
+                    process.send_signal(signal.SIGTERM)
+                except ProcessLookupError:
+                    pass
+        deadline = time.monotonic() + timeout_s
+        for subnet, process in processes:
+            try:
+                process.wait(timeout=max(0.1, deadline - time.monotonic()))
+            except subprocess.TimeoutExpired:
+                self._note(subnet, f"the process of {subnet} (pid {process.pid}) did not stop in "
+                                   f"{timeout_s:.0f} s: killing it")
+                process.kill()
+                process.wait()
+            self.layout.pid(subnet).unlink(missing_ok=True)
+            del self.processes[subnet]
+
+
+def _install_handlers() -> dict[int, Any] | None:
+    """SIGTERM raises ``_Terminated``, SIGINT ``KeyboardInterrupt`` (also when the shell
+    started us with SIGINT ignored); only possible in the main thread."""
+    if threading.current_thread() is not threading.main_thread():
+        return None
+
+    def terminated(signum, frame):
+        raise _Terminated(signum)
+
+    return {signal.SIGTERM: signal.signal(signal.SIGTERM, terminated),
+            signal.SIGINT: signal.signal(signal.SIGINT, signal.default_int_handler)}
+
+
+def _hold_signals(previous: dict[int, Any] | None) -> None:
+    """While stopping: a further SIGTERM / SIGINT must not abandon the processes."""
+    if previous is not None:
+        for sig in previous:
+            signal.signal(sig, lambda *_: None)
+
+
+def _restore_signals(previous: dict[int, Any] | None) -> None:
+    if previous is not None:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
 
 
 def launch(
@@ -257,62 +441,72 @@ def launch(
     traffic: bool = True,
     settle_timeout_s: float = 120.0,
     stream=None,
+    restart: bool = True,
 ) -> int:
     """Run the testnet in ``directory`` for ``duration_s`` seconds (``None``: until
-    interrupted), then settle, check and stop. Returns 0 when the ledgers kept their supply."""
+    interrupted), then settle, check and stop. Returns 0 when the ledgers kept their supply,
+    128 + SIGTERM when terminated. ``restart``: restart a subnet process that dies (module
+    docstring); otherwise its death stops the testnet with ``TestnetError``."""
     layout = TestnetLayout(Path(directory))
     manifest = layout.read_manifest()
     subnets = list(manifest["subnets"])
     out = stream or sys.stdout
-    for subnet in subnets:
-        layout.addresses(subnet).unlink(missing_ok=True)
-        layout.status(subnet).unlink(missing_ok=True)
     if traffic:
         layout.traffic_off.unlink(missing_ok=True)
     else:
         _write(layout.traffic_off, b"")
-    processes: dict[str, subprocess.Popen] = {}
+    supervisor = Supervisor(layout, subnets, out, restart=restart)
+    previous = _install_handlers()
+    _write(layout.pid("launcher"), f"{os.getpid()}\n".encode())
     try:
-        for subnet in subnets:
-            layout.log(subnet).parent.mkdir(parents=True, exist_ok=True)
-            with open(layout.log(subnet), "ab") as log:
-                processes[subnet] = subprocess.Popen(
-                    [sys.executable, "-m", "replica.testnet_process", str(layout.root), subnet],
-                    stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                )
-        _publish_addresses(layout, subnets, processes, timeout_s=120)
-        status = StatusLine(f"testnet: {len(subnets)} subnets x {manifest['nodes']} nodes in {layout.root}")
-        started = time.monotonic()
         try:
-            while duration_s is None or time.monotonic() - started < duration_s:
-                _check_alive(processes, layout)
-                statuses = _statuses(layout, subnets)
-                status.update(int(time.monotonic() - started), _describe(statuses))
-                time.sleep(0.5)
-        except KeyboardInterrupt:
-            print("\ninterrupted: settling", file=out)
-        _write(layout.traffic_off, b"")
-        settle = StatusLine("testnet: traffic off, waiting until every call is answered")
-        deadline = time.monotonic() + settle_timeout_s
-        statuses = _statuses(layout, subnets)
-        while not quiescent(statuses):
-            _check_alive(processes, layout)
-            if time.monotonic() > deadline:
-                print(f"not quiescent after {settle_timeout_s} s: {_describe(statuses)}", file=out)
-                return 1
-            settle.update(int(time.monotonic() - started), _describe(statuses))
-            time.sleep(0.5)
+            supervisor.start_all()
+            supervisor.wait_published()
+            status = StatusLine(f"testnet: {len(subnets)} subnets x {manifest['nodes']} nodes in {layout.root}")
+            started = time.monotonic()
+            try:
+                while duration_s is None or time.monotonic() - started < duration_s:
+                    supervisor.check()
+                    statuses = _statuses(layout, subnets)
+                    status.update(int(time.monotonic() - started), _describe(statuses))
+                    time.sleep(0.5)
+            except KeyboardInterrupt:
+                print("\ninterrupted: settling (interrupt again to stop at once)", file=out)
+            _write(layout.traffic_off, b"")
+            settle = StatusLine("testnet: traffic off, waiting until every call is answered")
+            deadline = time.monotonic() + settle_timeout_s
             statuses = _statuses(layout, subnets)
-        settle.done()
+            while not (supervisor.published and quiescent(statuses)):
+                supervisor.check()
+                if time.monotonic() > deadline:
+                    print(f"not quiescent after {settle_timeout_s} s: {_describe(statuses)}", file=out)
+                    return 1
+                settle.update(int(time.monotonic() - started), _describe(statuses))
+                time.sleep(0.5)
+                statuses = _statuses(layout, subnets)
+            settle.done()
+        finally:
+            _hold_signals(previous)
+            supervisor.stop()
+    except _Terminated:
+        print("\nterminated: stopped every subnet process", file=out)
+        return 128 + signal.SIGTERM
+    except KeyboardInterrupt:
+        print("\ninterrupted: stopped every subnet process", file=out)
+        return 128 + signal.SIGINT
     finally:
-        _stop(processes)
+        _hold_signals(previous)
+        supervisor.stop()  # a no-op unless a signal cut the inner ``finally`` short
+        layout.pid("launcher").unlink(missing_ok=True)
+        _restore_signals(previous)
     _write_run_log(layout, subnets, out)
     supply = total_supply(statuses)
     expected = INITIAL_BALANCE * len(subnets)
     for subnet in subnets:
         s = statuses[subnet]
+        restarted = f", restarted {supervisor.restarts[subnet]}x" if supervisor.restarts[subnet] else ""
         print(f"  {subnet}: height {s['height']}, xnet inducted {s['xnet_inducted']}, "
-              f"pings {s['pings']}, counter {s['counter']}, root {s['certified_root'][:16]}", file=out)
+              f"pings {s['pings']}, counter {s['counter']}, root {s['certified_root'][:16]}{restarted}", file=out)
     ok = supply == expected
     print(f"  ledger supply {supply} (initial {expected}): {'invariant holds' if ok else 'INVARIANT BROKEN'}",
           file=out)
@@ -345,12 +539,6 @@ def load_class(name: str) -> type:
     return value
 
 
-def _check_alive(processes: dict[str, subprocess.Popen], layout: TestnetLayout) -> None:
-    for subnet, process in processes.items():
-        if process.poll() is not None:
-            raise TestnetError(f"the process of {subnet} exited with {process.returncode}; see {layout.log(subnet)}")
-
-
 def _describe(statuses: dict[str, dict]) -> str:
     return " ".join(f"{s}={st.get('height', '?')}" for s, st in statuses.items())
 
@@ -370,7 +558,7 @@ def testnet_command(args) -> int:
     else:
         seed = hashlib.sha256(args.seed.encode()).digest()
         create_testnet(layout.root, args.subnets, args.nodes, seed=seed, tick_s=args.tick)
-    return launch(layout.root, duration_s=args.duration, traffic=not args.no_traffic)
+    return launch(layout.root, duration_s=args.duration, traffic=not args.no_traffic, restart=not args.no_restart)
 
 
 def add_testnet_command(sub) -> None:
@@ -385,4 +573,6 @@ def add_testnet_command(sub) -> None:
     parser.add_argument("--tick", type=float, default=0.5, help="seconds between heights (new testnets)")
     parser.add_argument("--seed", default="replica-testnet", help="genesis seed text (new testnets)")
     parser.add_argument("--no-traffic", action="store_true", help="do not submit demo traffic")
+    parser.add_argument("--no-restart", action="store_true",
+                        help="stop the testnet when a subnet process dies (default: restart it)")
     parser.set_defaults(func=testnet_command)

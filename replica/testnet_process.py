@@ -7,11 +7,20 @@ every subnet's addresses into the registry it starts fetching, then makes one he
 tick until SIGTERM / SIGINT. Each tick it may submit demo traffic (signed pings, transfers
 and counter increments from the subnet's user) and writes its status file; when it stops
 it writes its recording (genesis, batches, live hashes) for the run log.
+A block log it must not start on (corrupt, or behind its finalized height: see
+``consensus_stub.block_store``) is logged and makes it exit with ``EXIT_REFUSED`` (3), which
+the launcher does not restart.
+
+Each tick it also re-reads ``registry.bin`` if the file changed: the launcher rewrites it
+with the new addresses of a subnet process it restarted, and the peers fetch from those.
+Started by the launcher (``LAUNCHER_PID_ENV`` set), it stops when the launcher dies
+(``PR_SET_PDEATHSIG`` on Linux, and a parent-pid check every tick elsewhere).
 """
 
 from __future__ import annotations
 
 import logging
+import os
 import random
 import signal
 import sys
@@ -20,6 +29,7 @@ import time
 from collections import Counter
 from pathlib import Path
 
+from consensus_stub.block_store import BlockStoreError
 from consensus_stub.genesis import decode_node_secrets
 from consensus_stub.registry import Registry, decode_registry
 from examples.ledger import account_of
@@ -29,7 +39,8 @@ from replica.node import NodeConfig, RegistryHolder
 from replica.run_recording import encode_recording
 from replica.subnet import Subnet
 from replica.testnet import (
-    COUNTER, LEDGER, LIMIT_PRESETS, PINGER, TestnetError, TestnetLayout, canister_range, load_class, user_key,
+    COUNTER, EXIT_REFUSED, LAUNCHER_PID_ENV, LEDGER, LIMIT_PRESETS, PINGER, TestnetError, TestnetLayout, canister_range,
+    load_class, user_key,
 )
 
 __all__ = ["main"]
@@ -44,6 +55,52 @@ def _published(registry: Registry, addresses: dict[str, str]) -> bool:
     if any(n.xnet_address.endswith(":0") for n in record.nodes):
         return False
     return all(record.node(node).xnet_address == address for node, address in addresses.items())
+
+
+class _RegistryFile:
+    """``registry.bin``, re-read when it changes (the launcher replaces it atomically)."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self._seen: tuple[int, int, int] | None = None
+
+    def _stamp(self) -> tuple[int, int, int] | None:
+        try:
+            st = os.stat(self.path)
+        except OSError:
+            return None
+        return (st.st_ino, st.st_mtime_ns, st.st_size)
+
+    def changed(self) -> Registry | None:
+        """The registry if the file changed since the last call (``None`` otherwise)."""
+        stamp = self._stamp()
+        if stamp is None or stamp == self._seen:
+            return None
+        try:
+            registry = decode_registry(self.path.read_bytes())
+        except Exception:  # noqa: BLE001 - being replaced: read it next time
+            return None
+        self._seen = stamp
+        return registry
+
+
+class _Launcher:
+    """The launcher that started us (if any): ``gone`` once it died."""
+
+    def __init__(self) -> None:
+        value = os.environ.get(LAUNCHER_PID_ENV, "")
+        self.pid = int(value) if value.isdigit() else None
+        if self.pid is not None and sys.platform.startswith("linux"):
+            try:  # SIGTERM us when the launcher dies (its SIGTERM handler stops us cleanly)
+                import ctypes
+                pr_set_pdeathsig = 1
+                ctypes.CDLL(None, use_errno=True).prctl(pr_set_pdeathsig, signal.SIGTERM, 0, 0, 0)
+            except (OSError, AttributeError):
+                pass
+
+    @property
+    def gone(self) -> bool:
+        return self.pid is not None and os.getppid() != self.pid
 
 
 class _Traffic:
@@ -130,17 +187,28 @@ def run(root: Path, subnet: str) -> int:
     stop = threading.Event()
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda *_: stop.set())
+    launcher = _Launcher()
+    if launcher.gone:
+        _log.warning("%s: the launcher (pid %d) is gone; not starting", subnet, launcher.pid)
+        return 0
 
     _log.info("%s: re-executing the block log", subnet)
-    sub = Subnet(subnet, holder, secrets, layout.genesis(subnet).read_bytes(), environment,
-                 LIMIT_PRESETS[manifest["limits"]], config=config, block_log=layout.blocks(subnet))
+    try:
+        sub = Subnet(subnet, holder, secrets, layout.genesis(subnet).read_bytes(), environment,
+                     LIMIT_PRESETS[manifest["limits"]], config=config, block_log=layout.blocks(subnet))
+    except BlockStoreError as exc:
+        # A corrupt block log, or one behind its finalized height: starting would re-make
+        # finalized heights, and so would a restart; the launcher does not restart on this code.
+        _log.error("%s refused to start: %s (exit code %d: do not restart)", subnet, exc, EXIT_REFUSED)
+        return EXIT_REFUSED
     try:
         addresses = sub.start_servers()
         layout.write_json(layout.addresses(subnet), addresses)
         _log.info("%s: height %d, endpoints %s", subnet, sub.height, addresses)
-        while not stop.is_set():
-            current = decode_registry(layout.registry.read_bytes())
-            if _published(current, addresses):
+        registry_file = _RegistryFile(layout.registry)
+        while not stop.is_set() and not launcher.gone:
+            current = registry_file.changed()
+            if current is not None and _published(current, addresses):
                 holder.set(current)
                 break
             stop.wait(0.05)
@@ -148,6 +216,13 @@ def run(root: Path, subnet: str) -> int:
         traffic = _Traffic(subnet, subnets)
         position = subnets.index(subnet)
         while not stop.wait(tick_s):
+            if launcher.gone:
+                _log.warning("%s: the launcher (pid %d) is gone; stopping", subnet, launcher.pid)
+                break
+            current = registry_file.changed()
+            if current is not None:
+                holder.set(current)
+                _log.info("%s: re-read the registry (XNet addresses changed)", subnet)
             if not layout.traffic_off.exists():
                 traffic.tick(sub)
             sub.step()
