@@ -11,7 +11,7 @@ import pytest
 from consensus_stub import block as b
 from consensus_stub import notary as nt
 from consensus_stub.block_maker import ChainTip, block_maker_for, build_block, rank_of
-from consensus_stub.block_store import BlockLog, BlockStore, ChainError, open_block_store
+from consensus_stub.block_store import BlockLog, BlockStore, ChainError, CorruptBlockLog, _record, open_block_store
 from consensus_stub.certification_pool import CertificationPool
 from consensus_stub.finalizer import Tally
 from consensus_stub.genesis import SubnetSpec, genesis_registry
@@ -84,18 +84,19 @@ def test_block_store_chains_and_the_log_survives_a_torn_tail(tmp_path):
     assert open_block_store(path).blocks_from(1) == [first, second]
     # a crash in the middle of the third append leaves a torn record: it is cut off
     data = path.read_bytes()
-    path.write_bytes(data + data[: len(data) // 3])
+    third = _record(b.encode_block(block(height=3, parent=b.block_hash(second), time=T0 + 3 * SEC)))
+    path.write_bytes(data + third[: len(third) // 3])
     reopened = open_block_store(path)
     assert reopened.height == 2 and reopened.hash_at(2) == b.block_hash(second)
     reopened.close()
     assert path.read_bytes() == data
-    # a flipped bit in the second record: only the first survives
+    # a flipped bit in the second record: refused, the file untouched (tests/consensus_stub/test_block_store.py)
     corrupted = bytearray(data)
     corrupted[-40] ^= 1
     path.write_bytes(bytes(corrupted))
-    log, blocks = BlockLog.open(path)
-    log.close()
-    assert blocks == [first]
+    with pytest.raises(CorruptBlockLog):
+        BlockLog.open(path)
+    assert path.read_bytes() == bytes(corrupted)
     assert BlockStore().tip_hash == b.GENESIS_PARENT_HASH
 
 
