@@ -183,13 +183,17 @@ class BlockLog:
             data = _FILE_HEADER
             end = len(data)
         handle = open(path, "r+b")
-        if end != len(data):
-            _log.warning("block log %s: dropping a torn last record at byte offset %d (%d bytes)",
-                         path, end, len(data) - end)
-            handle.truncate(end)
-            handle.flush()
-            os.fsync(handle.fileno())
-        handle.seek(end)
+        try:
+            if end != len(data):
+                _log.warning("block log %s: dropping a torn last record at byte offset %d (%d bytes)",
+                             path, end, len(data) - end)
+                handle.truncate(end)
+                handle.flush()
+                os.fsync(handle.fileno())
+            handle.seek(end)
+        except BaseException:
+            handle.close()
+            raise
         if records and marked != len(records):
             _write_mark(path, len(records), records[-1].digest)
         return cls(path, handle, len(records)), records
@@ -272,8 +276,8 @@ def _read_record(path: Path, data: bytes, index: int, pos: int) -> _Record | Non
         raise CorruptBlockLog(path, index, pos, "the record header fails its check (a corrupt length field, "
                                                 "or garbage between records)")
     length = int.from_bytes(length_bytes, "big")
-    if length > MAX_BLOCK_BYTES:
-        raise CorruptBlockLog(path, index, pos, f"a record of {length} bytes, over the block limit")
+    if not 0 < length <= MAX_BLOCK_BYTES:
+        raise CorruptBlockLog(path, index, pos, f"a record of {length} bytes (a block has 1 to {MAX_BLOCK_BYTES})")
     start = pos + _HEADER_BYTES
     end = start + length + _DIGEST_BYTES
     body = data[start:start + length]

@@ -11,6 +11,8 @@
     secrets/<node>.bin          one node's secret key share and TLS key (mode 0600)
     addresses/<subnet>.json     {node id: "127.0.0.1:port"}, written by the subnet process
     blocks/<subnet>.blocks      the subnet's finalized blocks (consensus_stub.block_store)
+                                and, in ``<subnet>.blocks.finalized``, the highest height
+                                it holds: a log short of it refuses to start (exit code 3)
     status/<subnet>.json        height, certified root, streams, app counters (every tick)
     recordings/<subnet>.bin     genesis, batches and live hashes (replica.run_recording),
                                 written when the process stops

@@ -120,6 +120,8 @@ def corrupt(kind: str, i: int) -> tuple[bytes, int]:
         _with_length(data, start, length + 10)
     elif kind == "length shorter":
         _with_length(data, start, length - 1)
+    elif kind == "length zero":
+        _with_length(data, start, 0)
     elif kind == "length past eof":
         _with_length(data, start, len(data))
     elif kind == "garbage between records":
@@ -139,7 +141,8 @@ def corrupt(kind: str, i: int) -> tuple[bytes, int]:
 
 
 KINDS = ["checksum byte", "payload byte", "length byte", "crc byte", "length into later data", "length shorter",
-         "length past eof", "garbage between records", "broken parent chain", "height gap", "undecodable block"]
+         "length zero", "length past eof", "garbage between records", "broken parent chain", "height gap",
+         "undecodable block"]
 
 
 @pytest.mark.parametrize("where", POSITIONS)

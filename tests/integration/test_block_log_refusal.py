@@ -4,6 +4,7 @@ silently re-making finalized heights; the testnet's subnet process exits with EX
 
 from __future__ import annotations
 
+import io
 import subprocess
 import sys
 import time
@@ -67,4 +68,17 @@ def test_the_subnet_process_exits_with_exit_refused_and_says_why(tmp_path):
     assert result.returncode == tn.EXIT_REFUSED == 3
     assert "refused to start" in result.stderr and f"block log {path} is corrupt at record 0" in result.stderr
     assert "do not restart" in result.stderr
+    assert path.read_bytes() == damaged
+
+
+def test_the_launcher_stops_on_a_refusal_and_names_the_log(tmp_path):
+    layout = tn.create_testnet(tmp_path / "net", 2, 2, seed=b"block-log-refusal-seed-32-bytes!", tick_s=0.1)
+    path = layout.blocks("subnet-1")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    damaged = b"blocklog" + (2).to_bytes(4, "big") + b"garbage, not a record"
+    path.write_bytes(damaged)
+    with pytest.raises(tn.TestnetError, match="refused to start") as info:
+        tn.launch(layout.root, duration_s=5.0, settle_timeout_s=10, stream=io.StringIO())
+    assert str(layout.log("subnet-1")) in str(info.value)
+    assert f"block log {path} is corrupt at record 0" in layout.log("subnet-1").read_text()
     assert path.read_bytes() == damaged
