@@ -8,7 +8,10 @@ A block on top of the chain tip (whose state is ``state``) holds:
 
 * ``time = max(now, state.metadata.batch_time)`` — batch time never goes backwards;
 * ingress from the maker's pool, in arrival order, at most ``max_ingress_messages`` and half
-  the block payload budget, skipping messages the state's ingress history already knows;
+  the block payload budget, skipping messages the state's ingress history already knows and
+  messages whose receiver ``routing_table`` (at the block's registry version) does not route
+  to this subnet — what the notary refuses, so a canister that moved away after its message
+  was pooled cannot stall the chain;
 * the XNet payload ``get_xnet_payload(state, past_payloads, slice_pool, remaining budget,
   limits, seed)`` with ``seed = parent hash ‖ height`` (the builder's rotation).
 """
@@ -19,7 +22,9 @@ from dataclasses import dataclass
 from typing import Sequence
 
 from message_routing.limits import Limits
+from state_manager.messages import Ingress
 from state_manager.replicated_state import ReplicatedState
+from state_manager.routing_table import RoutingTable
 from xnet.payload_builder import get_xnet_payload
 from xnet.slice_pool import SlicePool
 from xnet.xnet_payload import XNetPayload
@@ -65,6 +70,7 @@ def build_block(
     ingress_pool: IngressPool,
     slice_pool: SlicePool,
     limits: Limits,
+    routing_table: RoutingTable,
     max_ingress_messages: int = DEFAULT_MAX_INGRESS_MESSAGES,
 ) -> Block:
     """The block ``maker`` (of ``rank``) proposes at ``tip.height + 1`` (module docstring)."""
@@ -74,7 +80,12 @@ def build_block(
     time = max(now, state.metadata.batch_time)
     budget = limits.max_block_payload_bytes
     history = state.ingress_history
-    ingress = ingress_pool.select(time, budget // 2, max_ingress_messages, lambda mid: mid in history)
+    own = state.own_subnet_id
+
+    def excluded(ingress: Ingress) -> bool:
+        return ingress.message_id in history or routing_table.lookup(ingress.receiver) != own
+
+    ingress = ingress_pool.select(time, budget // 2, max_ingress_messages, excluded)
     remaining = budget - sum(i.count_bytes() for i in ingress)
     seed = tip.block_hash + height.to_bytes(8, "big")
     xnet_payload = get_xnet_payload(state, past_payloads, slice_pool, remaining, limits, seed)

@@ -7,7 +7,8 @@ resulting ``Ingress`` values in with ``add``. The pool
   block (``remove``), until those expire;
 * refuses messages that are expired or expire too far ahead, and stops at its size bounds;
 * ``select``s, in arrival order, the messages for a block within a byte and count budget,
-  skipping expired ones and those the caller already knows (e.g. in the ingress history);
+  skipping expired ones and those the caller excludes (already in the ingress history, or
+  for a canister this subnet does not host at the block's registry version);
 * ``purge_expired`` drops what can never be inducted any more.
 
 Pure: the current time (nanoseconds) is an argument of every call that needs it.
@@ -96,16 +97,16 @@ class IngressPool:
         now: int,
         byte_budget: int,
         max_messages: int,
-        is_known: Callable[[bytes], bool] = lambda _mid: False,
+        excluded: Callable[[Ingress], bool] = lambda _ingress: False,
     ) -> tuple[Ingress, ...]:
         """Messages for a block made at time ``now``: in arrival order, not expired, not
-        ``is_known``, at most ``max_messages`` and ``byte_budget`` bytes (``count_bytes``)."""
+        ``excluded``, at most ``max_messages`` and ``byte_budget`` bytes (``count_bytes``)."""
         chosen: list[Ingress] = []
         used = 0
         for mid, ingress in self._messages.items():
             if len(chosen) >= max_messages:
                 break
-            if ingress.expiry_time < now or is_known(mid):
+            if ingress.expiry_time < now or excluded(ingress):
                 continue
             size = ingress.count_bytes()
             if used + size > byte_budget:

@@ -215,7 +215,7 @@ class ReplicaNode:
             return build_block(
                 tip=tip, now=now, registry_version=registry_version, maker=self.node_id, rank=rank,
                 state=self.state, past_payloads=(), ingress_pool=self.ingress_pool, slice_pool=self.slice_pool,
-                limits=self.limits,
+                limits=self.limits, routing_table=self.registry.get().record(registry_version).routing_table,
             )
 
     def validate_block(self, block: Block, tip: ChainTip, now: int | None) -> DecodedXNetPayload:

@@ -143,7 +143,7 @@ def test_ingress_pool_admission_selection_and_expiry():
     assert [i.message_id[-1] for i in pool.select(T0 + 20 * SEC, 10_000, 10)] == [1, 6]  # 5 expired
     one = ingress(1).count_bytes()
     assert [i.message_id[-1] for i in pool.select(T0, one, 10)] == [1]
-    assert [i.message_id[-1] for i in pool.select(T0, 10_000, 10, lambda mid: mid[-1] == 1)] == [5, 6]
+    assert [i.message_id[-1] for i in pool.select(T0, 10_000, 10, lambda i: i.message_id[-1] == 1)] == [5, 6]
     pool.remove([ingress(1)])
     assert ingress(1).message_id not in pool and len(pool) == 2
     assert pool.add(ingress(1), T0, ttl, size) is Admission.DUPLICATE  # included already
@@ -161,12 +161,16 @@ def test_built_blocks_validate_and_bad_ones_are_refused(dealt):
     pool = IngressPool()
     for n in range(3):
         pool.add(ingress(n), T0, DEFAULT.max_ingress_ttl_ns, DEFAULT.max_ingress_bytes)
+    # pooled while routed here, say, but beta's at the block's registry version: the notary would refuse it
+    pool.add(ingress(3, receiver=1005), T0, DEFAULT.max_ingress_ttl_ns, DEFAULT.max_ingress_bytes)
     state.ingress_history.set(ingress(0).message_id,
                               IngressStatus(IngressState.RECEIVED, 5, b"user", T0, T0 + 60 * SEC))
     tip = ChainTip(0, b.GENESIS_PARENT_HASH)
     blk = build_block(tip=tip, now=T0 + SEC, registry_version=1, maker="alpha-node-1", rank=0, state=state,
-                      past_payloads=(), ingress_pool=pool, slice_pool=SlicePool("alpha", 1 << 20), limits=DEFAULT)
-    assert [i.message_id[-1] for i in blk.ingress] == [1, 2]  # 0 is in the ingress history already
+                      past_payloads=(), ingress_pool=pool, slice_pool=SlicePool("alpha", 1 << 20), limits=DEFAULT,
+                      routing_table=registry.record(1).routing_table)
+    # 0 is in the ingress history already; 3 is for beta's canister
+    assert [i.message_id[-1] for i in blk.ingress] == [1, 2]
     assert blk.xnet_payload == () and blk.time == T0 + SEC
     validate = lambda candidate, **kw: nt.validate_block(  # noqa: E731
         candidate, tip=tip, state=state, past_payloads=(), registry=registry, limits=DEFAULT, **kw)
