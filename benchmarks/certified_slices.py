@@ -84,7 +84,7 @@ def certify(tree: LabeledTrie, deal: bls.ThresholdKeyDeal) -> cm.Certification:
 def combine_ms(n: int) -> float:
     t = bls.threshold_for(n)
     deal = bls.deal_threshold_key(n, t, bytes([n]) * 32)
-    message = cm.certification_message(b"\x07" * 32)
+    message = cm.certification_message(42, b"\x07" * 32)
     shares = {i: bls.sign_share(deal.secret_share(i), message) for i in range(1, t + 1)}
     signature = bls.combine_shares(shares, t)
     if not bls.verify_signature(deal.public_key, message, signature):
@@ -118,7 +118,7 @@ def main() -> None:
 
     public_key = bls.parse_g1(deal.public_key)
     signature = bls.parse_g2(cert.signature)
-    signed = cm.certification_message(cert.root)
+    signed = cm.certification_message(cert.height, cert.root)
     verify_ms = median_ms(lambda: bls.verify_points(public_key, signed, signature))
     combine_n4 = combine_ms(4)
     combine_n13 = combine_ms(13)

@@ -1,14 +1,20 @@
-"""Certifications of state roots: threshold BLS signatures on ``domain_sep("ic-state-root") || root``.
+"""Certifications of state roots: threshold BLS signatures on
+``domain_sep("ic-state-root") || height || root`` (height as 8 bytes big-endian).
 
 A ``CertificationShare`` is one node's signature share on the root at a height; ``t`` valid
 shares on the same (height, root) aggregate into a ``Certification`` that verifies under the
-subnet public key. Verification raises one ``CertificationError`` subclass per failure so
-the certified-slice decoder can map each to its own validation error.
+subnet public key. The height is signed: consumers rely on it (the XNet slice pool refuses
+slices certified below the pooled one), so a relabeled height must not verify. Verification
+raises one ``CertificationError`` subclass per failure so the certified-slice decoder can map
+each to its own validation error.
 
 Encodings (canonical msgpack, version first):
 
-* certification: ``[1, height, root(32), signature(96)]``
-* share:         ``[1, height, root(32), node_index, signature_share(96)]``
+* certification: ``[2, height, root(32), signature(96)]``
+* share:         ``[2, height, root(32), node_index, signature_share(96)]``
+
+Version 1 (of both) signed ``domain_sep || root`` only, leaving the height unauthenticated;
+it is refused with ``UnsupportedCertificationVersion``.
 
 Pure: keys and shares arrive as arguments; signing keys never live here.
 """
@@ -28,6 +34,7 @@ __all__ = [
     "MAX_NODE_INDEX",
     "CertificationError",
     "MalformedCertification",
+    "UnsupportedCertificationVersion",
     "EmptySignature",
     "IdentitySignature",
     "MalformedSignature",
@@ -48,8 +55,9 @@ __all__ = [
     "aggregate_certification",
 ]
 
-CERTIFICATION_VERSION = 1
-CERTIFICATION_SHARE_VERSION = 1
+#: 2: the signed message covers the height (version 1 signed the root alone).
+CERTIFICATION_VERSION = 2
+CERTIFICATION_SHARE_VERSION = 2
 MAX_HEIGHT = 2**64 - 1
 MAX_NODE_INDEX = 2**32 - 1
 # Generous bound on an encoded certification or share (both are ~140 bytes).
@@ -62,6 +70,10 @@ class CertificationError(ValueError):
 
 class MalformedCertification(CertificationError):
     """Bytes or field values that are not a canonical certification (or share)."""
+
+
+class UnsupportedCertificationVersion(MalformedCertification):
+    """A certification or share of another version; version 1 left the height unsigned."""
 
 
 class EmptySignature(CertificationError):
@@ -158,12 +170,22 @@ def _check_signature_length(signature: object, what: str) -> None:
         raise MalformedCertification(f"{what} must be {bls.G2_POINT_BYTES} bytes")
 
 
+def _check_version(version: object, expected: int, what: str) -> None:
+    if not _is_int(version):
+        raise MalformedCertification(f"{what} version must be an integer, got {version!r}")
+    if version == 1:
+        raise UnsupportedCertificationVersion(
+            f"{what} version 1 signs the state root without its height and is no longer accepted "
+            f"(expected version {expected})")
+    if version != expected:
+        raise UnsupportedCertificationVersion(f"unknown {what} version {version!r} (expected {expected})")
+
+
 def decode_certification(data: bytes) -> Certification:
     """Inverse of ``encode_certification``; raises ``MalformedCertification`` for anything
     else (non-canonical msgpack, unknown version, wrong arity, types or lengths)."""
     value = _decode_array(data, "certification")
-    if not _is_int(value[0]) or value[0] != CERTIFICATION_VERSION:
-        raise MalformedCertification(f"unknown certification version {value[0]!r}")
+    _check_version(value[0], CERTIFICATION_VERSION, "certification")
     if len(value) != 4:
         raise MalformedCertification(f"certification has {len(value)} fields, expected 4")
     _, height, root, signature = value
@@ -181,8 +203,7 @@ def encode_certification_share(share: CertificationShare) -> bytes:
 def decode_certification_share(data: bytes) -> CertificationShare:
     """Inverse of ``encode_certification_share``, as strict as ``decode_certification``."""
     value = _decode_array(data, "certification share")
-    if not _is_int(value[0]) or value[0] != CERTIFICATION_SHARE_VERSION:
-        raise MalformedCertification(f"unknown certification share version {value[0]!r}")
+    _check_version(value[0], CERTIFICATION_SHARE_VERSION, "certification share")
     if len(value) != 5:
         raise MalformedCertification(f"certification share has {len(value)} fields, expected 5")
     _, height, root, node_index, signature_share = value
@@ -190,9 +211,9 @@ def decode_certification_share(data: bytes) -> CertificationShare:
     return CertificationShare(height=height, root=root, node_index=node_index, signature_share=signature_share)
 
 
-def certification_message(root: bytes) -> bytes:
-    """The signed bytes: ``domain_sep("ic-state-root") || root``."""
-    return bls.state_root_message(root)
+def certification_message(height: int, root: bytes) -> bytes:
+    """The signed bytes: ``domain_sep("ic-state-root") || height (8 bytes big-endian) || root``."""
+    return bls.state_root_message(height, root)
 
 
 def _parse_public_key(public_key: bytes, what: str):
@@ -202,7 +223,7 @@ def _parse_public_key(public_key: bytes, what: str):
         raise InvalidPublicKey(f"{what}: {exc}") from exc
 
 
-def _check_signature(root: bytes, signature: bytes, public_key, what: str) -> None:
+def _check_signature(height: int, root: bytes, signature: bytes, public_key, what: str) -> None:
     """Raise the first failure among: empty, malformed, identity, not verifying."""
     if not any(signature):
         raise EmptySignature(f"{what} is empty or all zero")
@@ -212,24 +233,24 @@ def _check_signature(root: bytes, signature: bytes, public_key, what: str) -> No
         raise IdentitySignature(f"{what} is the identity point") from exc
     except bls.PointError as exc:
         raise MalformedSignature(f"{what}: {exc}") from exc
-    if not bls.verify_points(public_key, certification_message(root), point):
-        raise InvalidSignature(f"{what} does not verify")
+    if not bls.verify_points(public_key, certification_message(height, root), point):
+        raise InvalidSignature(f"{what} does not verify for height {height} and this root")
 
 
 def verify_certification(cert: Certification, subnet_public_key: bytes) -> None:
-    """Check ``e(pk, H(domain_sep("ic-state-root") || root)) == e(g1, signature)``.
+    """Check ``e(pk, H(domain_sep("ic-state-root") || height || root)) == e(g1, signature)``.
 
     Returns ``None`` on success; raises ``EmptySignature``, ``IdentitySignature``,
     ``MalformedSignature``, ``InvalidSignature`` (or ``InvalidPublicKey`` for a bad key).
     """
     key = _parse_public_key(subnet_public_key, "subnet public key")
-    _check_signature(cert.root, cert.signature, key, "certification signature")
+    _check_signature(cert.height, cert.root, cert.signature, key, "certification signature")
 
 
 def sign_certification_share(height: int, root: bytes, node_index: int, secret_share: bytes) -> CertificationShare:
-    """Node ``node_index``'s share ``s_i * H(domain_sep("ic-state-root") || root)``."""
+    """Node ``node_index``'s share ``s_i * H(domain_sep("ic-state-root") || height || root)``."""
     _check_fields(height, root)
-    signature_share = bls.sign_share(secret_share, certification_message(root))
+    signature_share = bls.sign_share(secret_share, certification_message(height, root))
     return CertificationShare(height=height, root=root, node_index=node_index, signature_share=signature_share)
 
 
@@ -237,7 +258,7 @@ def verify_certification_share(share: CertificationShare, public_key_share: byte
     """Check the share against the node's public key share; same errors as
     ``verify_certification``."""
     key = _parse_public_key(public_key_share, f"public key share of node {share.node_index}")
-    _check_signature(share.root, share.signature_share, key, f"share of node {share.node_index}")
+    _check_signature(share.height, share.root, share.signature_share, key, f"share of node {share.node_index}")
 
 
 def aggregate_certification(
@@ -281,7 +302,7 @@ def aggregate_certification(
     signature = bls.combine_shares(valid[ready[0]], t)
     cert = Certification(height=height, root=root, signature=signature)
     try:
-        _check_signature(root, signature, subnet_key, "combined signature")
+        _check_signature(height, root, signature, subnet_key, "combined signature")
     except (IdentitySignature, MalformedSignature) as exc:
         # Valid shares that combine to garbage mean the key shares do not match the key.
         raise InvalidSignature(f"combined signature does not verify: {exc}") from exc

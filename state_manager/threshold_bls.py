@@ -38,6 +38,7 @@ __all__ = [
     "SCALAR_BYTES",
     "MIN_SEED_BYTES",
     "STATE_ROOT_DOMAIN",
+    "HEIGHT_BYTES",
     "ROOT_BYTES",
     "ThresholdBlsError",
     "DealError",
@@ -74,6 +75,7 @@ SCALAR_BYTES = 32
 MIN_SEED_BYTES = 32
 STATE_ROOT_DOMAIN = "ic-state-root"
 ROOT_BYTES = 32
+HEIGHT_BYTES = 8
 
 # Width of the fixed windows in the interleaved double-and-add (see _g2_linear_combination).
 _WINDOW_BITS = 4
@@ -253,12 +255,15 @@ def domain_sep(name: str) -> bytes:
     return bytes([len(raw)]) + raw
 
 
-def state_root_message(root: bytes) -> bytes:
-    """Message signed by certifications: ``domain_sep("ic-state-root") || root``."""
+def state_root_message(height: int, root: bytes) -> bytes:
+    """Message signed by certifications: ``domain_sep("ic-state-root") || height || root``,
+    the height as 8 bytes big-endian, so that the height consumers rely on is signed too."""
+    if type(height) is not int or not 0 <= height < 2**64:
+        raise MessageError(f"height must be an integer in [0, 2**64), got {height!r}")
     root = _require_bytes(root, "state root")
     if len(root) != ROOT_BYTES:
         raise MessageError(f"state root must be {ROOT_BYTES} bytes, got {len(root)}")
-    return domain_sep(STATE_ROOT_DOMAIN) + root
+    return domain_sep(STATE_ROOT_DOMAIN) + height.to_bytes(HEIGHT_BYTES, "big") + root
 
 
 def _parse_point(data: object, cls: type, size: int, what: str):

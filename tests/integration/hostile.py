@@ -64,7 +64,7 @@ def _forge_signature(data: bytes) -> bytes:
     parts = _split(data)
     cert = decode_certification(parts[3])
     secret = (int.from_bytes(hashlib.sha256(b"not the subnet key").digest(), "big") % bls.BLS12_381_R).to_bytes(32, "big")
-    signature = bls.sign_share(secret, certification_message(cert.root))
+    signature = bls.sign_share(secret, certification_message(cert.height, cert.root))
     parts[3] = encode_certification(Certification(cert.height, cert.root, signature))
     return encode(tuple(parts))
 

@@ -47,15 +47,33 @@ def cert(deal, shares, key_shares):
 def test_certification_round_trip(cert):
     data = cm.encode_certification(cert)
     assert cm.decode_certification(data) == cert
-    # Golden layout: fixarray(4), version 1, fixint height 42, bin8(32) root, bin8(96) signature.
-    assert data == bytes([0x94, 0x01, 0x2A, 0xC4, 0x20]) + ROOT + bytes([0xC4, 0x60]) + cert.signature
+    # Golden layout: fixarray(4), version 2 (the height is signed), fixint height 42,
+    # bin8(32) root, bin8(96) signature.
+    assert data == bytes([0x94, 0x02, 0x2A, 0xC4, 0x20]) + ROOT + bytes([0xC4, 0x60]) + cert.signature
 
 
 def test_certification_share_round_trip(shares):
     for share in shares:
         data = cm.encode_certification_share(share)
         assert cm.decode_certification_share(data) == share
-        assert data[:2] == bytes([0x95, 0x01])
+        assert data[:2] == bytes([0x95, 0x02])
+
+
+def test_signed_message_covers_the_height():
+    # Golden: domain_sep("ic-state-root") || height as 8 bytes big-endian || root.
+    assert cm.certification_message(HEIGHT, ROOT) == b"\x0dic-state-root" + bytes(7) + b"\x2a" + ROOT
+    assert cm.certification_message(2**64 - 1, ROOT)[14:22] == b"\xff" * 8
+    assert cm.certification_message(HEIGHT, ROOT) != cm.certification_message(HEIGHT + 1, ROOT)
+
+
+@pytest.mark.parametrize("decode, fields", [
+    (cm.decode_certification, [HEIGHT, ROOT, b"\x02" * 96]),
+    (cm.decode_certification_share, [HEIGHT, ROOT, 1, b"\x02" * 96]),
+])
+def test_version_1_which_left_the_height_unsigned_is_refused(decode, fields):
+    data = msgpack.packb([1, *fields], use_bin_type=True)
+    with pytest.raises(cm.UnsupportedCertificationVersion, match="without its height"):
+        decode(data)
 
 
 def _pack(value) -> bytes:
@@ -70,30 +88,30 @@ SIG = b"\x02" * 96
     [
         b"",
         b"\x00" * 135,
-        _pack([1, HEIGHT, ROOT, SIG]) + b"\x00",  # trailing byte
-        _pack([2, HEIGHT, ROOT, SIG]),  # unknown version
+        _pack([2, HEIGHT, ROOT, SIG]) + b"\x00",  # trailing byte
+        _pack([3, HEIGHT, ROOT, SIG]),  # unknown version
         _pack([0, HEIGHT, ROOT, SIG]),
         _pack([True, HEIGHT, ROOT, SIG]),
         _pack(["1", HEIGHT, ROOT, SIG]),
-        _pack([1, HEIGHT, ROOT]),  # too few fields
-        _pack([1, HEIGHT, ROOT, SIG, b""]),  # too many fields
+        _pack([2, HEIGHT, ROOT]),  # too few fields
+        _pack([2, HEIGHT, ROOT, SIG, b""]),  # too many fields
         _pack([]),
         _pack(1),
         _pack({"height": HEIGHT}),
-        _pack([1, -1, ROOT, SIG]),
-        _pack([1, -(2**63), ROOT, SIG]),
-        _pack([1, b"\x2a", ROOT, SIG]),
-        _pack([1, False, ROOT, SIG]),
-        _pack([1, HEIGHT, ROOT[:31], SIG]),
-        _pack([1, HEIGHT, ROOT + b"\x00", SIG]),
-        _pack([1, HEIGHT, ROOT.hex(), SIG]),
-        _pack([1, HEIGHT, ROOT, SIG[:95]]),
-        _pack([1, HEIGHT, ROOT, SIG + b"\x00"]),
-        _pack([1, HEIGHT, ROOT, b""]),
-        _pack([1, HEIGHT, ROOT, "x" * 96]),
-        _pack([1, HEIGHT, ROOT, None]),
-        bytes([0x94, 0x01, 0xCD, 0x00, 0x2A]) + _pack(ROOT) + _pack(SIG),  # non-shortest int
-        _pack([1, HEIGHT, ROOT, SIG]).replace(b"\xc4\x60", b"\xc5\x00\x60"),  # non-shortest bin
+        _pack([2, -1, ROOT, SIG]),
+        _pack([2, -(2**63), ROOT, SIG]),
+        _pack([2, b"\x2a", ROOT, SIG]),
+        _pack([2, False, ROOT, SIG]),
+        _pack([2, HEIGHT, ROOT[:31], SIG]),
+        _pack([2, HEIGHT, ROOT + b"\x00", SIG]),
+        _pack([2, HEIGHT, ROOT.hex(), SIG]),
+        _pack([2, HEIGHT, ROOT, SIG[:95]]),
+        _pack([2, HEIGHT, ROOT, SIG + b"\x00"]),
+        _pack([2, HEIGHT, ROOT, b""]),
+        _pack([2, HEIGHT, ROOT, "x" * 96]),
+        _pack([2, HEIGHT, ROOT, None]),
+        bytes([0x94, 0x02, 0xCD, 0x00, 0x2A]) + _pack(ROOT) + _pack(SIG),  # non-shortest int
+        _pack([2, HEIGHT, ROOT, SIG]).replace(b"\xc4\x60", b"\xc5\x00\x60"),  # non-shortest bin
         b"\xc1" * 8,
     ],
 )
@@ -113,21 +131,21 @@ def test_decode_arbitrary_bytes_only_raises_malformed(data):
 
 
 def test_decode_certification_accepts_the_canonical_form():
-    assert cm.decode_certification(_pack([1, HEIGHT, ROOT, SIG])) == cm.Certification(HEIGHT, ROOT, SIG)
+    assert cm.decode_certification(_pack([2, HEIGHT, ROOT, SIG])) == cm.Certification(HEIGHT, ROOT, SIG)
 
 
 @pytest.mark.parametrize(
     "data",
     [
         b"",
-        _pack([1, HEIGHT, ROOT, 1]),  # certification shape, no signature
-        _pack([2, HEIGHT, ROOT, 1, SIG]),
-        _pack([1, HEIGHT, ROOT, 0, SIG]),
-        _pack([1, HEIGHT, ROOT, 2**32, SIG]),
-        _pack([1, HEIGHT, ROOT, True, SIG]),
-        _pack([1, HEIGHT, ROOT, 1, SIG[:95]]),
-        _pack([1, HEIGHT, ROOT[:31], 1, SIG]),
-        _pack([1, HEIGHT, ROOT, 1, SIG]) + b"\x90",
+        _pack([2, HEIGHT, ROOT, 1]),  # certification shape, no signature
+        _pack([3, HEIGHT, ROOT, 1, SIG]),
+        _pack([2, HEIGHT, ROOT, 0, SIG]),
+        _pack([2, HEIGHT, ROOT, 2**32, SIG]),
+        _pack([2, HEIGHT, ROOT, True, SIG]),
+        _pack([2, HEIGHT, ROOT, 1, SIG[:95]]),
+        _pack([2, HEIGHT, ROOT[:31], 1, SIG]),
+        _pack([2, HEIGHT, ROOT, 1, SIG]) + b"\x90",
     ],
 )
 def test_decode_certification_share_is_strict(data):
@@ -163,7 +181,7 @@ def test_empty_certification_is_rejected(deal, signature):
 
 
 def test_all_zero_certification_is_rejected(deal):
-    zero = cm.decode_certification(_pack([1, 0, b"\x00" * 32, b"\x00" * 96]))
+    zero = cm.decode_certification(_pack([2, 0, b"\x00" * 32, b"\x00" * 96]))
     with pytest.raises(cm.EmptySignature):
         cm.verify_certification(zero, deal.public_key)
 
@@ -187,6 +205,18 @@ def test_wrong_root_or_key_is_an_invalid_signature(deal, foreign, cert):
         cm.verify_certification(cm.Certification(HEIGHT, OTHER_ROOT, cert.signature), deal.public_key)
     with pytest.raises(cm.InvalidSignature):
         cm.verify_certification(cert, foreign.public_key)
+
+
+@pytest.mark.parametrize("height", [0, HEIGHT - 1, HEIGHT + 1, 2**63, 2**64 - 1])
+def test_relabeled_height_does_not_verify(deal, cert, shares, key_shares, height):
+    """The height is signed: the same signature under another height is refused."""
+    with pytest.raises(cm.InvalidSignature, match=f"height {height}"):
+        cm.verify_certification(cm.Certification(height, ROOT, cert.signature), deal.public_key)
+    relabeled = [cm.CertificationShare(height, ROOT, s.node_index, s.signature_share) for s in shares]
+    with pytest.raises(cm.InvalidSignature):
+        cm.verify_certification_share(relabeled[0], key_shares[1])
+    with pytest.raises(cm.NotEnoughValidShares):
+        cm.aggregate_certification(relabeled, 3, deal.public_key, key_shares)
 
 
 def test_forged_certification_is_rejected(deal, foreign):

@@ -475,7 +475,7 @@ def _certification_of(tree_maker, deal_of=lambda w: w.deal, height=HEIGHT):
 def _signature(signature: bytes):
     def build(w):
         payload, witness_tree, _ = split(w.encode())
-        raw = encoding.encode((1, w.cert.height, w.cert.root, signature))
+        raw = encoding.encode((cm.CERTIFICATION_VERSION, w.cert.height, w.cert.root, signature))
         return join(payload, witness_tree, raw), {}
     return build
 

@@ -12,7 +12,8 @@ from blspy import BasicSchemeMPL, G1Element, G2Element, PrivateKey
 from state_manager import threshold_bls as bls
 
 ROOT = bytes(range(32))
-MESSAGE = bls.state_root_message(ROOT)
+HEIGHT = 42
+MESSAGE = bls.state_root_message(HEIGHT, ROOT)
 
 # BLS12-381 base field modulus, only for building off-subgroup test points below.
 P = 0x1A0111EA397FE69A4B1BA7B6434BACD764774B84F38512BF6730D2A0F6B0F6241EABFFFEB153FFFFB9FEFFFFFFFFAAAB
@@ -143,11 +144,14 @@ def test_lagrange_coefficients_sum_to_one():
 
 
 def test_state_root_message():
-    assert MESSAGE == b"\x0dic-state-root" + ROOT
+    assert MESSAGE == b"\x0dic-state-root" + HEIGHT.to_bytes(8, "big") + ROOT
     assert bls.domain_sep("ic-state-root") == b"\x0dic-state-root"
     for bad in (b"", b"\x00" * 31, b"\x00" * 33, "x" * 32):
         with pytest.raises(bls.MessageError):
-            bls.state_root_message(bad)
+            bls.state_root_message(HEIGHT, bad)
+    for bad_height in (-1, 2**64, True, "1", 1.0):
+        with pytest.raises(bls.MessageError):
+            bls.state_root_message(bad_height, ROOT)
 
 
 def test_shares_verify_under_their_key_share_only(deal4, shares4):
@@ -233,7 +237,7 @@ def test_forged_and_mismatched_signatures_are_rejected(deal4, shares4, foreign4)
     forged = bytes(BasicSchemeMPL.sign(PrivateKey.from_bytes(_master_secret(foreign4)), MESSAGE))
     assert not bls.verify_signature(deal4.public_key, MESSAGE, forged)
     genuine = bls.combine_shares(shares4, 3)
-    assert not bls.verify_signature(deal4.public_key, bls.state_root_message(b"\x01" * 32), genuine)
+    assert not bls.verify_signature(deal4.public_key, bls.state_root_message(HEIGHT, b"\x01" * 32), genuine)
     assert not bls.verify_signature(foreign4.public_key, MESSAGE, genuine)
     # A share is not a signature under the subnet key.
     assert not bls.verify_signature(deal4.public_key, MESSAGE, shares4[1])
