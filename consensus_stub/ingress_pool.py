@@ -1,6 +1,6 @@
 """One node's pool of validated ingress messages waiting to be put into a block.
 
-The shell decodes and authenticates signed envelopes (``replica.ingress``) and hands the
+The shell decodes and authenticates signed envelopes (``replica.client.envelope``) and hands the
 resulting ``Ingress`` values in with ``add``. The pool
 
 * deduplicates by message id — also against messages it already handed to a finalized

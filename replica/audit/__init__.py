@@ -3,8 +3,6 @@
 Modules, one job each:
 
 * ``run_log``      the recorded-run format (directory and blob), strict loading
-* ``recording``    ``record_run(simulation, directory)``
-* ``workload``     a seeded generator of realistic multi-subnet runs
 * ``perturbation`` what makes a replica differ (checkpoint start, restart, shuffle, hash seed, fault)
 * ``faults``       injected faults (flip, drop, swap one message of one batch)
 * ``shuffle``      shuffled container fill and shuffled unordered inputs
@@ -19,7 +17,6 @@ Modules, one job each:
 * ``report``       report dict, terminal text, HTML page
 * ``progress``     the status line
 * ``job``          the Spark job (extract / transform / load)
-* ``cli``          ``replica audit`` and ``replica replay-one``
 
 What one simulated replica executes is documented in ``replay`` and ``replicas``: it
 decodes its start state (genesis or a recorded checkpoint), executes every batch after it
@@ -32,13 +29,12 @@ from .errors import (
     AuditError, FaultError, IsolationError, PerturbationError, RecordError, ReplayError, RunLogError, WorkloadError,
 )
 from .perturbation import Fault, Perturbation, parse_fault, parse_perturbation
-from .recording import record_run, run_log_from_simulation
 from .replay import ReplayContext, ReplayStep, replay, replay_states
 from .run_log import RunLog, SubnetLog, decode_run_log, encode_run_log, load_run_log, write_run_log
 
 __all__ = [
     "AuditError", "FaultError", "IsolationError", "PerturbationError", "RecordError", "ReplayError", "RunLogError",
-    "WorkloadError", "Fault", "Perturbation", "parse_fault", "parse_perturbation", "record_run",
-    "run_log_from_simulation", "ReplayContext", "ReplayStep", "replay", "replay_states", "RunLog", "SubnetLog",
+    "WorkloadError", "Fault", "Perturbation", "parse_fault", "parse_perturbation",
+    "ReplayContext", "ReplayStep", "replay", "replay_states", "RunLog", "SubnetLog",
     "decode_run_log", "encode_run_log", "load_run_log", "write_run_log",
 ]

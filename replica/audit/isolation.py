@@ -20,24 +20,25 @@ from state_manager.encoding import EncodingError, decode, encode_unchecked
 
 from .errors import IsolationError
 
-__all__ = ["run_isolated", "generate_isolated", "encode_request", "decode_request", "encode_answer", "decode_answer", "MODES"]
+__all__ = ["run_isolated", "check_child_hash_seed", "encode_request", "decode_request", "encode_answer", "decode_answer",
+           "MODES"]
 
 _REQUEST_TAG = "replica-audit-child"
 _ANSWER_TAG = "replica-audit-answer"
 _VERSION = 1
-MODES = ("rows", "states", "generate")
+MODES = ("rows", "states")   # what ``replica.audit.child`` does; other children name their own
 
 
 def encode_request(mode: str, hash_seed: int, blob: bytes, items: list) -> bytes:
     return encode_unchecked((_REQUEST_TAG, _VERSION, mode, hash_seed, blob, tuple(tuple(i) for i in items)))
 
 
-def decode_request(data: bytes) -> tuple[str, int, bytes, tuple]:
+def decode_request(data: bytes, modes: tuple[str, ...] = MODES) -> tuple[str, int, bytes, tuple]:
     try:
         tag, version, mode, seed, blob, items = check_tuple(decode(data, max_bytes=max(len(data), 1)), "request", 6)
     except (EncodingError, CodecError) as exc:
         raise IsolationError(f"malformed child request: {exc}") from exc
-    if tag != _REQUEST_TAG or version != _VERSION or mode not in MODES or not isinstance(blob, bytes) \
+    if tag != _REQUEST_TAG or version != _VERSION or mode not in modes or not isinstance(blob, bytes) \
             or type(seed) is not int:
         raise IsolationError("malformed child request")
     return mode, seed, blob, items
@@ -64,12 +65,21 @@ def child_environment(hash_seed: int) -> dict[str, str]:
     return env
 
 
-def run_isolated(blob: bytes, mode: str, hash_seed: int, items: list) -> Iterator[tuple]:
-    """Run ``items`` (``executor`` rows or states work) in a child with ``hash_seed``."""
-    if mode not in MODES:
+def check_child_hash_seed(seed: int) -> None:
+    """Refuse to work in a child that does not run under the hash seed it was asked for."""
+    if os.environ.get("PYTHONHASHSEED") != str(seed):
+        raise IsolationError(f"the child was asked for PYTHONHASHSEED={seed} but runs with "
+                             f"{os.environ.get('PYTHONHASHSEED')!r}")
+
+
+def run_isolated(blob: bytes, mode: str, hash_seed: int, items: list, *,
+                 child_module: str = "replica.audit.child", modes: tuple[str, ...] = MODES) -> Iterator[tuple]:
+    """Run ``items`` in ``python -m child_module`` under ``hash_seed`` (by default the
+    ``executor``'s rows or states work of ``replica.audit.child``)."""
+    if mode not in modes:
         raise IsolationError(f"unknown mode {mode!r}")
     process = subprocess.run(
-        [sys.executable, "-m", "replica.audit.child"], input=encode_request(mode, hash_seed, blob, items),
+        [sys.executable, "-m", child_module], input=encode_request(mode, hash_seed, blob, items),
         capture_output=True, env=child_environment(hash_seed), check=False,
     )
     if process.returncode != 0:
@@ -77,17 +87,3 @@ def run_isolated(blob: bytes, mode: str, hash_seed: int, items: list) -> Iterato
         raise IsolationError(f"replay child (PYTHONHASHSEED={hash_seed}) exited with {process.returncode}: "
                              + " | ".join(tail))
     return iter(decode_answer(process.stdout))
-
-
-def generate_isolated(config, hash_seed: int) -> bytes:
-    """``workload.generate_run(config)`` in a child with ``hash_seed``, as a run-log blob.
-
-    A workload with the nondeterministic canister depends on the hash seed of the process
-    that runs it; generating under the seed the audit's workers use makes the "live" run
-    the one a plain replica reproduces."""
-    from dataclasses import astuple
-
-    rows = list(run_isolated(b"", "generate", hash_seed, [astuple(config)]))
-    if len(rows) != 1 or not isinstance(rows[0][0], bytes):
-        raise IsolationError("the generator child answered no run log")
-    return rows[0][0]

@@ -5,12 +5,12 @@ from __future__ import annotations
 from examples.counter import Counter
 from examples.ledger import Ledger
 from examples.ping_pong import PingPong
-from replica.audit.recording import run_log_from_simulation
+from replica.testnet.simulation_recording import run_log_from_simulation
 from replica.audit.run_log import RunLog
-from replica.audit.workload import WorkloadConfig, generate_run
+from replica.testnet.workload import WorkloadConfig, generate_run
 from replica.execution import ExecutionEnvironment, install_canister
 from replica.sdk import encode_value
-from replica.simulation import GENESIS_TIME_NS, Simulation
+from replica.testnet.simulation import GENESIS_TIME_NS, Simulation
 from state_manager.messages import Ingress
 
 A, B = "subnet-a", "subnet-b"

@@ -19,10 +19,10 @@ from message_routing.batch import decode_batch
 from message_routing.limits import DEFAULT
 from message_routing.state_machine import execute_round
 from replica.execution import ExecutionEnvironment, install_canister
-from replica.ingress import UserKey, sign_ingress
-from replica.local_testnet import LocalTestnet
-from replica.node import NodeConfig
-from replica.subnet import NodeHooks
+from replica.client import UserKey, sign_ingress
+from replica.testnet.local import LocalTestnet
+from replica.node.replica_node import NodeConfig
+from replica.testnet.subnet import NodeHooks
 from state_manager.ingress_history import IngressState
 from state_manager.state_codec import decode_state
 from state_manager.state_manager import StateManager

@@ -16,12 +16,12 @@ import pytest
 
 from consensus_stub.ingress_pool import Admission
 from examples.ledger import account_of
-from replica.ingress import (
+from replica.client import (
     BadIngressSignature, CanisterNotOnSubnet, DuplicateIngress, ExpiredIngress, IngressExpiryTooFar,
     IngressPoolFull, IngressRefused, IngressTooLarge, MalformedIngress, UnknownCanister, compute_message_id,
     decode_signed_ingress, refusal_for, sign_ingress,
 )
-from replica.subnet import NodeHooks
+from replica.testnet.subnet import NodeHooks
 from replica.sdk import encode_value
 from state_manager.encoding import decode, encode
 from state_manager.ingress_history import IngressState

@@ -15,7 +15,7 @@ import time
 import pytest
 
 from consensus_stub.registry import decode_registry
-from replica import testnet as tn
+from replica.testnet import launcher as tn
 from replica.audit.run_log import load_run_log
 
 pytestmark = pytest.mark.timeout(180)
@@ -62,7 +62,7 @@ def _alive(pid: int) -> bool:
             zombie = f.read().rsplit(b")", 1)[1].split()[0] == b"Z"
     except OSError:
         return False
-    return b"replica.testnet_process" in cmdline and not zombie
+    return b"replica.testnet.subnet_process" in cmdline and not zombie
 
 
 def _kill_survivors(pids) -> None:

@@ -23,7 +23,7 @@ from message_routing.state_machine import execute_round
 from message_routing.valid_set_rule import IngressInductionFailure as F
 from message_routing.valid_set_rule import induct_ingress
 from replica.execution import ExecutionEnvironment, install_canister, stop_canister
-from replica.ingress import (
+from replica.client import (
     BadIngressSignature, IngressRefused, IngressTooLarge, MalformedIngress, UserKey, compute_message_id,
     decode_signed_ingress, sign_ingress, source_of,
 )

@@ -8,9 +8,9 @@ from message_routing.limits import MINIMAL
 from message_routing.stream_handler import garbage_collect_signals
 from message_routing.valid_set_rule import IngressInductionFailure, induct_ingress
 from replica.execution import ExecutionEnvironment, install_canister
-from replica.ingress import MalformedIngress, UserKey, decode_signed_ingress, sign_ingress
+from replica.client import MalformedIngress, UserKey, decode_signed_ingress, sign_ingress
 from replica.sdk import encode_value
-from replica.simulation import GENESIS_TIME_NS, Simulation
+from replica.testnet.simulation import GENESIS_TIME_NS, Simulation
 from state_manager.encoding import decode, encode
 from state_manager.messages import Ingress
 from state_manager.streams import ExpectedIndices, RejectReason, RejectSignal, StreamHeader, StreamSlice

@@ -1,7 +1,7 @@
 """Recording a simulation as a run log: ``record_run(simulation, directory)``.
 
 The simulation records, per subnet, its genesis state, every batch and the hashes it
-committed (``replica.simulation``). A run log adds checkpoints every
+committed (``replica.testnet.simulation``). A run log adds checkpoints every
 ``checkpoint_interval`` heights: given live ones (``checkpoints``, as the workload
 generator captures them) or derived here by replaying the subnet's own batches once, each
 height checked against the live hashes — so a recording that does not replay to its own
@@ -14,11 +14,11 @@ from pathlib import Path
 from typing import Mapping
 
 from message_routing.batch import encode_batch
-from replica.simulation import Simulation
+from replica.testnet.simulation import Simulation
 
-from .errors import RecordError
-from .replay import ReplayContext, verified_checkpoints
-from .run_log import RunLog, SubnetLog, limits_preset_name, write_run_log
+from replica.audit.errors import RecordError
+from replica.audit.replay import ReplayContext, verified_checkpoints
+from replica.audit.run_log import RunLog, SubnetLog, limits_preset_name, write_run_log
 
 __all__ = ["run_log_from_simulation", "record_run", "DEFAULT_CHECKPOINT_INTERVAL"]
 

@@ -24,9 +24,9 @@ from message_routing.limits import Limits
 from state_manager.replicated_state import ReplicatedState
 from state_manager.state_codec import encode_state
 
-from .node import NodeConfig, RegistryHolder
-from .progress import StatusLine
-from .subnet import NodeHooks, Subnet
+from replica.node.replica_node import NodeConfig, RegistryHolder
+from replica.progress import StatusLine
+from replica.testnet.subnet import NodeHooks, Subnet
 
 __all__ = ["LocalTestnet", "GenesisSetup"]
 
@@ -109,7 +109,7 @@ class LocalTestnet:
 
     def run_log(self, *, checkpoint_interval: int = 10):
         """Every subnet's recording so far as the audit's ``RunLog`` (``replica audit``)."""
-        from .run_recording import run_log_from_recordings
+        from replica.testnet.recording import run_log_from_recordings
 
         registry = self.registry.get()
         classes = [self.environment.registry.class_of(name) for name in self.environment.registry.names()]

@@ -48,8 +48,8 @@ from state_manager.state_tree import StateTrees
 from xnet.grpc.server import SliceProvider
 from xnet.grpc.tls import TlsIdentity
 
-from .ingress import decode_signed_ingress, refusal_for
-from .node import NodeConfig, RegistryHolder, ReplicaNode
+from replica.client import decode_signed_ingress, refusal_for
+from replica.node.replica_node import NodeConfig, RegistryHolder, ReplicaNode
 
 __all__ = [
     "SubnetError", "DivergenceError", "NoBlockFinalized", "SubnetRecording", "NodeHooks", "Subnet",
@@ -211,7 +211,7 @@ class Subnet:
     def submit(self, envelope: bytes) -> Ingress:
         """Decode and authenticate a signed envelope (``decode_signed_ingress``) and admit it
         (``submit_ingress``); return the authenticated message. A refusal raises its
-        ``IngressRefused`` subclass (``replica.ingress``) and leaves every pool as it was.
+        ``IngressRefused`` subclass (``replica.client.envelope``) and leaves every pool as it was.
 
         The envelope is decoded once: decoding is a pure function of the bytes and the
         subnet's limits, so every node would reach the same verdict on it."""

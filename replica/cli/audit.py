@@ -11,14 +11,13 @@ optionally with another replica, down to the differing state paths.
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from pathlib import Path
 
-from .errors import AuditError
-from .perturbation import parse_fault, parse_perturbation
+from replica.audit.errors import AuditError
+from replica.audit.perturbation import parse_fault, parse_perturbation
 
-__all__ = ["add_audit_commands", "audit_command", "replay_one_command", "parse_replica_fault", "audit_simulation"]
+__all__ = ["register", "audit_command", "replay_one_command", "parse_replica_fault"]
 
 
 def parse_replica_fault(text: str):
@@ -32,21 +31,23 @@ def parse_replica_fault(text: str):
         raise argparse.ArgumentTypeError(str(exc)) from None
 
 
-def add_audit_commands(sub) -> None:
-    """Register ``audit`` and ``replay-one`` on an argparse subparsers object."""
+def register(sub) -> None:
+    """``audit`` and ``replay-one``."""
+    from . import HelpFormatter, plain
+
     audit = sub.add_parser("audit", help="determinism audit: replay a recorded run on many simulated replicas with Spark",
-                           description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+                           description=plain(__doc__), formatter_class=HelpFormatter)
     audit.add_argument("run_dir", nargs="?", help="a recorded run directory (see replica.audit.run_log)")
     gen = audit.add_argument_group("generated workload (instead of RUN_DIR)")
     gen.add_argument("--generate", action="store_true", help="generate a seeded multi-subnet run and audit it")
-    gen.add_argument("--subnets", type=int, default=4)
+    gen.add_argument("--subnets", type=int, default=4, help="subnets of the generated run")
     gen.add_argument("--canisters", type=int, default=16, help="canisters per subnet")
     gen.add_argument("--batches", type=int, default=50, help="batches per subnet")
     gen.add_argument("--messages", type=int, default=100, help="messages (ingress + XNet) per batch, about")
     gen.add_argument("--nondeterministic", action="store_true",
                      help="also host the deliberately nondeterministic example canister")
     audit.add_argument("--seed", type=int, default=1, help="seed of the workload and of the replica plan")
-    audit.add_argument("--replicas", type=int, default=2048)
+    audit.add_argument("--replicas", type=int, default=2048, help="simulated replicas to replay the run on")
     audit.add_argument("--master", default="local[*]", help="local[*] or spark://HOST:PORT")
     audit.add_argument("--partitions", type=int, default=None, help="default: 4 × the cluster's cores, at most one per 64 replicas")
     audit.add_argument("--fault", dest="faults", action="append", type=parse_replica_fault, default=[],
@@ -59,7 +60,8 @@ def add_audit_commands(sub) -> None:
     audit.add_argument("--quiet", action="store_true", help="no progress line")
     audit.set_defaults(func=audit_command)
 
-    one = sub.add_parser("replay-one", help="replay one simulated replica locally and compare it")
+    one = sub.add_parser("replay-one", help="replay one simulated replica locally and compare it",
+                         formatter_class=HelpFormatter)
     one.add_argument("run_dir")
     one.add_argument("--subnet", required=True)
     one.add_argument("--perturbation", default="none", help="e.g. none, checkpoint@20+shuffle:7, hashseed:3")
@@ -72,10 +74,10 @@ def add_audit_commands(sub) -> None:
 
 
 def _generate(args, status) -> tuple:
-    from .isolation import generate_isolated
-    from .job import default_worker_hash_seed
-    from .run_log import decode_run_log, write_run_log
-    from .workload import WorkloadConfig
+    from replica.testnet.workload import generate_isolated
+    from replica.audit.job import default_worker_hash_seed
+    from replica.audit.run_log import decode_run_log, write_run_log
+    from replica.testnet.workload import WorkloadConfig
 
     config = WorkloadConfig(subnets=args.subnets, canisters=args.canisters, batches=args.batches,
                             messages=args.messages, seed=args.seed, nondeterministic=args.nondeterministic)
@@ -88,10 +90,10 @@ def _generate(args, status) -> tuple:
 
 
 def audit_command(args: argparse.Namespace) -> int:
-    from .job import AuditOptions, run_audit, spark_session
-    from .progress import StatusLine
-    from .report import render_text
-    from .run_log import load_run_log
+    from replica.audit.job import AuditOptions
+    from replica.audit.progress import StatusLine
+    from replica.audit.run_log import load_run_log
+    from replica.audit.session import audit_run_log
 
     status = StatusLine(quiet=args.quiet)
     if bool(args.run_dir) == bool(args.generate):
@@ -102,61 +104,16 @@ def audit_command(args: argparse.Namespace) -> int:
             log, run_dir = _generate(args, status)
         else:
             log, run_dir = load_run_log(args.run_dir), args.run_dir
-        options = AuditOptions(replicas=args.replicas, seed=args.seed, faults=tuple(args.faults),
-                               partitions=args.partitions, drilldowns=args.drilldowns, from_genesis=args.from_genesis)
-        spark = spark_session(args.master)
-        try:
-            report = run_audit(spark, log, options, source=run_dir, run_dir=run_dir, status=status)
-        finally:
-            spark.stop()
     except AuditError as exc:
         print(f"replica audit: {exc}", file=sys.stderr)
         return 2
-    out = Path(args.out)
-    _write_reports(report, out)
-    print(render_text(report))
-    print(f"report: {out / 'report.json'}  page: {out / 'report.html'}")
-    return report["exit_status"]
-
-
-def _write_reports(report: dict, out: Path) -> None:
-    from .report import render_html
-
-    out.mkdir(parents=True, exist_ok=True)
-    (out / "report.json").write_text(json.dumps(report, indent=2, sort_keys=True) + "\n")
-    (out / "report.html").write_text(render_html(report))
-
-
-def audit_simulation(simulation, out: str | Path, *, replicas: int = 1024, master: str = "local[*]",
-                     seed: int = 1, quiet: bool = False) -> int:
-    """Record ``simulation`` into ``out/run``, audit it, write the reports to ``out/audit``,
-    print the summary; return the exit status (what ``replica demo`` ends with)."""
-    from .job import AuditOptions, run_audit, spark_session
-    from .progress import StatusLine
-    from .recording import record_run
-    from .report import render_text
-
-    status = StatusLine(quiet=quiet)
-    run_dir = Path(out) / "run"
-    try:
-        log = record_run(simulation, run_dir)
-        spark = spark_session(master)
-        try:
-            report = run_audit(spark, log, AuditOptions(replicas=replicas, seed=seed), source=str(run_dir),
-                               run_dir=str(run_dir), status=status)
-        finally:
-            spark.stop()
-    except AuditError as exc:
-        print(f"audit: {exc}", file=sys.stderr)
-        return 2
-    _write_reports(report, Path(out) / "audit")
-    print(render_text(report))
-    print(f"report: {Path(out) / 'audit' / 'report.json'}  page: {Path(out) / 'audit' / 'report.html'}")
-    return report["exit_status"]
+    options = AuditOptions(replicas=args.replicas, seed=args.seed, faults=tuple(args.faults),
+                           partitions=args.partitions, drilldowns=args.drilldowns, from_genesis=args.from_genesis)
+    return audit_run_log(log, run_dir=run_dir, out=args.out, options=options, master=args.master, status=status)
 
 
 def _rows(blob: bytes, subnet: str, perturbation: str, seed: int, until: int | None) -> list[tuple]:
-    from .isolation import run_isolated
+    from replica.audit.isolation import run_isolated
 
     rows = [r for r in run_isolated(blob, "rows", seed, [(0, subnet, perturbation)])]
     return [r for r in rows if until is None or r[2] <= until]
@@ -168,9 +125,9 @@ def _seed_for(perturbation: str, worker_seed: int) -> int:
 
 
 def replay_one_command(args: argparse.Namespace) -> int:
-    from .drilldown import diff_states
-    from .isolation import run_isolated
-    from .run_log import encode_run_log, load_run_log
+    from replica.audit.drilldown import diff_states
+    from replica.audit.isolation import run_isolated
+    from replica.audit.run_log import encode_run_log, load_run_log
 
     try:
         log = load_run_log(args.run_dir)

@@ -21,11 +21,11 @@ from state_manager.codec import CodecError, check_bytes, check_str, check_tuple,
 from state_manager.encoding import EncodingError, decode, encode
 from state_manager.routing_table import NetworkTopology
 
-from .audit.errors import RecordError
-from .audit.replay import ReplayContext, verified_checkpoints
-from .audit.run_log import RunLog, SubnetLog, limits_preset_name
-from .execution import module_name_of
-from .subnet import SubnetRecording
+from replica.audit.errors import RecordError
+from replica.audit.replay import ReplayContext, verified_checkpoints
+from replica.audit.run_log import RunLog, SubnetLog, limits_preset_name
+from replica.execution import module_name_of
+from replica.testnet.subnet import SubnetRecording
 
 __all__ = ["DEFAULT_CHECKPOINT_INTERVAL", "encode_recording", "decode_recording", "run_log_from_recordings"]
 

@@ -1,7 +1,7 @@
 """A local multi-process testnet: ``replica testnet --subnets N --nodes M --dir DIR``.
 
 ``create_testnet`` writes a testnet directory; ``launch`` starts one process per subnet
-(``replica.testnet_process``), each running its subnet's M nodes, all XNet endpoints on
+(``replica.testnet.subnet_process``), each running its subnet's M nodes, all XNet endpoints on
 127.0.0.1. The directory::
 
     manifest.json               subnets, canister modules, limits preset, tick, seed (hex)
@@ -14,7 +14,7 @@
                                 and, in ``<subnet>.blocks.finalized``, the highest height
                                 it holds: a log short of it refuses to start (exit code 3)
     status/<subnet>.json        height, certified root, streams, app counters (every tick)
-    recordings/<subnet>.bin     genesis, batches and live hashes (replica.run_recording),
+    recordings/<subnet>.bin     genesis, batches and live hashes (replica.testnet.recording),
                                 written when the process stops
     run/                        the whole run as the audit's run log: ``replica audit DIR/run``
     control/traffic-off         present: the processes stop submitting demo traffic
@@ -64,7 +64,7 @@ from examples.ledger import Ledger, account_of
 from examples.ping_pong import PingPong
 from message_routing.limits import DEFAULT, MINIMAL
 from replica.execution import install_canister, module_name_of
-from replica.ingress import UserKey
+from replica.client import UserKey
 from replica.progress import StatusLine
 from state_manager.replicated_state import ReplicatedState
 from state_manager.state_codec import encode_state
@@ -254,7 +254,7 @@ class _Terminated(BaseException):
 
 
 def _child_command(layout: TestnetLayout, subnet: str) -> list[str]:
-    return [sys.executable, "-m", "replica.testnet_process", str(layout.root), subnet]
+    return [sys.executable, "-m", "replica.testnet.subnet_process", str(layout.root), subnet]
 
 
 def _describe_exit(code: int) -> str:
@@ -518,7 +518,7 @@ def launch(
 def _write_run_log(layout: TestnetLayout, subnets: list[str], out) -> None:
     """Assemble the subnet processes' recordings into ``DIR/run`` (checked by replaying)."""
     from replica.audit.run_log import write_run_log
-    from replica.run_recording import decode_recording, run_log_from_recordings
+    from replica.testnet.recording import decode_recording, run_log_from_recordings
 
     manifest = layout.read_manifest()
     recordings = [decode_recording(layout.recording(subnet).read_bytes()) for subnet in subnets]
@@ -543,38 +543,3 @@ def load_class(name: str) -> type:
 
 def _describe(statuses: dict[str, dict]) -> str:
     return " ".join(f"{s}={st.get('height', '?')}" for s, st in statuses.items())
-
-
-# -- the command ------------------------------------------------------------------------------
-
-def testnet_command(args) -> int:
-    """``replica testnet``: create the directory (unless it holds a testnet) and launch it."""
-    import hashlib
-
-    layout = TestnetLayout(Path(args.dir))
-    if layout.manifest.exists():
-        manifest = layout.read_manifest()
-        if (len(manifest["subnets"]), manifest["nodes"]) != (args.subnets, args.nodes):
-            print(f"{layout.root} holds a testnet of {len(manifest['subnets'])} subnets x {manifest['nodes']} "
-                  f"nodes; resuming it", file=sys.stderr)
-    else:
-        seed = hashlib.sha256(args.seed.encode()).digest()
-        create_testnet(layout.root, args.subnets, args.nodes, seed=seed, tick_s=args.tick)
-    return launch(layout.root, duration_s=args.duration, traffic=not args.no_traffic, restart=not args.no_restart)
-
-
-def add_testnet_command(sub) -> None:
-    parser = sub.add_parser(
-        "testnet", help="run a local multi-process testnet: one process per subnet, XNet over 127.0.0.1",
-        description=__doc__.split("\n\n")[0])
-    parser.add_argument("--subnets", type=int, default=2)
-    parser.add_argument("--nodes", type=int, default=4, help="nodes per subnet")
-    parser.add_argument("--dir", required=True, help="testnet directory (created, or resumed if it holds one)")
-    parser.add_argument("--duration", type=float, default=None,
-                        help="seconds of traffic before settling and stopping (default: until Ctrl-C)")
-    parser.add_argument("--tick", type=float, default=0.5, help="seconds between heights (new testnets)")
-    parser.add_argument("--seed", default="replica-testnet", help="genesis seed text (new testnets)")
-    parser.add_argument("--no-traffic", action="store_true", help="do not submit demo traffic")
-    parser.add_argument("--no-restart", action="store_true",
-                        help="stop the testnet when a subnet process dies (default: restart it)")
-    parser.set_defaults(func=testnet_command)

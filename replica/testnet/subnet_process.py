@@ -1,6 +1,6 @@
-"""One subnet of a local testnet, as its own process: ``python -m replica.testnet_process DIR SUBNET``.
+"""One subnet of a local testnet, as its own process: ``python -m replica.testnet.subnet_process DIR SUBNET``.
 
-Reads the testnet directory (``replica.testnet``), builds the subnet's nodes from the
+Reads the testnet directory (``replica.testnet.launcher``), builds the subnet's nodes from the
 registry, their secrets and the genesis state, re-executes its block log, binds every
 node's XNet endpoint on 127.0.0.1 and publishes the addresses; once the launcher has put
 every subnet's addresses into the registry it starts fetching, then makes one height per
@@ -34,18 +34,18 @@ from consensus_stub.genesis import decode_node_secrets
 from consensus_stub.registry import Registry, decode_registry
 from examples.ledger import account_of
 from replica.execution import ExecutionEnvironment
-from replica.ingress import IngressRefused, sign_ingress
-from replica.node import NodeConfig, RegistryHolder
-from replica.run_recording import encode_recording
-from replica.subnet import Subnet
-from replica.testnet import (
+from replica.client import IngressRefused, sign_ingress
+from replica.node.replica_node import NodeConfig, RegistryHolder
+from replica.testnet.recording import encode_recording
+from replica.testnet.subnet import Subnet
+from replica.testnet.launcher import (
     COUNTER, EXIT_REFUSED, LAUNCHER_PID_ENV, LEDGER, LIMIT_PRESETS, PINGER, TestnetError, TestnetLayout, canister_range,
     load_class, user_key,
 )
 
 __all__ = ["main"]
 
-_log = logging.getLogger("replica.testnet_process")
+_log = logging.getLogger("replica.testnet.subnet_process")
 _TTL_NS = 120 * 10**9
 
 
@@ -237,7 +237,7 @@ def run(root: Path, subnet: str) -> int:
 def main(argv: list[str] | None = None) -> int:
     args = sys.argv[1:] if argv is None else argv
     if len(args) != 2:
-        print("usage: python -m replica.testnet_process DIR SUBNET", file=sys.stderr)
+        print("usage: python -m replica.testnet.subnet_process DIR SUBNET", file=sys.stderr)
         return 2
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     return run(Path(args[0]), args[1])

@@ -1,6 +1,6 @@
 """A seeded generator of multi-subnet batch logs, so audits run without a live testnet.
 
-``generate_run(WorkloadConfig(...))`` builds a ``replica.simulation.Simulation`` of
+``generate_run(WorkloadConfig(...))`` builds a ``replica.testnet.simulation.Simulation`` of
 ``subnets`` subnets, installs ``canisters`` example canisters on each (counters, ping-pong
 players and ledgers, in turn), and every round submits about ``messages`` messages' worth
 of user traffic per subnet:
@@ -24,7 +24,8 @@ from __future__ import annotations
 
 import hashlib
 import random
-from dataclasses import dataclass
+import sys
+from dataclasses import astuple, dataclass
 from typing import Callable
 
 from examples.counter import Counter
@@ -33,15 +34,16 @@ from examples.nondeterministic import SetOrder
 from examples.ping_pong import PingPong
 from replica.execution import ExecutionEnvironment, install_canister
 from replica.sdk import encode_value
-from replica.simulation import NetworkKnobs, Simulation
+from replica.testnet.simulation import NetworkKnobs, Simulation
 from state_manager.messages import Ingress
 from state_manager.state_codec import encode_state
 
-from .errors import WorkloadError
-from .recording import run_log_from_simulation
-from .run_log import LIMIT_PRESETS, RunLog
+from replica.audit.errors import IsolationError, WorkloadError
+from replica.audit.isolation import check_child_hash_seed, decode_request, encode_answer, run_isolated
+from replica.audit.run_log import LIMIT_PRESETS, RunLog, encode_run_log
+from replica.testnet.simulation_recording import run_log_from_simulation
 
-__all__ = ["WorkloadConfig", "generate_run", "subnet_name", "NONDETERMINISTIC_PERIOD", "NONDETERMINISTIC_FIRST"]
+__all__ = ["WorkloadConfig", "generate_run", "generate_isolated", "subnet_name", "NONDETERMINISTIC_PERIOD", "NONDETERMINISTIC_FIRST"]
 
 SUBNET_SPAN = 1 << 20          # canister ids per subnet range
 INGRESS_TTL_NS = 120 * 10**9
@@ -168,3 +170,30 @@ def generate_run(config: WorkloadConfig, progress: Callable[[int, int], None] | 
         if progress is not None:
             progress(tick, config.batches)
     return run_log_from_simulation(sim, checkpoint_interval=config.checkpoint_interval, checkpoints=checkpoints)
+
+
+def generate_isolated(config: WorkloadConfig, hash_seed: int) -> bytes:
+    """``generate_run(config)`` in a child process under ``hash_seed``, as a run-log blob.
+
+    A workload with the nondeterministic canister depends on the hash seed of the process
+    that runs it; generating under the seed the audit's workers use makes the "live" run
+    the one a plain replica reproduces."""
+    rows = list(run_isolated(b"", "generate", hash_seed, [astuple(config)],
+                             child_module="replica.testnet.workload", modes=("generate",)))
+    if len(rows) != 1 or not isinstance(rows[0][0], bytes):
+        raise IsolationError("the generator child answered no run log")
+    return rows[0][0]
+
+
+def _child_main() -> int:
+    """``python -m replica.testnet.workload``: the child of ``generate_isolated``."""
+    _, seed, _, items = decode_request(sys.stdin.buffer.read(), modes=("generate",))
+    check_child_hash_seed(seed)
+    (config,) = items
+    sys.stdout.buffer.write(encode_answer([(encode_run_log(generate_run(WorkloadConfig(*config))),)]))
+    sys.stdout.buffer.flush()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(_child_main())

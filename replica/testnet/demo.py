@@ -24,9 +24,9 @@ from examples.ledger import Ledger, account_of
 from examples.ping_pong import PingPong
 from message_routing.limits import DEFAULT
 from replica.execution import ExecutionEnvironment, install_canister, run_query
-from replica.ingress import UserKey, decode_signed_ingress, sign_ingress
+from replica.client import UserKey, decode_signed_ingress, sign_ingress
 from replica.progress import StatusLine
-from replica.simulation import TICK_NS, NetworkKnobs, Simulation
+from replica.testnet.simulation import TICK_NS, NetworkKnobs, Simulation
 from state_manager.encoding import decode
 from state_manager.ingress_history import IngressState
 from state_manager.messages import Reply
@@ -119,8 +119,10 @@ def ledger_totals(net: DemoNetwork) -> tuple[int, int]:
 def run_demo(out: str = "runs/demo", *, subnets: int = 3, nodes: int = 4, duration_s: float = 20.0,
              replicas: int = 1024, master: str = "local[*]") -> int:
     """Testnet, apps, audit: exit status 0 when the supply held and every replica agreed."""
-    from replica.cli import main as replica_main
-    from replica.testnet import TestnetLayout, create_testnet, launch
+    from replica.audit.job import AuditOptions
+    from replica.audit.run_log import load_run_log
+    from replica.audit.session import audit_run_log
+    from replica.testnet.launcher import TestnetLayout, create_testnet, launch
 
     root = Path(out)
     if root.exists():
@@ -132,8 +134,8 @@ def run_demo(out: str = "runs/demo", *, subnets: int = 3, nodes: int = 4, durati
     create_testnet(root, subnets, nodes, seed=hashlib.sha256(b"replica-demo").digest())
     supply_ok = launch(root, duration_s=duration_s) == 0
     print("\n== Determinism audit of the recorded run ==")
-    audited = replica_main(["audit", str(root / "run"), "--replicas", str(replicas), "--master", master,
-                            "--out", str(root / "audit")])
+    audited = audit_run_log(load_run_log(root / "run"), run_dir=str(root / "run"), out=root / "audit",
+                            options=AuditOptions(replicas=replicas), master=master)
     return 0 if supply_ok and audited == 0 else 1
 
 
@@ -173,8 +175,11 @@ def run_simulation(seed: int = 7, ticks: int = 40, out: str = "runs/simulation")
           f"-> {'invariant holds' if ok else 'INVARIANT BROKEN'}")
 
     print("\n== Determinism audit of the recorded run ==")
-    from replica.audit.cli import audit_simulation
-    audited = audit_simulation(sim, out)
+    from replica.audit.session import audit_run_log
+    from replica.testnet.simulation_recording import record_run
+
+    run_dir = Path(out) / "run"
+    audited = audit_run_log(record_run(sim, run_dir), run_dir=str(run_dir), out=Path(out) / "audit")
     return 0 if ok and audited == 0 else 1
 
 

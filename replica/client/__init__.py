@@ -1,0 +1,20 @@
+"""The other side of the ingress API: identities, signed envelopes, and why a submission is refused.
+
+* ``identity``  a user's Ed25519 key and self-authenticating id
+* ``envelope``  signed call envelopes: message ids, signing, strict decoding
+* ``refusals``  one typed error per reason the replica refuses a submission
+"""
+
+from .envelope import ENVELOPE_VERSION, compute_message_id, decode_signed_ingress, sign_ingress
+from .identity import UserKey, source_of
+from .refusals import (
+    BadIngressSignature, CanisterNotOnSubnet, DuplicateIngress, ExpiredIngress, IngressExpiryTooFar, IngressPoolFull,
+    IngressRefused, IngressTooLarge, MalformedIngress, UnknownCanister, refusal_for,
+)
+
+__all__ = [
+    "ENVELOPE_VERSION", "compute_message_id", "decode_signed_ingress", "sign_ingress", "UserKey", "source_of",
+    "IngressRefused", "MalformedIngress", "IngressTooLarge", "BadIngressSignature", "ExpiredIngress",
+    "IngressExpiryTooFar", "DuplicateIngress", "UnknownCanister", "CanisterNotOnSubnet", "IngressPoolFull",
+    "refusal_for",
+]

@@ -1,0 +1,12 @@
+"""Running subnets: in one process for tests, as processes for a local testnet, simulated.
+
+* ``subnet``                a subnet's nodes in one process, the consensus stub between them
+* ``local``                 several subnets in one process over real gRPC (``LocalTestnet``)
+* ``launcher``              ``replica testnet``: the directory, one process per subnet, supervision
+* ``subnet_process``        the entry point of one subnet process
+* ``simulation``            in-process subnets over a deliberately hostile network, no crypto
+* ``workload``              seeded multi-subnet runs generated with the simulation
+* ``recording``             a testnet's recordings → the audit's run log
+* ``simulation_recording``  a simulation → the audit's run log
+* ``demo``                  the embedded default runs (``replica demo``, ``replica simulate``)
+"""
