@@ -36,7 +36,7 @@ from message_routing.limits import DEFAULT
 from replica.progress import StatusLine
 from state_manager import certification as cm
 from state_manager import threshold_bls as bls
-from state_manager.certified_slice import decode_certified_stream_slice, message_label
+from state_manager.certified_slice import decode_certified_stream_slice, height_leaf, message_label
 from state_manager.codec import encode_header_leaf, encode_message_leaf
 from state_manager.hash_tree import Empty
 from state_manager.labeled_trie import build_from_sorted
@@ -76,7 +76,7 @@ def _certified_state(messages: int) -> tuple[StateTrees, cm.Certification]:
         (b"messages", leaves),
     ])
     tree = build_from_sorted([
-        (b"metadata", build_from_sorted([(b"height", HEIGHT.to_bytes(8, "big"))])),
+        (b"metadata", build_from_sorted([(b"height", height_leaf(HEIGHT))])),
         (b"request_status", Empty()),
         (b"streams", build_from_sorted([(CLIENT_SUBNET.encode(), stream)])),
         (b"time", (1_700_000_000).to_bytes(8, "big")),

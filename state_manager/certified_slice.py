@@ -13,24 +13,41 @@ Wire format (canonical msgpack)::
   no ``"messages"`` child. ``index8`` is the 8-byte big-endian message index.
 * ``witness_tree`` is a hash tree over the *whole* certified tree that reconstructs to the
   certified root on its own. Everything is ``Pruned`` except the structure along the paths
-  to ``/streams/<dst>/header`` and to every message index in ``[witness_begin, msg_end)``;
-  each of those leaf positions is ``Labeled(label, Pruned(hash_leaf(value)))``, so the
-  witness never carries leaf data. ``witness_begin <= msg_begin`` lets a receiver that holds
-  messages ``[witness_begin, msg_begin)`` from an earlier slice append the new ones.
-* ``certification`` is ``certification.encode_certification``.
+  to ``/streams/<dst>/header``, to every message index in ``[witness_begin, msg_end)`` and
+  to ``/metadata/height`` (when the tree has it); each of those leaf positions is
+  ``Labeled(label, Pruned(hash_leaf(value)))``, so the witness never carries leaf data.
+  ``witness_begin <= msg_begin`` lets a receiver that holds messages ``[witness_begin,
+  msg_begin)`` from an earlier slice append the new ones.
+* ``certification`` is ``certification.encode_certification``: a signature on the height
+  and the root.
 
-Decoding checks, in this order, each failure with its own ``SliceDecodeError`` subclass:
+Decoding checks, in this order, each failure with its own ``SliceDecodeError`` subclass.
+Trees are parsed by msgpack's C unpacker with a check on every node as soon as it is
+complete, so checks marked *while parsing* stop at the first offending node, before the rest
+is parsed; nothing builds ``HashTree`` objects. The work to refuse any input is therefore
+bounded by what the payload can need (``witness_budget``), never by the input's size:
 
 1. bounded total size, then the outer array (canonical, version 1, four fields, no trailing
-   bytes), then each tree decoded within the byte and depth bounds;
-2. the payload is canonical, has no ``Pruned``/``Empty``, is well-formed and holds exactly
-   one ``/streams/<dst>`` with ``"header"`` and optional ``"messages"``; ``dst == own_subnet``;
-3. the witness is well-formed, every payload leaf position is ``Labeled(l, Pruned(d))`` in
-   the witness with ``d == hash_leaf(value)``, and the witness has no ``Leaf`` at all;
-4. ``reconstruct(witness) == certification.root``;
-5. the certification verifies under the sending subnet's key at the registry version;
+   bytes) — before any tree is parsed;
+2. the payload: while parsing, every node is a fork, labeled node or leaf (no ``Pruned``/
+   ``Empty``) and the payload fits its witness (``PayloadExceedsWitness``: each leaf
+   position needs 40 bytes plus its label there); then it holds exactly one
+   ``/streams/<dst>`` with ``"header"`` and optional ``"messages"``, labels increasing in
+   every fork group, within the depth bound, canonical; ``dst == own_subnet``;
+3. the witness: while parsing, at most the nodes, positions and pruned nodes of
+   ``witness_budget`` for this payload (``WitnessOverBudget``); then every fork group is
+   well-formed within the depth bound, it is canonical, every payload leaf position is
+   ``Labeled(l, Pruned(d))`` in it with ``d == hash_leaf(value)``, and it has no ``Leaf``;
+4. ``reconstruct(witness) == certification.root`` (computed while parsing), and where the
+   witness reveals ``/metadata/height`` it is ``height_leaf(certification.height)``
+   (``CertificationHeightMismatch``: a relabeled height);
+5. the certification verifies under the sending subnet's key at the registry version (the
+   signed message covers the height, so a relabeled one fails here at the latest);
 6. the header decodes and its bounds are sane;
 7. messages have consecutive 8-byte indices inside ``[header.begin, header.end)`` and decode.
+
+Depth: msgpack refuses nesting beyond 1024 levels before anything is hooked; ``max_depth``
+is then checked by the walks over the parsed (and already counted) nodes.
 
 Editing verified slices (for the XNet slice pool), each failure a ``SliceEditError``:
 ``restrict_certified_slice`` cuts the payload to a sub-range of its messages and
@@ -47,12 +64,14 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Optional
 
+import msgpack
+
 from state_manager import certification as cm
 from state_manager import encoding
 from state_manager import hash_tree as ht
-from state_manager.codec import CodecError, decode_header_leaf, decode_message_leaf
+from state_manager.codec import LEAF_VERSION, CodecError, decode_header_leaf, decode_message_leaf
 from state_manager.encoding import packb
-from state_manager.hash_tree import Empty, Fork, HashTree, Labeled, Leaf, Pruned
+from state_manager.hash_tree import Empty, Fork, Labeled, Pruned
 # The witness walker reads trie nodes directly (the package's own persistent trie).
 from state_manager.labeled_trie import LabeledTrie, _Branch, _node_digest
 from state_manager.sha256 import sha256_of
@@ -64,10 +83,6 @@ from state_manager.tree_encoding import (
     TAG_LABELED,
     TAG_LEAF,
     TAG_PRUNED,
-    TreeDecodeError,
-    TreeTooDeepError,
-    TreeTooLargeError,
-    decode_tree,
     encode_tree,
     tree_from_nested_arrays,
 )
@@ -76,9 +91,12 @@ __all__ = [
     "SLICE_VERSION",
     "DEFAULT_MAX_SLICE_BYTES",
     "DEFAULT_MAX_TREE_DEPTH",
+    "DEFAULT_MAX_EXTRA_POSITIONS",
     "STREAMS_LABEL",
     "HEADER_LABEL",
     "MESSAGES_LABEL",
+    "METADATA_LABEL",
+    "HEIGHT_LABEL",
     # errors
     "CertifiedSliceError",
     "InvalidDecodeLimits",
@@ -102,6 +120,7 @@ __all__ = [
     "PayloadUnsortedLabels",
     "PayloadDuplicateLabel",
     "PayloadLayoutError",
+    "PayloadExceedsWitness",
     "SliceForAnotherSubnet",
     "WitnessNotCanonical",
     "MalformedWitness",
@@ -109,8 +128,13 @@ __all__ = [
     "PositionSuppliedTwice",
     "PrunedDigestMismatch",
     "WitnessContainsLeaf",
+    "WitnessOverBudget",
+    "WitnessTooManyNodes",
+    "WitnessTooManyPositions",
+    "WitnessTooManyPruned",
     "MalformedSliceCertification",
     "RootMismatch",
+    "CertificationHeightMismatch",
     "UnknownSubnetKey",
     "InvalidSubnetKey",
     "EmptyCertificationSignature",
@@ -135,6 +159,8 @@ __all__ = [
     # API
     "CertifiedSlice",
     "message_label",
+    "height_leaf",
+    "witness_budget",
     "encode_certified_stream_slice",
     "decode_certified_stream_slice",
     "decode_valid_certified_stream_slice",
@@ -150,10 +176,16 @@ DEFAULT_MAX_SLICE_BYTES = 16 * 1024 * 1024
 #: the streams map: <= 5 forks over the top-level labels, the labels streams/<dst>/messages/
 #: <index>, the header/messages fork, <= 64 forks over 8-byte indices and the pruned leaf.
 DEFAULT_MAX_TREE_DEPTH = 256
+#: Message positions a witness may reveal beyond the payload's messages: those of pooled
+#: messages a continuation is appended to, or cut off by ``restrict_certified_slice``. The
+#: slice pool holds at most twice the per-slice message limit (10,000 by default) of them.
+DEFAULT_MAX_EXTRA_POSITIONS = 20_000
 
 STREAMS_LABEL = b"streams"
 HEADER_LABEL = b"header"
 MESSAGES_LABEL = b"messages"
+METADATA_LABEL = b"metadata"
+HEIGHT_LABEL = b"height"
 
 _U64 = 2**64
 _INDEX_BYTES = 8
@@ -259,6 +291,11 @@ class PayloadLayoutError(SliceDecodeError):
     """The payload is not ``/streams/<one dst>/{header: leaf, messages?: {label: leaf}}``."""
 
 
+class PayloadExceedsWitness(SliceDecodeError):
+    """The payload has more leaf positions or nodes than the witness has bytes to reveal
+    (each position takes at least 40 bytes plus its label); refused while parsing."""
+
+
 class SliceForAnotherSubnet(SliceDecodeError):
     """The payload's ``/streams/<dst>`` is not addressed to this subnet."""
 
@@ -288,6 +325,24 @@ class WitnessContainsLeaf(SliceDecodeError):
     """The witness carries leaf data; it may only carry digests."""
 
 
+class WitnessOverBudget(SliceDecodeError):
+    """The witness holds more than a slice with this payload can need (``witness_budget``);
+    raised at the first node too many, while parsing."""
+
+
+class WitnessTooManyNodes(WitnessOverBudget):
+    """More nodes than ``3·(positions) + 4·R·max_depth``."""
+
+
+class WitnessTooManyPositions(WitnessOverBudget):
+    """More revealed positions than the payload's messages, the header, ``/metadata/height``
+    and ``max_extra_positions``."""
+
+
+class WitnessTooManyPruned(WitnessOverBudget):
+    """More pruned nodes outside positions than the siblings of ``2·R`` paths of ``max_depth``."""
+
+
 # step 4: root
 class MalformedSliceCertification(SliceDecodeError):
     """The certification bytes are not a canonical certification."""
@@ -295,6 +350,11 @@ class MalformedSliceCertification(SliceDecodeError):
 
 class RootMismatch(SliceDecodeError):
     """``reconstruct(witness) != certification.root``."""
+
+
+class CertificationHeightMismatch(SliceDecodeError):
+    """The witness reveals ``/metadata/height`` of the certified tree and it is not the
+    certification's height: the height was relabeled (the signature would not verify either)."""
 
 
 # step 5: signature
@@ -319,7 +379,8 @@ class MalformedCertificationSignature(SliceDecodeError):
 
 
 class InvalidCertificationSignature(SliceDecodeError):
-    """A well-formed signature that does not verify under the sending subnet's key."""
+    """A well-formed signature that does not verify under the sending subnet's key for the
+    claimed height and root: forged, or its height relabeled."""
 
 
 # step 6: header
@@ -396,16 +457,13 @@ class CertifiedSlice:
     from the payload, and both decoders must agree). The witness reveals every message
     position in ``[witness_begin, witness_end)``: ``witness_end`` is ``messages_end`` when
     the slice carries messages, else one past the highest revealed position inside the
-    header range (``messages_begin`` when none is revealed). ``payload`` and ``witness`` are
-    the decoded trees, kept for the slice pool.
+    header range (``messages_begin`` when none is revealed).
     """
 
     stream_slice: StreamSlice
     certification: cm.Certification
     witness_begin: int
     witness_end: int
-    payload: HashTree
-    witness: HashTree
 
 
 # =========================================================================== helpers
@@ -595,6 +653,13 @@ def _stream_of(certified_tree: LabeledTrie, dst_label: bytes) -> tuple[bytes, St
     return header_leaf, header, messages
 
 
+def _certified_height_leaf(certified_tree: LabeledTrie) -> Optional[bytes]:
+    """The leaf at ``/metadata/height``, if the certified tree has one."""
+    metadata = certified_tree.get(METADATA_LABEL)
+    value = metadata.get(HEIGHT_LABEL) if isinstance(metadata, LabeledTrie) else None
+    return value if isinstance(value, bytes) else None
+
+
 def _take_messages(
     messages: LabeledTrie,
     header: StreamHeader,
@@ -662,7 +727,10 @@ def encode_certified_stream_slice(
     * payload messages: from ``msg_begin``, at most ``msg_limit`` and at most ``byte_limit``
       bytes of message leaves, but the first is always included when ``msg_limit >= 1`` and
       ``msg_begin < header.end``; ``msg_limit == 0`` gives a header-only slice;
-    * the witness reveals the header and the message positions ``[witness_begin, msg_end)``.
+    * the certified tree's ``/metadata/height``, if it has one, is ``height_leaf(certification.height)``
+      (``CertificationTreeMismatch``);
+    * the witness reveals the header, the message positions ``[witness_begin, msg_end)`` and
+      ``/metadata/height`` (when the tree has it), so receivers can check the height.
     """
     if not isinstance(certified_tree, LabeledTrie):
         raise MalformedCertifiedTree(f"expected a LabeledTrie, got {type(certified_tree).__name__}")
@@ -680,6 +748,9 @@ def encode_certified_stream_slice(
             raise InvalidSliceRequest(f"{name} must be an integer in [0, 2**64), got {value!r}")
     if certification.root != certified_tree.digest():
         raise CertificationTreeMismatch("the certification does not certify this tree's root")
+    tree_height = _certified_height_leaf(certified_tree)
+    if tree_height is not None and tree_height != height_leaf(certification.height):
+        raise CertificationTreeMismatch(f"the tree's /metadata/height is not the certified height {certification.height}")
     dst_label = remote_subnet.encode("utf-8")
     header_leaf, header, messages = _stream_of(certified_tree, dst_label)
     if not header.begin <= witness_begin <= msg_begin <= header.end:
@@ -695,7 +766,10 @@ def encode_certified_stream_slice(
     stream_plan: dict = {HEADER_LABEL: _LEAF_DIGEST}
     if witness_begin < msg_end:
         stream_plan[MESSAGES_LABEL] = _Plan({}, message_label(witness_begin), message_label(msg_end))
-    plan = _Plan({STREAMS_LABEL: _Plan({dst_label: _Plan(stream_plan)})})
+    top_plan: dict = {STREAMS_LABEL: _Plan({dst_label: _Plan(stream_plan)})}
+    if _certified_height_leaf(certified_tree) is not None:
+        top_plan[METADATA_LABEL] = _Plan({HEIGHT_LABEL: _LEAF_DIGEST})
+    plan = _Plan(top_plan)
     witness = _reveal(certified_tree, plan, (_fork_value, _labeled_value, _pruned_value, _empty_value))
 
     return encoding.encode_unchecked(
@@ -758,11 +832,13 @@ def _read_bin(cursor: ByteReader, what: str) -> bytes:
     return cursor.take(length)
 
 
-def _check_limits(max_bytes: object, max_depth: object) -> None:
+def _check_limits(max_bytes: object, max_depth: object, max_extra_positions: object) -> None:
     if type(max_bytes) is not int or max_bytes < 1:
         raise InvalidDecodeLimits(f"max_bytes must be a positive integer, got {max_bytes!r}")
     if type(max_depth) is not int or max_depth < 1:
         raise InvalidDecodeLimits(f"max_depth must be a positive integer, got {max_depth!r}")
+    if type(max_extra_positions) is not int or max_extra_positions < 0:
+        raise InvalidDecodeLimits(f"max_extra_positions must be a non-negative integer, got {max_extra_positions!r}")
 
 
 def _split_envelope(data: object, max_bytes: int) -> tuple[bytes, bytes, bytes]:
@@ -791,17 +867,93 @@ def _split_envelope(data: object, max_bytes: int) -> tuple[bytes, bytes, bytes]:
     return payload_bytes, witness_bytes, certification_bytes
 
 
-def _decode_bounded(data: bytes, max_bytes: int, max_depth: int, not_canonical: type) -> HashTree:
-    """Step 1 (trees): decode within ``max_bytes`` and ``max_depth``; other decoding errors
-    become ``not_canonical`` (the payload's or the witness's own class)."""
+# --------------------------------------------------------------------------- bounded tree parsing
+#
+# Remote trees are parsed by msgpack's C unpacker into nested tuples, ``(tag, ...)`` exactly as
+# ``tree_encoding`` writes them, and never turned into ``HashTree`` objects. A hook runs on
+# every array as soon as it is complete (post-order), so each node is checked — and counted
+# against the budget — before anything above it is parsed: the first bad or surplus node
+# stops the parse. Nesting is capped by the unpacker itself (``_PARSER_MAX_DEPTH``), arrays
+# by ``max_array_len=3``; ``max_depth`` is checked by the walks that follow, and the
+# canonical form by re-packing the tuples (``encoding.packb``) and comparing bytes.
+
+#: msgpack's unpacker refuses deeper nesting (its fixed stack), before any hook runs.
+_PARSER_MAX_DEPTH = 1024
+_ARITY = {TAG_EMPTY: 1, TAG_FORK: 3, TAG_LABELED: 3, TAG_LEAF: 2, TAG_PRUNED: 2}
+_TAG_NAMES = {TAG_EMPTY: "empty", TAG_FORK: "fork", TAG_LABELED: "labeled", TAG_LEAF: "leaf", TAG_PRUNED: "pruned"}
+_FORK_SEP = ht.domain_sep("ic-hashtree-fork")
+_LABELED_SEP = ht.domain_sep("ic-hashtree-labeled")
+_EMPTY_DIGEST = ht.hash_empty()
+
+
+def _check_node(node: tuple, not_canonical: type) -> int:
+    """The tag of ``node`` after checking its arity and field types (children are tuples,
+    i.e. nodes the hook has already checked; labels and values bytes; digests 32 bytes)."""
+    tag = node[0] if node else None
+    if type(tag) is not int or tag not in _ARITY:
+        raise not_canonical(f"a tree node must begin with a tag 0..4, got {tag!r}")
+    if len(node) != _ARITY[tag]:
+        raise not_canonical(f"a {_TAG_NAMES[tag]} node has {len(node)} elements, expected {_ARITY[tag]}")
+    if tag == TAG_FORK:
+        if type(node[1]) is not tuple or type(node[2]) is not tuple:
+            raise not_canonical("a fork's children must be nodes")
+    elif tag == TAG_LABELED:
+        if type(node[1]) is not bytes or type(node[2]) is not tuple:
+            raise not_canonical("a labeled node holds a bin label and a node")
+    elif tag != TAG_EMPTY and (type(node[1]) is not bytes or (tag == TAG_PRUNED and len(node[1]) != 32)):
+        raise not_canonical(f"a {_TAG_NAMES[tag]} node holds a bin{' of 32 bytes' if tag == TAG_PRUNED else ''}")
+    return tag
+
+
+def _unpack(data: bytes, hook: Callable[[tuple], tuple], not_canonical: type) -> tuple:
+    """``data`` as nested tuples, every array passed through ``hook`` as it completes."""
     try:
-        return decode_tree(data, max_bytes=max_bytes, max_depth=max_depth)
-    except TreeTooDeepError as exc:
-        raise TreeTooDeep(str(exc)) from exc
-    except TreeTooLargeError as exc:
-        raise SliceTooLarge(str(exc)) from exc
-    except TreeDecodeError as exc:
-        raise not_canonical(str(exc)) from exc
+        value = msgpack.unpackb(data, use_list=False, raw=False, list_hook=hook, max_array_len=3, max_map_len=0,
+                                max_str_len=0, max_ext_len=0, max_bin_len=len(data))
+    except SliceDecodeError:
+        raise
+    except msgpack.StackError as exc:
+        raise TreeTooDeep(f"the tree nests deeper than {_PARSER_MAX_DEPTH} levels") from exc
+    except Exception as exc:  # noqa: BLE001 - truncated, trailing bytes, wrong types, limits
+        raise not_canonical(f"not one encoded tree: {exc}") from exc
+    if type(value) is not tuple:
+        raise not_canonical(f"a tree is an array, got {type(value).__name__}")
+    return value
+
+
+def _check_canonical(value: tuple, data: bytes, not_canonical: type) -> None:
+    """The bytes are the canonical encoding of the tree they hold (the tree was walked, so
+    its depth is within bounds; trees deeper than the C packer goes use the iterative one)."""
+    try:
+        canonical = packb(value)
+    except ValueError:
+        canonical = encode_tree(tree_from_nested_arrays(value))
+    if canonical != data:
+        raise not_canonical("the bytes are not the canonical encoding of the tree they hold")
+
+
+def _check_depth(depth: int, max_depth: int) -> None:
+    if depth > max_depth:
+        raise TreeTooDeep(f"the tree nests deeper than {max_depth} levels")
+
+
+def _group(node: tuple, depth: int, max_depth: int) -> list[tuple[tuple, int]]:
+    """The fork group of ``node`` (``hash_tree.flatten_forks``), left to right, with depths."""
+    out: list[tuple[tuple, int]] = []
+    stack = [(node, depth)]
+    while stack:
+        member, level = stack.pop()
+        _check_depth(level, max_depth)
+        tag = member[0]
+        if tag == TAG_FORK:
+            stack.append((member[2], level + 1))
+            stack.append((member[1], level + 1))
+        elif tag != TAG_EMPTY:
+            out.append((member, level))
+    return out
+
+
+# --------------------------------------------------------------------------- payload
 
 
 @dataclass(frozen=True, slots=True)
@@ -811,147 +963,287 @@ class _PayloadParts:
     messages: tuple[tuple[bytes, bytes], ...]
 
 
-def _only_labeled(group: list[HashTree], where: str) -> list[Labeled]:
-    for node in group:
-        if type(node) is not Labeled:
-            raise PayloadLayoutError(f"{where} holds a {type(node).__name__} node, expected labeled children")
-    return group  # type: ignore[return-value]
+#: Fewest bytes with which a witness reveals one position, ``Labeled(label, Pruned(digest))``:
+#: ``93 02 c4 <len> label 92 04 c4 20 <32 bytes>``, i.e. this plus the label.
+_POSITION_BYTES = 40
 
 
-def _parse_payload(payload: HashTree) -> _PayloadParts:
-    """Step 2 (shape): no ``Pruned``/``Empty`` anywhere; well-formed; exactly
-    ``/streams/<dst>/{header: Leaf, messages?: {label: Leaf, ...}}``."""
-    stack: list[HashTree] = [payload]
-    while stack:
-        node = stack.pop()
-        kind = type(node)
-        if kind is Fork:
-            stack.append(node.right)
-            stack.append(node.left)
-        elif kind is Labeled:
-            stack.append(node.subtree)
-        elif kind is Pruned:
+def _payload_hook(witness_bytes: int) -> Callable[[tuple], tuple]:
+    """The parse hook of step 2: every payload node is a fork, labeled node or leaf, and
+    the payload fits the witness that must reveal it. Each leaf position (``Labeled(l,
+    Leaf(v))``) needs ``_POSITION_BYTES + len(l)`` witness bytes, so an honest payload of
+    ``k`` messages has ``3k + 5`` nodes for a witness of at least ``48k + 46`` bytes: more
+    than ``witness_bytes // 16 + 8`` nodes, or positions the witness has no room for, stop
+    the parse (``PayloadExceedsWitness``)."""
+    max_nodes = witness_bytes // 16 + 8
+    nodes = need = 0
+
+    def hook(node: tuple) -> tuple:
+        nonlocal nodes, need
+        nodes += 1
+        tag = _check_node(node, PayloadNotCanonical)
+        if tag == TAG_PRUNED:
             raise PrunedInPayload("the payload contains a pruned subtree")
-        elif kind is Empty:
+        if tag == TAG_EMPTY:
             raise EmptyInPayload("the payload contains an empty subtree")
-    try:
-        ht.validate_well_formed(payload)
-    except ht.DuplicateLabelError as exc:
-        raise PayloadDuplicateLabel(str(exc)) from exc
-    except ht.UnsortedLabelsError as exc:
-        raise PayloadUnsortedLabels(str(exc)) from exc
-    except ht.MalformedTreeError as exc:
-        raise PayloadLayoutError(str(exc)) from exc
+        if tag == TAG_LABELED and node[2][0] == TAG_LEAF:
+            need += _POSITION_BYTES + len(node[1])
+            if need > witness_bytes:
+                raise PayloadExceedsWitness(f"the payload has more leaves than a {witness_bytes}-byte witness can reveal")
+        if nodes > max_nodes:
+            raise PayloadExceedsWitness(f"the payload has more nodes than a {witness_bytes}-byte witness allows")
+        return node
 
-    top = _only_labeled(ht.flatten_forks(payload), "the payload root")
-    if len(top) != 1 or top[0].label != STREAMS_LABEL:
+    return hook
+
+
+def _labeled_group(node: tuple, depth: int, max_depth: int, where: str) -> list[tuple[tuple, int]]:
+    """A payload fork group of labeled nodes with strictly increasing labels."""
+    group = _group(node, depth, max_depth)
+    previous = None
+    for member, _ in group:
+        if member[0] != TAG_LABELED:
+            raise PayloadLayoutError(f"{where} holds a {_TAG_NAMES[member[0]]} node, expected labeled children")
+        label = member[1]
+        if previous is not None and label <= previous:
+            if label == previous:
+                raise PayloadDuplicateLabel(f"label {label!r} occurs twice in {where}")
+            raise PayloadUnsortedLabels(f"label {label!r} follows the larger label {previous!r} in {where}")
+        previous = label
+    return group
+
+
+def _parse_payload(data: bytes, witness_bytes: int, max_depth: int) -> _PayloadParts:
+    """Steps 1 and 2 for the payload: it parses, holds no ``Pruned``/``Empty`` and fits a
+    witness of ``witness_bytes`` (each refused at the first node in excess), is exactly ``/streams/<dst>/{header: Leaf, messages?: {label: Leaf, ...}}``
+    with increasing labels in every fork group, within ``max_depth``, and is canonical."""
+    payload = _unpack(data, _payload_hook(witness_bytes), PayloadNotCanonical)
+    top = _labeled_group(payload, 1, max_depth, "the payload root")
+    if len(top) != 1 or top[0][0][1] != STREAMS_LABEL:
         raise PayloadLayoutError("the payload root must hold exactly the label 'streams'")
-    streams = _only_labeled(ht.flatten_forks(top[0].subtree), "/streams")
+    streams = _labeled_group(top[0][0][2], top[0][1] + 1, max_depth, "/streams")
     if len(streams) != 1:
         raise PayloadLayoutError(f"/streams must hold exactly one stream, got {len(streams)}")
+    (_, dst_label, stream), level = streams[0]
     try:
-        dst = streams[0].label.decode("utf-8")
+        dst = dst_label.decode("utf-8")
     except UnicodeDecodeError as exc:
         raise PayloadLayoutError("the stream label is not UTF-8") from exc
-    children = _only_labeled(ht.flatten_forks(streams[0].subtree), "/streams/<dst>")
-    labels = [child.label for child in children]
+    children = _labeled_group(stream, level + 1, max_depth, "/streams/<dst>")
+    labels = [child[1] for child, _ in children]
     if labels not in ([HEADER_LABEL], [HEADER_LABEL, MESSAGES_LABEL]):
         raise PayloadLayoutError(f"/streams/<dst> must hold 'header' and optionally 'messages', got {labels!r}")
-    header = children[0].subtree
-    if type(header) is not Leaf:
+    (_, _, header), level = children[0]
+    _check_depth(level + 1, max_depth)
+    if header[0] != TAG_LEAF:
         raise PayloadLayoutError("/streams/<dst>/header is not a leaf")
     messages: list[tuple[bytes, bytes]] = []
     if len(children) == 2:
-        for node in _only_labeled(ht.flatten_forks(children[1].subtree), "/streams/<dst>/messages"):
-            if type(node.subtree) is not Leaf:
-                raise PayloadLayoutError(f"message {node.label!r} is not a leaf")
-            messages.append((node.label, node.subtree.value))
-    return _PayloadParts(dst, header.value, tuple(messages))
+        (_, _, group), level = children[1]
+        for (_, label, leaf), position_depth in _labeled_group(group, level + 1, max_depth, "/streams/<dst>/messages"):
+            _check_depth(position_depth + 1, max_depth)
+            if leaf[0] != TAG_LEAF:
+                raise PayloadLayoutError(f"message {label!r} is not a leaf")
+            messages.append((label, leaf[1]))
+    _check_canonical(payload, data, PayloadNotCanonical)
+    return _PayloadParts(dst, header[1], tuple(messages))
 
 
-def _labeled_children(tree: HashTree) -> dict[bytes, HashTree]:
-    """``label -> subtree`` over the labeled nodes of ``tree``'s fork group."""
-    return {node.label: node.subtree for node in ht.flatten_forks(tree) if type(node) is Labeled}
+# --------------------------------------------------------------------------- witness
 
 
-def _witness_child(tree: HashTree, label: bytes, where: str) -> HashTree:
-    child = _labeled_children(tree).get(label)
-    if child is None:
-        raise WitnessMismatch(f"the witness does not reveal {where}")
-    return child
+@dataclass(frozen=True, slots=True)
+class _WitnessBudget:
+    """What a witness may hold (``witness_budget``); exceeding any bound stops the parse."""
+
+    positions: int
+    pruned: int
+    nodes: int
 
 
-def _check_position(witness_node: HashTree, value: bytes, where: str) -> None:
+#: Runs of consecutive positions an honest witness reveals: the header with the messages
+#: ``[witness_begin, msg_end)`` (adjacent under ``/streams/<dst>``), and ``/metadata/height``;
+#: counted as three to leave room.
+_WITNESS_RUNS = 3
+
+
+def witness_budget(payload_messages: int, max_extra_positions: int, max_depth: int) -> _WitnessBudget:
+    """Bounds on the witness of a slice whose payload carries ``payload_messages`` messages.
+
+    The encoder's witness is the union ``U`` of the paths from the root to its *positions*
+    (labeled nodes over a pruned leaf digest): the header, ``/metadata/height`` and the
+    messages ``[witness_begin, msg_end)``, i.e. ``p <= k + X + 2`` positions for ``k`` payload
+    messages and ``X`` messages revealed beyond them (``witness_begin < msg_begin``, or a
+    payload cut by ``restrict_certified_slice``), plus one pruned sibling for every fork of
+    ``U`` with one child in ``U``. The positions form ``R <= 3`` runs of consecutive leaves of
+    the certified tree. Every node is then one of: a position's digest or label (``2p``); a
+    fork with both children in ``U`` (``<= p - 1``, as ``U`` has ``p`` leaves); a unary node of
+    ``U`` — a path label or a fork with a pruned sibling — which lies on the path to the first
+    or the last position of a run (a pruned side strictly inside a run would skip leaves of
+    it), so ``<= 2·R·D`` of them for paths of at most ``D = max_depth`` nodes; or such a pruned
+    sibling (``<= 2·R·D``). Hence:
+
+        positions   <= k + X + 2
+        bare pruned <= 2·R·D                     (pruned nodes not under a label)
+        nodes       <= 3·(k + X + 2) + 4·R·D
+
+    A witness for a header-only slice with nothing revealed beyond the payload has at most
+    ``3·2 + 12·256 = 3,078`` nodes at the default depth; ``X`` is the caller's to choose
+    (``DEFAULT_MAX_EXTRA_POSITIONS``).
+    """
+    positions = payload_messages + max_extra_positions + 2
+    unary = 2 * _WITNESS_RUNS * max_depth
+    return _WitnessBudget(positions, unary, 3 * positions + 2 * unary)
+
+
+@dataclass(frozen=True, slots=True)
+class _Witness:
+    """What the decoder needs of a parsed witness."""
+
+    root: bytes  # reconstruct(witness)
+    header: Optional[tuple]  # the node at /streams/<dst>/header
+    messages: Optional[tuple]  # the node at /streams/<dst>/messages
+    revealed: dict[bytes, tuple]  # label -> node of the messages fork group
+    height: Optional[tuple]  # the node at /metadata/height
+    has_leaf: bool
+
+
+def _witness_hook(budget: _WitnessBudget) -> tuple[Callable[[tuple], tuple], list[bytes], list[bool]]:
+    """The parse hook of step 3: counts nodes, positions and bare pruned nodes against
+    ``budget`` (raising at the first one too many) and computes every node's digest on a
+    stack (post-order, so the root's digest is the last one left)."""
+    digests: list[bytes] = []
+    push, pop = digests.append, digests.pop
+    has_leaf = [False]
+    nodes = positions = pruned = 0
+    max_nodes, max_positions, max_pruned = budget.nodes, budget.positions, budget.pruned
+
+    def hook(node: tuple) -> tuple:
+        nonlocal nodes, positions, pruned
+        nodes += 1
+        if nodes > max_nodes:
+            raise WitnessTooManyNodes(f"the witness has more than {max_nodes} nodes")
+        tag = _check_node(node, WitnessNotCanonical)
+        if tag == TAG_PRUNED:
+            push(node[1])
+        elif tag == TAG_LABELED:
+            if node[2][0] == TAG_PRUNED:
+                positions += 1
+                if positions > max_positions:
+                    raise WitnessTooManyPositions(f"the witness reveals more than {max_positions} positions")
+            push(sha256_of(_LABELED_SEP, node[1], pop()))
+        elif tag == TAG_FORK:
+            if node[1][0] == TAG_PRUNED:
+                pruned += 1
+            if node[2][0] == TAG_PRUNED:
+                pruned += 1
+            if pruned > max_pruned:
+                raise WitnessTooManyPruned(f"the witness has more than {max_pruned} pruned nodes outside positions")
+            right = pop()
+            push(sha256_of(_FORK_SEP, pop(), right))
+        elif tag == TAG_LEAF:
+            has_leaf[0] = True
+            push(sha256_of(_LEAF_DOMAIN, node[1]))
+        else:
+            push(_EMPTY_DIGEST)
+        return node
+
+    return hook, digests, has_leaf
+
+
+# Where a fork group of the witness sits, for collecting the nodes the decoder checks.
+_AT_ROOT, _AT_METADATA, _AT_STREAMS, _AT_STREAM, _AT_MESSAGES, _ELSEWHERE = range(6)
+
+
+def _parse_witness(data: bytes, dst_label: bytes, budget: _WitnessBudget, max_depth: int) -> _Witness:
+    """Steps 1 and 3 for the witness: parsed within ``budget`` (the first surplus node stops
+    it), every fork group well-formed (labels strictly increasing, a leaf alone) within
+    ``max_depth``, canonical; returns its root digest and the nodes at the header, messages
+    and ``/metadata/height`` positions."""
+    hook, digests, has_leaf = _witness_hook(budget)
+    witness = _unpack(data, hook, WitnessNotCanonical)
+    header = messages = height = None
+    revealed: dict[bytes, tuple] = {}
+    groups = [(witness, 1, _AT_ROOT)]
+    while groups:
+        top, depth, where = groups.pop()
+        group = _group(top, depth, max_depth)
+        previous = None
+        for member, level in group:
+            tag = member[0]
+            if tag == TAG_LEAF:
+                if len(group) > 1:
+                    raise MalformedWitness("a leaf shares its fork group with other nodes")
+                continue
+            if tag != TAG_LABELED:
+                continue
+            label, sub = member[1], member[2]
+            if previous is not None and label <= previous:
+                kind = "occurs twice" if label == previous else f"follows the larger label {previous!r}"
+                raise MalformedWitness(f"label {label!r} {kind} in a witness fork group")
+            previous = label
+            inner = _ELSEWHERE
+            if where == _AT_MESSAGES:
+                revealed[label] = sub
+            elif where == _AT_ROOT:
+                inner = _AT_STREAMS if label == STREAMS_LABEL else _AT_METADATA if label == METADATA_LABEL else inner
+            elif where == _AT_STREAMS:
+                inner = _AT_STREAM if label == dst_label else inner
+            elif where == _AT_STREAM:
+                if label == HEADER_LABEL:
+                    header = sub
+                elif label == MESSAGES_LABEL:
+                    messages, inner = sub, _AT_MESSAGES
+            elif where == _AT_METADATA and label == HEIGHT_LABEL:
+                height = sub
+            if sub[0] == TAG_PRUNED:
+                _check_depth(level + 1, max_depth)
+            else:
+                groups.append((sub, level + 1, inner))
+    _check_canonical(witness, data, WitnessNotCanonical)
+    return _Witness(digests[-1], header, messages, revealed, height, has_leaf[0])
+
+
+def _check_position(witness_node: Optional[tuple], value: bytes, where: str) -> None:
     """A payload leaf position: the witness must hold ``Pruned(hash_leaf(value))`` there."""
-    kind = type(witness_node)
-    if kind is Leaf:
+    if witness_node is None:
+        raise WitnessMismatch(f"the witness does not reveal {where}")
+    tag = witness_node[0]
+    if tag == TAG_LEAF:
         raise PositionSuppliedTwice(f"both the payload and the witness supply {where}")
-    if kind is not Pruned:
-        raise WitnessMismatch(f"the witness holds a {kind.__name__} node at {where}, expected a pruned leaf")
-    if witness_node.digest != ht.hash_leaf(value):
+    if tag != TAG_PRUNED:
+        raise WitnessMismatch(f"the witness holds a {_TAG_NAMES[tag]} node at {where}, expected a pruned leaf")
+    if witness_node[1] != sha256_of(_LEAF_DOMAIN, value):
         raise PrunedDigestMismatch(f"the witness digest at {where} is not the digest of the payload value")
 
 
-def _check_witness_against_payload(witness_tree: HashTree, parts: _PayloadParts) -> dict[bytes, HashTree]:
+def _check_witness_against_payload(witness: _Witness, parts: _PayloadParts) -> None:
     """Step 3 (merge): every payload leaf position is ``Labeled(l, Pruned(hash_leaf(v)))`` in
-    the witness. Returns the witness's revealed ``messages`` children (for ``witness_begin``)."""
-    dst_label = parts.dst.encode("utf-8")
-    streams = _witness_child(witness_tree, STREAMS_LABEL, "/streams")
-    stream = _witness_child(streams, dst_label, f"/streams/{parts.dst}")
-    stream_children = _labeled_children(stream)
-    header = stream_children.get(HEADER_LABEL)
-    if header is None:
-        raise WitnessMismatch(f"the witness does not reveal /streams/{parts.dst}/header")
-    _check_position(header, parts.header_leaf, f"/streams/{parts.dst}/header")
-    messages_node = stream_children.get(MESSAGES_LABEL)
-    revealed = {} if messages_node is None else _labeled_children(messages_node)
-    if parts.messages and messages_node is None:
-        raise WitnessMismatch(f"the witness does not reveal /streams/{parts.dst}/messages")
+    the witness; then the witness carries no leaf data at all."""
+    where = f"/streams/{parts.dst}"
+    _check_position(witness.header, parts.header_leaf, f"{where}/header")
+    if parts.messages and witness.messages is None:
+        raise WitnessMismatch(f"the witness does not reveal {where}/messages")
+    revealed = witness.revealed
     for label, value in parts.messages:
-        node = revealed.get(label)
-        if node is None:
-            raise WitnessMismatch(f"the witness does not reveal message {label.hex()}")
-        _check_position(node, value, f"message {label.hex()}")
-    return revealed
+        _check_position(revealed.get(label), value, f"message {label.hex()}")
+    if witness.has_leaf:
+        raise WitnessContainsLeaf("the witness carries leaf data")
 
 
-_FORK_SEP = ht.domain_sep("ic-hashtree-fork")
-_LABELED_SEP = ht.domain_sep("ic-hashtree-labeled")
+def height_leaf(height: int) -> bytes:
+    """The leaf at ``/metadata/height`` of a certified tree at ``height`` (``state_tree.leaf``)."""
+    return encoding.encode_unchecked((LEAF_VERSION, height))
 
 
-def _witness_root(witness_tree: HashTree) -> bytes:
-    """Step 3 (no leaves) and the digest for step 4: ``reconstruct(witness)``, raising
-    ``WitnessContainsLeaf`` at the first ``Leaf``. Post-order, no recursion; a label over a
-    pruned subtree (every revealed position) is hashed without a stack round trip."""
-    digests: list[bytes] = []
-    push = digests.append
-    stack: list[tuple[HashTree, bool]] = [(witness_tree, False)]
-    while stack:
-        node, children_done = stack.pop()
-        kind = type(node)
-        if kind is Fork:
-            if children_done:
-                right = digests.pop()
-                push(sha256_of(_FORK_SEP, digests.pop(), right))
-            else:
-                stack.append((node, True))
-                stack.append((node.right, False))
-                stack.append((node.left, False))
-        elif kind is Labeled:
-            if children_done:
-                push(sha256_of(_LABELED_SEP, node.label, digests.pop()))
-            elif type(node.subtree) is Pruned:
-                push(sha256_of(_LABELED_SEP, node.label, node.subtree.digest))
-            else:
-                stack.append((node, True))
-                stack.append((node.subtree, False))
-        elif kind is Pruned:
-            push(node.digest)
-        elif kind is Leaf:
-            raise WitnessContainsLeaf("the witness carries leaf data")
-        else:
-            push(ht.hash_empty())
-    return digests[0]
+def _check_certified_height(witness: _Witness, certification: cm.Certification) -> None:
+    """Step 4 (height): where the witness reveals ``/metadata/height``, the certified tree
+    was built at ``certification.height``."""
+    node = witness.height
+    if node is not None and node[0] == TAG_PRUNED and node[1] != ht.hash_leaf(height_leaf(certification.height)):
+        raise CertificationHeightMismatch(
+            f"the certification claims height {certification.height}, the certified tree's /metadata/height differs "
+            f"(a relabeled height)")
 
 
 def _decode_certification(data: bytes) -> cm.Certification:
@@ -1040,7 +1332,7 @@ def _decode_messages(header: StreamHeader, messages: tuple[tuple[bytes, bytes], 
     return StreamSlice(header, first, tuple(decoded))
 
 
-def _witness_range(stream_slice: StreamSlice, revealed: dict[bytes, HashTree]) -> tuple[int, int]:
+def _witness_range(stream_slice: StreamSlice, revealed: dict[bytes, tuple]) -> tuple[int, int]:
     """``[witness_begin, witness_end)``: the longest run of revealed message positions inside
     the header range that ends at ``messages_end`` (header-only: one past the highest revealed
     position, or the empty range at ``messages_begin`` when none is revealed)."""
@@ -1071,33 +1363,32 @@ def decode_certified_stream_slice(
     *,
     max_bytes: int = DEFAULT_MAX_SLICE_BYTES,
     max_depth: int = DEFAULT_MAX_TREE_DEPTH,
+    max_extra_positions: int = DEFAULT_MAX_EXTRA_POSITIONS,
 ) -> CertifiedSlice:
     """Decode and verify a slice that ``remote_subnet`` sent to ``own_subnet``.
 
     Checks in the order of the module docstring (steps 1–7); the first failure raises its
     own ``SliceDecodeError`` subclass and no slice is returned. The signature is checked
     with ``public_key_for(remote_subnet, registry_version)`` (``None``: ``UnknownSubnetKey``).
+    The witness may reveal at most ``max_extra_positions`` message positions beyond the
+    payload's messages (``witness_budget``).
     """
-    _check_limits(max_bytes, max_depth)
-    # 1. bounds, outer array, trees within bounds
+    _check_limits(max_bytes, max_depth, max_extra_positions)
+    # 1. bounds, outer array
     payload_bytes, witness_bytes, certification_bytes = _split_envelope(data, max_bytes)
-    payload = _decode_bounded(payload_bytes, max_bytes, max_depth, PayloadNotCanonical)
-    witness_tree = _decode_bounded(witness_bytes, max_bytes, max_depth, WitnessNotCanonical)
     # 2. payload
-    parts = _parse_payload(payload)
+    parts = _parse_payload(payload_bytes, len(witness_bytes), max_depth)
     if parts.dst != own_subnet:
         raise SliceForAnotherSubnet(f"slice addressed to {parts.dst!r}, this is {own_subnet!r}")
-    # 3. witness
-    try:
-        ht.validate_well_formed(witness_tree)
-    except ht.MalformedTreeError as exc:
-        raise MalformedWitness(str(exc)) from exc
-    revealed = _check_witness_against_payload(witness_tree, parts)
-    root = _witness_root(witness_tree)
-    # 4. root
+    # 3. witness, within what a slice with this payload can need
+    budget = witness_budget(len(parts.messages), max_extra_positions, max_depth)
+    witness = _parse_witness(witness_bytes, parts.dst.encode("utf-8"), budget, max_depth)
+    _check_witness_against_payload(witness, parts)
+    # 4. root and height
     certification = _decode_certification(certification_bytes)
-    if root != certification.root:
+    if witness.root != certification.root:
         raise RootMismatch("the witness does not reconstruct to the certified root")
+    _check_certified_height(witness, certification)
     # 5. signature
     public_key = public_key_for(remote_subnet, registry_version)
     if public_key is None:
@@ -1107,8 +1398,8 @@ def decode_certified_stream_slice(
     header = _decode_header(parts.header_leaf)
     # 7. messages
     stream_slice = _decode_messages(header, parts.messages)
-    witness_begin, witness_end = _witness_range(stream_slice, revealed)
-    return CertifiedSlice(stream_slice, certification, witness_begin, witness_end, payload, witness_tree)
+    witness_begin, witness_end = _witness_range(stream_slice, witness.revealed)
+    return CertifiedSlice(stream_slice, certification, witness_begin, witness_end)
 
 
 def decode_valid_certified_stream_slice(
@@ -1120,10 +1411,9 @@ def decode_valid_certified_stream_slice(
     """The ``StreamSlice`` of a slice already validated (e.g. agreed in a block): steps 1, 2
     (without the destination check), 6 and 7 only. The witness and the certification are
     not decoded, so this is cheap; garbage still raises a ``SliceDecodeError`` subclass."""
-    _check_limits(max_bytes, max_depth)
-    payload_bytes, _, _ = _split_envelope(data, max_bytes)
-    payload = _decode_bounded(payload_bytes, max_bytes, max_depth, PayloadNotCanonical)
-    parts = _parse_payload(payload)
+    _check_limits(max_bytes, max_depth, 0)
+    payload_bytes, witness_bytes, _ = _split_envelope(data, max_bytes)
+    parts = _parse_payload(payload_bytes, len(witness_bytes), max_depth)
     header = _decode_header(parts.header_leaf)
     return _decode_messages(header, parts.messages)
 
@@ -1156,8 +1446,7 @@ def _open_slice(data: bytes) -> _OpenedSlice:
     """Steps 1, 2 (shape) and 7 (index labels) of the decoder, over bytes that are expected
     to have decoded before; the witness and certification stay undecoded."""
     payload_bytes, witness_bytes, certification_bytes = _split_envelope(data, DEFAULT_MAX_SLICE_BYTES)
-    payload = _decode_bounded(payload_bytes, DEFAULT_MAX_SLICE_BYTES, DEFAULT_MAX_TREE_DEPTH, PayloadNotCanonical)
-    parts = _parse_payload(payload)
+    parts = _parse_payload(payload_bytes, len(witness_bytes), DEFAULT_MAX_TREE_DEPTH)
     begin = 0
     for position, (label, _) in enumerate(parts.messages):
         if len(label) != _INDEX_BYTES:
@@ -1205,17 +1494,6 @@ def restrict_certified_slice(data: bytes, msg_begin: int, msg_end: int) -> bytes
                      opened.certification_bytes)
 
 
-def _revealed_messages(witness_tree: HashTree, dst: str) -> dict[bytes, HashTree]:
-    """``label -> node`` of the positions the witness reveals under ``/streams/<dst>/messages``."""
-    node = witness_tree
-    for label in (STREAMS_LABEL, dst.encode("utf-8"), MESSAGES_LABEL):
-        child = _labeled_children(node).get(label)
-        if child is None:
-            return {}
-        node = child
-    return _labeled_children(node)
-
-
 def append_certified_slice(pooled: bytes, newer: bytes) -> bytes:
     """Merge a pooled slice (messages ``[a, b)``) with a newer slice of the same stream that
     was fetched with ``witness_begin <= a`` and ``msg_begin = b`` (messages ``[b, c)``,
@@ -1247,14 +1525,14 @@ def append_certified_slice(pooled: bytes, newer: bytes) -> bytes:
         raise WitnessDoesNotCover(
             f"pooled messages [{old.messages_begin}, {old.messages_end}) are outside the newer header range "
             f"[{header.begin}, {header.end})")
-    witness_tree = _decode_bounded(new.witness_bytes, DEFAULT_MAX_SLICE_BYTES, DEFAULT_MAX_TREE_DEPTH,
-                                   WitnessNotCanonical)
-    revealed = _revealed_messages(witness_tree, new.parts.dst)
+    budget = witness_budget(len(new.parts.messages), len(old.parts.messages) + DEFAULT_MAX_EXTRA_POSITIONS,
+                            DEFAULT_MAX_TREE_DEPTH)
+    revealed = _parse_witness(new.witness_bytes, new.parts.dst.encode("utf-8"), budget, DEFAULT_MAX_TREE_DEPTH).revealed
     for label, value in old.parts.messages:
         node = revealed.get(label)
-        if type(node) is not Pruned:
+        if node is None or node[0] != TAG_PRUNED:
             raise WitnessDoesNotCover(f"the newer witness does not reveal message {int.from_bytes(label, 'big')}")
-        if node.digest != ht.hash_leaf(value):
+        if node[1] != ht.hash_leaf(value):
             raise PooledMessageMismatch(
                 f"pooled message {int.from_bytes(label, 'big')} differs from the newer certified state")
     return _assemble(new.parts.dst, new.parts.header_leaf, list(old.parts.messages) + list(new.parts.messages),

@@ -23,7 +23,9 @@ from dataclasses import dataclass
 from typing import Callable, Optional, Sequence
 
 from message_routing.limits import Limits
-from state_manager.certified_slice import SliceDecodeError, SliceTooLarge, decode_certified_stream_slice
+from state_manager.certified_slice import (
+    DEFAULT_MAX_EXTRA_POSITIONS, SliceDecodeError, SliceTooLarge, decode_certified_stream_slice,
+)
 from state_manager.messages import SubnetId
 from state_manager.replicated_state import ReplicatedState
 from state_manager.streams import ExpectedIndices, StreamSlice
@@ -168,8 +170,10 @@ def validate_xnet_payload(
     transient: Transient | None = None
     for remote, data in payload:
         try:
+            # A pooled slice's witness reveals at most twice the slice limit beyond its messages.
             certified = decode_certified_stream_slice(
-                own_subnet, remote, public_key_for, registry_version, data, max_bytes=limits.max_slice_bytes)
+                own_subnet, remote, public_key_for, registry_version, data, max_bytes=limits.max_slice_bytes,
+                max_extra_positions=max(DEFAULT_MAX_EXTRA_POSITIONS, 2 * limits.max_slice_messages))
         except RegistryVersionUnavailable:
             transient = Transient(REGISTRY_VERSION_UNAVAILABLE)
             continue

@@ -77,7 +77,7 @@ def certified_tree(streams: dict, time: int = 1_000, height: int = HEIGHT) -> La
     stream_items = sorted((dst.encode(), stream_trie(h, m)) for dst, (h, m) in streams.items())
     return build_from_sorted([
         (b"canister", build_from_sorted([(idx(1), build_from_sorted([(b"certified_data", b"cd")]))])),
-        (b"metadata", build_from_sorted([(b"height", height.to_bytes(8, "big"))])),
+        (b"metadata", build_from_sorted([(b"height", cs.height_leaf(height))])),
         (b"request_status", Empty()),
         (STREAMS, build_from_sorted(stream_items)),
         (b"subnet", build_from_sorted([(REMOTE.encode(), build_from_sorted([(b"public_key", b"pk")]))])),
@@ -397,7 +397,7 @@ def _tampered_message_with_matching_witness(w):
 
 
 def _witness_of_other_subtree(w):
-    payload, _, c = split(w.encode())
+    payload, _, c = split(w.encode(msg_limit=0))  # small enough for the witness to hold
     return join(payload, prune_leaves(witness(w.tree, select_path([b"time"]))), c), {}
 
 
@@ -408,7 +408,7 @@ def _witness_of_other_stream(w):
 
 
 def _witness_with_only_header(w):
-    payload, _, c = split(w.encode())
+    payload, _, c = split(w.encode(msg_limit=2))  # small enough for the witness to hold
     _, header_only_witness, _ = split(w.encode(msg_limit=0))
     return join(payload, header_only_witness, c), {}
 
@@ -456,11 +456,14 @@ def _replace_messages(nodes) -> HashTree:
 
 
 def _deep_payload(w):
+    """Only too deep: every node is one a payload may hold (an ``Empty`` would be refused as
+    soon as it is parsed, before the depth is known), and the witness is large enough for
+    that many payload nodes (it is never looked at: the payload is refused first)."""
     payload, witness_tree, c = split(w.encode())
     deep = payload
-    for _ in range(cs.DEFAULT_MAX_TREE_DEPTH + 5):
-        deep = Fork(deep, Empty())
-    return join(deep, witness_tree, c), {}
+    for i in range(cs.DEFAULT_MAX_TREE_DEPTH + 5):
+        deep = Fork(deep, Labeled(b"z%d" % i, Leaf(b"")))
+    return join(deep, Fork(witness_tree, Labeled(b"pad", Leaf(bytes(50 * 300)))), c), {}
 
 
 def _certification_of(tree_maker, deal_of=lambda w: w.deal, height=HEIGHT):
@@ -536,6 +539,42 @@ def _malformed_witness(w):
     return join(payload, Fork(Labeled(b"zzz", Pruned(b"\x00" * 32)), witness_tree), c), {}
 
 
+def _relabeled(height: int, prune_metadata: bool = False):
+    """The honest slice with its certification's height relabeled (same signature)."""
+    def build(w):
+        payload, witness_tree, _ = split(w.encode())
+        if prune_metadata:
+            witness_tree = _prune_top_label(witness_tree, b"metadata")
+        raw = encoding.encode((cm.CERTIFICATION_VERSION, height, w.cert.root, w.cert.signature))
+        return join(payload, witness_tree, raw), {}
+    return build
+
+
+def _prune_top_label(tree: HashTree, label: bytes) -> HashTree:
+    """``tree`` with the subtree under top-level ``label`` pruned to its digest."""
+    if type(tree) is Fork:
+        return Fork(_prune_top_label(tree.left, label), _prune_top_label(tree.right, label))
+    if type(tree) is Labeled and tree.label == label:
+        return Labeled(label, Pruned(ht.reconstruct(tree.subtree)))
+    return tree
+
+
+def balanced(nodes: list) -> HashTree:
+    level = list(nodes)
+    while len(level) > 1:
+        level = [Fork(*level[i:i + 2]) if i + 1 < len(level) else level[i] for i in range(0, len(level), 2)]
+    return level[0]
+
+
+def _witness_plus(extra: Callable[[], HashTree]):
+    """The honest slice with ``extra()`` forked next to its witness, decoded with no extra
+    positions allowed (the honest witness then uses its whole budget but for the slack)."""
+    def build(w):
+        payload, witness_tree, c = split(w.encode())
+        return join(payload, Fork(witness_tree, extra()), c), {"max_extra_positions": 0}
+    return build
+
+
 def _tree_with(header=OWN_HEADER, messages=None):
     return {OWN: (header, OWN_MESSAGES if messages is None else messages)}
 
@@ -583,7 +622,9 @@ CASES: dict[str, Case] = {
         _payload_with(lambda h, m: Fork(h, Labeled(MESSAGES, Labeled(idx(5), Labeled(b"x", Leaf(b"y")))))),
         cs.PayloadLayoutError),
     "payload with two streams": Case(_payload_with(make_root=lambda h, m: Labeled(STREAMS, Fork(
-        Labeled(b"a", Fork(h, m)), Labeled(OWN.encode(), Fork(h, m))))), cs.PayloadLayoutError),
+        Labeled(b"a", h), Labeled(OWN.encode(), Fork(h, m))))), cs.PayloadLayoutError),
+    "payload larger than its witness can reveal": Case(_payload_with(make_root=lambda h, m: Labeled(STREAMS, Fork(
+        Labeled(b"a", Fork(h, m)), Labeled(OWN.encode(), Fork(h, m))))), cs.PayloadExceedsWitness),
     "payload outside /streams": Case(_payload_with(make_root=lambda h, m: Labeled(b"time", Leaf(b"x"))),
                                      cs.PayloadLayoutError),
     "slice addressed to another subnet": Case(lambda w: (w.encode(), {"own": OTHER}), cs.SliceForAnotherSubnet),
@@ -601,6 +642,13 @@ CASES: dict[str, Case] = {
             wt, lambda label, p: Pruned(_flip(p.digest)) if label == idx(9) else p)), cs.PrunedDigestMismatch),
     "position supplied twice": Case(_position_supplied_twice, cs.PositionSuppliedTwice),
     "witness carries a leaf": Case(_witness_with_time_leaf, cs.WitnessContainsLeaf),
+    "witness with more nodes than the payload can need": Case(
+        _witness_plus(lambda: balanced([Empty()] * 4_000)), cs.WitnessTooManyNodes),
+    "witness with more positions than the payload can need": Case(
+        _witness_plus(lambda: group([Labeled(b"p%03d" % i, Pruned(b"\x07" * 32)) for i in range(50)])),
+        cs.WitnessTooManyPositions),
+    "witness with more pruned nodes than the payload can need": Case(
+        _witness_plus(lambda: balanced([Pruned(b"\x07" * 32)] * 2_048)), cs.WitnessTooManyPruned),
     # step 4
     "malformed certification bytes": Case(_with(certification=lambda w, c: c[:-1]), cs.MalformedSliceCertification),
     "tampered message with matching witness digest": Case(_tampered_message_with_matching_witness, cs.RootMismatch),
@@ -611,7 +659,10 @@ CASES: dict[str, Case] = {
     "valid certification of a different height": Case(
         _certification_of(lambda: certified_tree(default_streams(), height=HEIGHT + 1), height=HEIGHT + 1),
         cs.RootMismatch),
+    "relabeled certification height": Case(_relabeled(2**63), cs.CertificationHeightMismatch),
     # step 5
+    "relabeled height, /metadata pruned from the witness": Case(
+        _relabeled(HEIGHT + 1, prune_metadata=True), cs.InvalidCertificationSignature),
     "unknown subnet key": Case(lambda w: (w.encode(), {"remote": "subnet-unknown"}), cs.UnknownSubnetKey),
     "unknown registry version": Case(lambda w: (w.encode(), {"version": REGISTRY_VERSION + 1}),
                                      cs.UnknownSubnetKey),
@@ -674,7 +725,7 @@ def test_adversarial_slice_rejected_with_its_own_error(world, name):
 def test_every_decode_error_has_a_case():
     errors = {
         obj for _, obj in inspect.getmembers(cs, inspect.isclass)
-        if issubclass(obj, cs.SliceDecodeError) and obj is not cs.SliceDecodeError
+        if issubclass(obj, cs.SliceDecodeError) and obj not in (cs.SliceDecodeError, cs.WitnessOverBudget)
     }
     assert errors == {case.error for case in CASES.values()}
     names = {error.__name__ for error in errors}
