@@ -29,7 +29,7 @@ from xnet.errors import IndexOutOfRange
 from xnet.slice_provider import CertifiedSliceProvider
 
 MODES = (
-    "forged_signature", "tampered_witness", "replay", "gap", "overlap", "signals_regress",
+    "forged_signature", "tampered_witness", "relabeled_height", "replay", "gap", "overlap", "signals_regress",
     "signals_beyond", "oversized", "garbage", "hang",
 )
 
@@ -66,6 +66,14 @@ def _forge_signature(data: bytes) -> bytes:
     secret = (int.from_bytes(hashlib.sha256(b"not the subnet key").digest(), "big") % bls.BLS12_381_R).to_bytes(32, "big")
     signature = bls.sign_share(secret, certification_message(cert.height, cert.root))
     parts[3] = encode_certification(Certification(cert.height, cert.root, signature))
+    return encode(tuple(parts))
+
+
+def _relabel_height(data: bytes, height: int = 2**63) -> bytes:
+    """The honest answer with its certification claiming ``height`` (same signature)."""
+    parts = _split(data)
+    cert = decode_certification(parts[3])
+    parts[3] = encode_certification(Certification(height, cert.root, cert.signature))
     return encode(tuple(parts))
 
 
@@ -111,6 +119,8 @@ class HostileProvider:
             return _forge_signature(honest)
         if mode == "tampered_witness":
             return _tamper_witness(honest)
+        if mode == "relabeled_height":
+            return _relabel_height(honest)
         if mode == "replay":
             with self._lock:
                 if self._first is None and decode_valid_certified_stream_slice(honest).messages:

@@ -30,6 +30,7 @@ WAVES = 8
 EXPECTED = {
     "forged_signature": ("RejectedSlice", {"InvalidCertificationSignature"}),
     "tampered_witness": ("RejectedSlice", {"RootMismatch", "PrunedDigestMismatch"}),
+    "relabeled_height": ("RejectedSlice", {"CertificationHeightMismatch"}),
     "replay": ("RejectedSlice", {"FetchedSliceRejected"}),
     "gap": ("RejectedSlice", {"FetchedSliceRejected"}),
     "overlap": ("RejectedSlice", {"FetchedSliceRejected"}),
@@ -92,6 +93,11 @@ def test_hostile_peer(mode):
     # the honest nodes of beta kept serving alpha
     honest_deliveries = sum(node.refresher.delivered_counts().get(BETA, 0) for node in net.subnets[ALPHA].nodes.values())
     assert honest_deliveries > 0
+    if mode == "relabeled_height":
+        # the relabeled slice never entered a pool, so no honest answer after it looked older
+        penalised = {replica for node in net.subnets[ALPHA].nodes.values()
+                     for (replica, kind) in node.refresher.error_counts_by_kind() if kind == "RejectedSlice"}
+        assert penalised == {HOSTILE}
 
 
 def test_peer_without_registry_listed_certificate():
