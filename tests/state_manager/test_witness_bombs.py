@@ -12,6 +12,8 @@ from hypothesis import strategies as st
 
 from state_manager import certified_slice as cs
 from state_manager import encoding
+from state_manager import hash_tree as ht
+from state_manager import tree_encoding as te
 from state_manager.encoding import packb
 from state_manager.tree_encoding import TAG_EMPTY, TAG_FORK, TAG_LABELED, TAG_LEAF, TAG_PRUNED
 from tests.state_manager.test_certified_slice import (  # noqa: F401 - world is a fixture
@@ -187,3 +189,40 @@ def test_restricted_and_appended_slices_stay_within_the_default_budget(world):
     assert world.decode(cut, max_extra_positions=7).stream_slice.messages_begin == 12
     with pytest.raises(cs.WitnessTooManyPositions):
         world.decode(cut, max_extra_positions=6)
+
+
+# --------------------------------------------------------------------------- the parse is the tree decoder's
+
+
+def _parse(data: bytes):
+    """The slice decoder's tree parse (node checks while parsing, canonical form after)."""
+    value = cs._unpack(data, lambda node: (cs._check_node(node, cs.WitnessNotCanonical), node)[1],
+                       cs.WitnessNotCanonical)
+    cs._check_canonical(value, data, cs.WitnessNotCanonical)
+    return te.tree_from_nested_arrays(value)
+
+
+def _decode_tree(data: bytes):
+    return te.decode_tree(data, max_bytes=1 << 20, max_depth=1000)
+
+
+TREE = te.encode_tree(ht.fork(ht.labeled(b"a", ht.leaf(b"x" * 40)),
+                              ht.fork(ht.pruned(bytes(32)), ht.labeled(b"b" * 300, ht.empty()))))
+
+
+@settings(max_examples=400, deadline=None)
+@given(st.integers(0, 10_000), st.integers(0, 255), st.binary(max_size=40))
+def test_the_parse_accepts_exactly_what_the_tree_decoder_accepts(position, byte, noise):
+    mutated = bytearray(TREE)
+    mutated[position % len(TREE)] = byte
+    for data in (TREE, bytes(mutated), TREE + noise, noise, TREE[: position % len(TREE)]):
+        try:
+            expected = _decode_tree(data)
+        except te.TreeDecodeError:
+            expected = None
+        try:
+            got = _parse(data)
+        except cs.SliceDecodeError:
+            got = None
+        assert (got is None) == (expected is None), data.hex()
+        assert got is None or ht.trees_equal(got, expected)
