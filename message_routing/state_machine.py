@@ -11,7 +11,7 @@ from state_manager.routing_table import NetworkTopology
 
 from .batch import Batch
 from .demux import demux
-from .execution_environment import ExecutionEnvironment
+from .executor import Executor
 from .limits import Limits
 from .stream_builder import build_streams
 
@@ -41,7 +41,7 @@ def pre_process(state: ReplicatedState, batch: Batch, topology: NetworkTopology,
     return state
 
 
-def execute(state: ReplicatedState, execution_environment: ExecutionEnvironment, batch: Batch, limits: Limits) -> ReplicatedState:
+def execute(state: ReplicatedState, execution_environment: Executor, batch: Batch, limits: Limits) -> ReplicatedState:
     """Execution: the injected environment runs canisters on the inducted messages."""
     return execution_environment.execute_round(state, batch.randomness, limits)
 
@@ -66,7 +66,7 @@ def execute_round(
     state: ReplicatedState,
     batch: Batch,
     topology: NetworkTopology,
-    execution_environment: ExecutionEnvironment,
+    execution_environment: Executor,
     limits: Limits,
 ) -> ReplicatedState:
     """``post_process(execute(pre_process(state, batch)))``."""

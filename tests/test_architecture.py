@@ -1,9 +1,12 @@
 """The architecture as a test: downward-only imports and a pure core.
 
 Layers, top to bottom: replica → consensus_stub → xnet → message_routing → state_manager.
-A package may import itself and anything below it, never anything above it. The pure core
-(message_routing, state_manager except its store module, xnet except xnet.grpc) may not
-touch clocks, sockets, threads, files, randomness, or identity/hash-seed dependent builtins.
+A package may import itself and anything below it, never anything above it; inside
+``replica`` the rooms are layered the same way (``REPLICA_ROOMS``). The pure core
+(message_routing, replica.execution, state_manager except its store module, xnet except
+xnet.grpc) may not touch clocks, sockets, threads, files, randomness, or identity/hash-seed
+dependent builtins. No module takes part in an import circle, and the Spark audit reaches the
+replica only through the batch processor (never the example apps or the testnet).
 """
 
 from __future__ import annotations
@@ -41,9 +44,12 @@ def _imports(tree: ast.AST):
             yield node.lineno, node.module
 
 
+CORE_PACKAGES = ("message_routing/", "state_manager/", "xnet/", "replica/execution/")
+
+
 def _is_core(path: pathlib.Path) -> bool:
     rel = path.relative_to(ROOT).as_posix()
-    if not rel.startswith(("message_routing/", "state_manager/", "xnet/")):
+    if not rel.startswith(CORE_PACKAGES):
         return False
     if rel in SHELL_MODULES:
         return False
@@ -62,7 +68,7 @@ def test_imports_only_point_down(package):
     assert not violations, "upward imports:\n" + "\n".join(violations)
 
 
-@pytest.mark.parametrize("package", ["message_routing", "state_manager", "xnet"])
+@pytest.mark.parametrize("package", ["message_routing", "state_manager", "xnet", "replica/execution"])
 def test_core_is_pure(package):
     violations = []
     for path in _python_files(package):
@@ -89,3 +95,121 @@ def test_checker_catches_a_violation(tmp_path):
     calls = [n.func.id for n in ast.walk(tree) if isinstance(n, ast.Call) and isinstance(n.func, ast.Name)]
     asserts = [n for n in ast.walk(tree) if isinstance(n, ast.Assert)]
     assert {"time", "random"} <= set(names) and "hash" in calls and asserts
+
+
+# -- import circles, rooms inside replica, the audit's surface ---------------------------------
+
+PACKAGES = LAYERS + ["examples"]
+
+#: Rooms of ``replica``, top to bottom: a room imports itself and rooms below it only.
+REPLICA_ROOMS = ["cli", "testnet", "audit", "node", "client", "sdk", "execution", "progress"]
+
+#: What the audit may import of the rest of ``replica``: the batch processor, nothing else.
+AUDIT_SURFACE = {"replica.node.batch_processor"}
+
+
+def _module_name(path: pathlib.Path) -> str:
+    parts = list(path.relative_to(ROOT).with_suffix("").parts)
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def _project_imports(path: pathlib.Path, modules: set[str]):
+    """``(line, module)`` for every import of a project module, relative ones resolved; ``from
+    package import name`` counts as importing the submodule when ``name`` is one."""
+    own = _module_name(path)
+    package = own if path.name == "__init__.py" else own.rpartition(".")[0]
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        if isinstance(node, ast.Import):
+            names = [(node.lineno, a.name) for a in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            base = package
+            for _ in range(node.level - 1):
+                base = base.rpartition(".")[0]
+            module = node.module or ""
+            full = f"{base}.{module}".strip(".") if node.level else module
+            names = [(node.lineno, f"{full}.{a.name}" if f"{full}.{a.name}" in modules else full)
+                     for a in node.names]
+        else:
+            continue
+        for lineno, name in names:
+            while name and name not in modules:
+                name = name.rpartition(".")[0]
+            if name and name != own:
+                yield lineno, name
+
+
+def _import_graph() -> dict[str, set[str]]:
+    paths = [p for package in PACKAGES for p in _python_files(package)]
+    modules = {_module_name(p) for p in paths}
+    return {_module_name(p): {name for _, name in _project_imports(p, modules)} for p in paths}
+
+
+def _circles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """Strongly connected components of more than one module (Tarjan, iteration order fixed)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    found: list[list[str]] = []
+
+    def visit(node: str) -> None:
+        index[node] = low[node] = len(index)
+        stack.append(node)
+        on_stack.add(node)
+        for nxt in sorted(graph.get(node, ())):
+            if nxt not in index:
+                visit(nxt)
+                low[node] = min(low[node], low[nxt])
+            elif nxt in on_stack:
+                low[node] = min(low[node], index[nxt])
+        if low[node] == index[node]:
+            component = []
+            while True:
+                member = stack.pop()
+                on_stack.discard(member)
+                component.append(member)
+                if member == node:
+                    break
+            if len(component) > 1:
+                found.append(sorted(component))
+
+    for node in sorted(graph):
+        if node not in index:
+            visit(node)
+    return found
+
+
+def test_no_import_circles():
+    assert _circles(_import_graph()) == []
+
+
+def test_the_circle_finder_finds_a_circle():
+    assert _circles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
+
+
+def _room(module: str) -> str | None:
+    parts = module.split(".")
+    return parts[1] if parts[0] == "replica" and len(parts) > 1 else None
+
+
+def test_replica_rooms_import_only_downward():
+    violations = []
+    for module, imported in _import_graph().items():
+        room = _room(module)
+        if room is None:
+            continue
+        allowed = set(REPLICA_ROOMS[REPLICA_ROOMS.index(room):])
+        violations += [f"{module} imports {name}" for name in sorted(imported)
+                       if _room(name) is not None and _room(name) not in allowed]
+    assert not violations, "upward imports inside replica:\n" + "\n".join(violations)
+
+
+def test_the_audit_reaches_the_replica_only_through_the_batch_processor():
+    violations = []
+    for module, imported in _import_graph().items():
+        if _room(module) != "audit":
+            continue
+        violations += [f"{module} imports {name}" for name in sorted(imported)
+                       if name.split(".")[0] == "examples"
+                       or (_room(name) not in (None, "audit") and name not in AUDIT_SURFACE)]
+    assert not violations, "the audit imports more of the replica than its replay API:\n" + "\n".join(violations)

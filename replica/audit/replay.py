@@ -2,9 +2,9 @@
 
 ``replay(genesis, batches, perturbation, context)`` yields ``(height, full_state_hash,
 certified_root)`` for the start height and every height after it. It runs the replica's
-own code and nothing else: ``message_routing.state_machine.execute_round`` with the
-replica's ``ExecutionEnvironment``, committed through ``state_manager.StateManager`` (the
-incremental state-tree hashing every replica uses), with state decoding from
+own code and nothing else: the node's batch processor (``replica.node.batch_processor``:
+``execute_round`` with the replica's ``ExecutionEnvironment``, committed through
+``state_manager.StateManager``, the incremental state-tree hashing every replica uses), with state decoding from
 ``state_manager.state_codec``. There is no second implementation of any of it here.
 
 What a replica with perturbation ``p`` executes:
@@ -25,15 +25,14 @@ a file or the environment; shuffling draws from ``random.Random`` seeded by text
 
 from __future__ import annotations
 
-import importlib
 import random
 from dataclasses import dataclass
 from typing import Iterator, Mapping, NamedTuple, Sequence
 
 from message_routing.batch import Batch
+from message_routing.executor import Executor
 from message_routing.limits import Limits
-from message_routing.state_machine import execute_round
-from replica.execution import CanisterRegistry, ExecutionEnvironment
+from replica.node.batch_processor import CanisterCodeNotFound, canister_classes, canister_executor, process_batch
 from state_manager.codec import CodecError
 from state_manager.replicated_state import ReplicatedState
 from state_manager.routing_table import NetworkTopology
@@ -57,20 +56,11 @@ class ReplayStep(NamedTuple):
 
 
 def load_canister_classes(module_names: Sequence[str]) -> tuple[type, ...]:
-    """Import ``"package.module:Class"`` names (the run log's canister registry)."""
-    classes = []
-    for name in module_names:
-        module_name, _, qualname = name.partition(":")
-        if not module_name or not qualname:
-            raise RunLogError(f"canister module {name!r} is not 'package.module:Class'")
-        try:
-            target = importlib.import_module(module_name)
-            for part in qualname.split("."):
-                target = getattr(target, part)
-        except (ImportError, AttributeError) as exc:
-            raise RunLogError(f"canister module {name!r} cannot be loaded: {exc}") from exc
-        classes.append(target)
-    return tuple(classes)
+    """The run's canister classes by module name (``RunLogError`` if one cannot be imported)."""
+    try:
+        return canister_classes(module_names)
+    except CanisterCodeNotFound as exc:
+        raise RunLogError(str(exc)) from exc
 
 
 @dataclass(frozen=True)
@@ -88,10 +78,10 @@ class ReplayContext:
                 return topology
         raise ReplayError(f"no topology of registry version {registry_version} in the run")
 
-    def environment(self, rng: random.Random | None = None) -> ExecutionEnvironment:
+    def environment(self, rng: random.Random | None = None) -> Executor:
         """The execution environment; its registry filled in a shuffled order if ``rng``."""
         classes = self.classes if rng is None else shuffled(self.classes, rng)
-        return ExecutionEnvironment(CanisterRegistry(classes))
+        return canister_executor(classes)
 
 
 def shuffle_rng(seed: int, purpose: str, height: int = 0) -> random.Random:
@@ -145,8 +135,7 @@ def replay_states(
             batch = apply_fault(batch, fault)
         if shuffle is not None:
             batch = present_xnet_payload(batch, shuffle_rng(shuffle, "xnet", height))
-        state = execute_round(state, batch, context.topology(batch.registry_version), environment, limits)
-        trees = manager.commit(state)
+        state, trees = process_batch(manager, batch, context.topology(batch.registry_version), environment, limits)
         if perturbation.restart_at == height:
             state = _load(encode_state(state), perturbation, height, "restart")
             manager = StateManager(state, keep_heights=1)

@@ -7,31 +7,14 @@ sets each one's ``func(args) -> exit status``. ``--help`` shows every default.
 from __future__ import annotations
 
 import argparse
-import re
 
 from . import audit, demo, testnet
+from .help import HelpFormatter
 
-__all__ = ["main", "build_parser", "COMMANDS", "HelpFormatter", "plain"]
+__all__ = ["main", "build_parser", "COMMANDS"]
 
 #: The modules that register subcommands, in the order ``--help`` lists them.
 COMMANDS = (demo, testnet, audit)
-
-
-class HelpFormatter(argparse.RawDescriptionHelpFormatter):
-    """Every option's default shown beside it (unless it is none or off); descriptions keep
-    their own line breaks."""
-
-    def _get_help_string(self, action: argparse.Action) -> str:
-        text = action.help or ""
-        if action.option_strings and action.default not in (None, False, [], argparse.SUPPRESS) \
-                and "%(default)" not in text:
-            text += " (default: %(default)s)"
-        return text
-
-
-def plain(text: str) -> str:
-    """A docstring as help text: without reStructuredText's double backquotes."""
-    return re.sub(r"``([^`]*)``", r"\1", text)
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -17,6 +17,8 @@ from pathlib import Path
 from replica.audit.errors import AuditError
 from replica.audit.perturbation import parse_fault, parse_perturbation
 
+from .help import HelpFormatter, plain
+
 __all__ = ["register", "audit_command", "replay_one_command", "parse_replica_fault"]
 
 
@@ -33,8 +35,6 @@ def parse_replica_fault(text: str):
 
 def register(sub) -> None:
     """``audit`` and ``replay-one``."""
-    from . import HelpFormatter, plain
-
     audit = sub.add_parser("audit", help="determinism audit: replay a recorded run on many simulated replicas with Spark",
                            description=plain(__doc__), formatter_class=HelpFormatter)
     audit.add_argument("run_dir", nargs="?", help="a recorded run directory (see replica.audit.run_log)")

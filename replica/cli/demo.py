@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import argparse
 
+from .help import HelpFormatter
+
 __all__ = ["register"]
 
 
@@ -20,8 +22,6 @@ def _simulate(args: argparse.Namespace) -> int:
 
 def register(sub) -> None:
     """``demo`` and ``simulate``."""
-    from . import HelpFormatter
-
     demo = sub.add_parser("demo", formatter_class=HelpFormatter,
                           help="the embedded default: a local testnet with the example apps, then a Spark audit")
     demo.add_argument("--subnets", type=int, default=3, help="subnets of the testnet")

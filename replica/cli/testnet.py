@@ -7,6 +7,8 @@ import hashlib
 import sys
 from pathlib import Path
 
+from .help import HelpFormatter, plain
+
 __all__ = ["register", "testnet_command"]
 
 
@@ -29,8 +31,6 @@ def testnet_command(args: argparse.Namespace) -> int:
 def register(sub) -> None:
     """``testnet``."""
     from replica.testnet import launcher
-
-    from . import HelpFormatter, plain
 
     parser = sub.add_parser(
         "testnet", formatter_class=HelpFormatter,

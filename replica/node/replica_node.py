@@ -3,7 +3,7 @@
 A ``ReplicaNode`` owns
 
 * a ``StateManager`` over the subnet's genesis state (its own decoded copy), the
-  ``ExecutionEnvironment`` and the limits — ``execute`` turns a finalized block into a batch,
+  ``Executor`` and the limits — ``execute`` turns a finalized block into a batch,
   runs ``execute_round`` and commits;
 * an ``IngressPool`` and a ``SlicePool`` (the latter shared with the refresher thread, under
   a lock) — ``make_block`` and ``validate_block`` are the consensus stub's pure functions
@@ -27,16 +27,15 @@ from collections import Counter
 from dataclasses import dataclass
 from typing import Callable
 
-from consensus_stub.block import Block, to_batch
+from consensus_stub.block import Block
 from consensus_stub.block_maker import ChainTip, build_block
 from consensus_stub.genesis import NodeSecrets
 from consensus_stub.ingress_pool import Admission, IngressPool
 from consensus_stub.notary import registry_key_lookup, validate_block
 from consensus_stub.registry import Registry
 from message_routing.batch import Batch
-from message_routing.execution_environment import ExecutionEnvironment
+from message_routing.executor import Executor
 from message_routing.limits import Limits
-from message_routing.state_machine import execute_round
 from state_manager.certification import Certification, CertificationShare, sign_certification_share
 from state_manager.certified_slice import SliceDecodeError, decode_certified_stream_slice
 from state_manager.messages import Ingress
@@ -56,6 +55,8 @@ from xnet.peer_selection import PeerSelector
 from xnet.slice_pool import SlicePool
 from xnet.slice_provider import CertifiedSliceProvider
 from xnet.xnet_payload import DecodedXNetPayload, decode_xnet_payload
+
+from .batch_processor import process_block
 
 __all__ = ["NodeConfig", "RegistryHolder", "ReplicaNode"]
 
@@ -101,7 +102,7 @@ class ReplicaNode:
         secrets: NodeSecrets,
         registry: RegistryHolder,
         genesis_state: bytes,
-        environment: ExecutionEnvironment,
+        environment: Executor,
         limits: Limits,
         config: NodeConfig = NodeConfig(),
         *,
@@ -228,10 +229,9 @@ class ReplicaNode:
         """Apply a finalized block: batch, ``execute_round``, commit; return the batch and trees."""
         if decoded is None:
             decoded = decode_xnet_payload(block.xnet_payload)
-        batch = to_batch(block, decoded, block_hash)
         topology = self.registry.get().topology(block.registry_version)
-        state = execute_round(self.state_manager.take_tip(), batch, topology, self.environment, self.limits)
-        trees = self.state_manager.commit(state)
+        batch, state, trees = process_block(self.state_manager, block, block_hash, decoded, topology,
+                                            self.environment, self.limits)
         self.ingress_pool.remove(block.ingress)
         self.ingress_pool.purge_expired(block.time)
         self._remember_indices(state)

@@ -65,12 +65,13 @@ from examples.ping_pong import PingPong
 from message_routing.limits import DEFAULT, MINIMAL
 from replica.execution import install_canister, module_name_of
 from replica.client import UserKey
+from replica.node.batch_processor import canister_classes
 from replica.progress import StatusLine
 from state_manager.replicated_state import ReplicatedState
 from state_manager.state_codec import encode_state
 
 __all__ = [
-    "load_class", "LIMIT_PRESETS", "LEDGER", "PINGER", "COUNTER", "INITIAL_BALANCE", "TestnetError", "TestnetLayout", "subnet_ids",
+    "LIMIT_PRESETS", "LEDGER", "PINGER", "COUNTER", "INITIAL_BALANCE", "TestnetError", "TestnetLayout", "subnet_ids",
     "canister_range", "user_key", "create_testnet", "launch", "quiescent", "total_supply", "Supervisor",
     "EXIT_REFUSED", "RESTART_LIMIT", "RESTART_WINDOW_S", "STOP_TIMEOUT_S", "LAUNCHER_PID_ENV",
 ]
@@ -523,22 +524,11 @@ def _write_run_log(layout: TestnetLayout, subnets: list[str], out) -> None:
     manifest = layout.read_manifest()
     recordings = [decode_recording(layout.recording(subnet).read_bytes()) for subnet in subnets]
     registry = decode_registry(layout.registry.read_bytes())
-    classes = [load_class(name) for name in manifest["canister_modules"]]
+    classes = canister_classes(manifest["canister_modules"])
     limits = LIMIT_PRESETS[manifest["limits"]]
     log = run_log_from_recordings(recordings, classes, limits, [r.topology() for r in registry.records])
     write_run_log(log, layout.run)
     print(f"  run log: {layout.run} (audit it with: replica audit {layout.run})", file=out)
-
-
-def load_class(name: str) -> type:
-    """``"package.module:Class"`` → the class."""
-    import importlib
-
-    module, _, qualname = name.partition(":")
-    value = importlib.import_module(module)
-    for part in qualname.split("."):
-        value = getattr(value, part)
-    return value
 
 
 def _describe(statuses: dict[str, dict]) -> str:

@@ -19,7 +19,7 @@ from typing import Callable, Iterable, Mapping
 
 from consensus_stub.genesis import NodeSecrets, SubnetSpec, genesis_registry
 from consensus_stub.registry import Registry
-from message_routing.execution_environment import ExecutionEnvironment
+from message_routing.executor import Executor
 from message_routing.limits import Limits
 from state_manager.replicated_state import ReplicatedState
 from state_manager.state_codec import encode_state
@@ -37,7 +37,7 @@ class LocalTestnet:
     def __init__(
         self,
         specs: Iterable[SubnetSpec],
-        environment: ExecutionEnvironment,
+        environment: Executor,
         limits: Limits,
         *,
         seed: bytes,

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from typing import Iterable, Mapping
 
 from message_routing.batch import Batch
-from message_routing.execution_environment import ExecutionEnvironment
+from message_routing.executor import Executor
 from message_routing.limits import DEFAULT, Limits
 from message_routing.state_machine import execute_round
 from state_manager.messages import Ingress, SubnetId
@@ -73,7 +73,7 @@ class Simulation:
     def __init__(
         self,
         subnet_ranges: Mapping[SubnetId, tuple[int, int]],
-        execution_environment: ExecutionEnvironment,
+        execution_environment: Executor,
         *,
         limits: Limits = DEFAULT,
         knobs: NetworkKnobs = NetworkKnobs(),

@@ -38,7 +38,7 @@ from consensus_stub.genesis import NodeSecrets
 from consensus_stub.ingress_pool import Admission
 from consensus_stub.notary import BlockNotYetValid, InvalidBlock
 from message_routing.batch import encode_batch
-from message_routing.execution_environment import ExecutionEnvironment
+from message_routing.executor import Executor
 from message_routing.limits import Limits
 from state_manager.certification import Certification
 from state_manager.encoding import decode
@@ -101,7 +101,7 @@ class Subnet:
         registry: RegistryHolder,
         secrets: Iterable[NodeSecrets],
         genesis_state: bytes,
-        environment: ExecutionEnvironment,
+        environment: Executor,
         limits: Limits,
         *,
         config: NodeConfig = NodeConfig(),

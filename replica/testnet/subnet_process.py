@@ -34,13 +34,14 @@ from consensus_stub.genesis import decode_node_secrets
 from consensus_stub.registry import Registry, decode_registry
 from examples.ledger import account_of
 from replica.execution import ExecutionEnvironment
+from replica.node.batch_processor import canister_classes
 from replica.client import IngressRefused, sign_ingress
 from replica.node.replica_node import NodeConfig, RegistryHolder
 from replica.testnet.recording import encode_recording
 from replica.testnet.subnet import Subnet
 from replica.testnet.launcher import (
     COUNTER, EXIT_REFUSED, LAUNCHER_PID_ENV, LEDGER, LIMIT_PRESETS, PINGER, TestnetError, TestnetLayout, canister_range,
-    load_class, user_key,
+    user_key,
 )
 
 __all__ = ["main"]
@@ -181,7 +182,7 @@ def run(root: Path, subnet: str) -> int:
     registry = decode_registry(layout.registry.read_bytes())
     record = registry.latest().subnet(subnet)
     secrets = [decode_node_secrets(layout.secrets(node).read_bytes()) for node in record.node_ids]
-    environment = ExecutionEnvironment([load_class(name) for name in manifest["canister_modules"]])
+    environment = ExecutionEnvironment(canister_classes(manifest["canister_modules"]))
     holder = RegistryHolder(registry)
     config = NodeConfig(refresh_interval_s=min(0.5, max(0.02, tick_s / 2)), fetch_timeout_s=2.0)
     stop = threading.Event()

@@ -1,4 +1,8 @@
-"""The execution layer as the state machine sees it: one call per round."""
+"""The execution layer as the state machine sees it: one call per round.
+
+``replica.execution.ExecutionEnvironment`` is the implementation; the state machine knows only
+this Protocol, so ``message_routing`` never imports the layer above it.
+"""
 
 from __future__ import annotations
 
@@ -8,10 +12,10 @@ from state_manager.replicated_state import ReplicatedState
 
 from .limits import Limits
 
-__all__ = ["ExecutionEnvironment"]
+__all__ = ["Executor"]
 
 
-class ExecutionEnvironment(Protocol):
+class Executor(Protocol):
     def execute_round(self, state: ReplicatedState, randomness: bytes, limits: Limits) -> ReplicatedState:
         """Run a bounded, deterministic amount of work: consume ingress and input queues,
         produce output queues and ingress statuses. Must be a function of its arguments."""
