@@ -37,7 +37,7 @@ from message_routing.batch import Batch
 from message_routing.executor import Executor
 from message_routing.limits import Limits
 from state_manager.certification import Certification, CertificationShare, sign_certification_share
-from state_manager.certified_slice import SliceDecodeError, decode_certified_stream_slice
+from state_manager.certified_slice import DEFAULT_MAX_EXTRA_POSITIONS, SliceDecodeError, decode_certified_stream_slice
 from state_manager.messages import Ingress
 from state_manager.replicated_state import ReplicatedState
 from state_manager.state_codec import decode_state
@@ -297,7 +297,8 @@ class ReplicaNode:
         try:
             decoded = decode_certified_stream_slice(
                 self.subnet_id, remote, registry_key_lookup(registry), registry.latest_version, data,
-                max_bytes=self.config.max_response_bytes)
+                max_bytes=self.config.max_response_bytes,
+                max_extra_positions=max(DEFAULT_MAX_EXTRA_POSITIONS, 2 * self.limits.max_slice_messages))
         except SliceDecodeError as exc:
             return self._reject(remote, exc)
         with self._pool_lock:
