@@ -8,18 +8,13 @@ front, and a message that does not fit its stream holds back the rest of its que
 
 from __future__ import annotations
 
-from state_manager.messages import Reject, RejectCode, Request, Response, truncate_reject_message
+from state_manager.messages import RejectCode, Request
 from state_manager.replicated_state import ReplicatedState
 
 from .limits import Limits
-from .stream_handler import route_response
+from .stream_handler import generate_reject_response, route_response
 
-__all__ = ["build_streams", "synthetic_reject"]
-
-
-def synthetic_reject(request: Request, code: RejectCode, message: str) -> Response:
-    return Response(request.sender, request.receiver, request.sender_reply_callback,
-                    Reject(code, truncate_reject_message(message)))
+__all__ = ["build_streams"]
 
 
 def build_streams(state: ReplicatedState, limits: Limits) -> ReplicatedState:
@@ -52,7 +47,7 @@ def build_streams(state: ReplicatedState, limits: Limits) -> ReplicatedState:
                     queues.pop_output(remote)
                     if type(message) is Request:
                         state.metadata.count("synthetic_rejects")
-                        route_response(state, synthetic_reject(
+                        route_response(state, generate_reject_response(
                             message, RejectCode.DESTINATION_INVALID, f"Canister {remote} not found in the routing table"))
                     else:
                         state.metadata.count("dropped_responses_unroutable")
@@ -61,7 +56,7 @@ def build_streams(state: ReplicatedState, limits: Limits) -> ReplicatedState:
                 if type(message) is Request and size > max_payload:
                     queues.pop_output(remote)
                     state.metadata.count("synthetic_rejects")
-                    route_response(state, synthetic_reject(
+                    route_response(state, generate_reject_response(
                         message, RejectCode.CANISTER_ERROR,
                         f"Request of {size} bytes exceeds the limit of {max_payload} bytes"))
                     continue

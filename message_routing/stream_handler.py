@@ -14,7 +14,7 @@ For each slice from subnet X, in subnet order (the loopback stream first):
 from __future__ import annotations
 
 from state_manager.canister_state import CanisterStatus
-from state_manager.messages import Reject, Request, Response, SubnetId, truncate_reject_message
+from state_manager.messages import Reject, RejectCode, Request, Response, SubnetId, truncate_reject_message
 from state_manager.replicated_state import ReplicatedState
 from state_manager.streams import RejectReason, Stream, StreamSlice, reject_code_for
 
@@ -22,7 +22,7 @@ from .limits import Limits
 
 __all__ = [
     "induct_loopback_stream", "process_stream_slice", "induct_message", "garbage_collect_messages",
-    "garbage_collect_signals", "generate_reject_response", "route_response",
+    "garbage_collect_signals", "generate_reject_response", "reject_rejected_message", "route_response",
 ]
 
 _REJECT_MESSAGES = {
@@ -36,15 +36,26 @@ _REJECT_MESSAGES = {
 }
 
 
-def generate_reject_response(request: Request, reason: RejectReason) -> Response:
-    """``Response{originator: sender, respondent: receiver, callback, Reject(code(reason), msg)}``."""
-    message = truncate_reject_message(_REJECT_MESSAGES[reason].format(request.receiver))
+def generate_reject_response(request: Request, code: RejectCode, message: str) -> Response:
+    """``Response{originator: sender, respondent: receiver, callback, Reject(code, msg)}`` — the
+    synthetic reject of a request that cannot be delivered (``msg`` truncated to its limit)."""
     return Response(
         originator=request.sender,
         respondent=request.receiver,
         originator_reply_callback=request.sender_reply_callback,
-        response_payload=Reject(reject_code_for(reason), message),
+        response_payload=Reject(code, truncate_reject_message(message)),
     )
+
+
+def reject_rejected_message(state: ReplicatedState, message: Request | Response, reason: RejectReason) -> None:
+    """A message the receiving side rejected with ``reason``: a request is answered with a
+    synthetic reject (``reject_code_for(reason)``), a response is rerouted — never dropped."""
+    if type(message) is Request:
+        state.metadata.count("synthetic_rejects")
+        route_response(state, generate_reject_response(
+            message, reject_code_for(reason), _REJECT_MESSAGES[reason].format(message.receiver)))
+    else:
+        route_response(state, message)
 
 
 def route_response(state: ReplicatedState, response: Response) -> None:
@@ -80,13 +91,8 @@ def garbage_collect_messages(state: ReplicatedState, remote: SubnetId, stream_sl
     rejected = {s.index: s.reason for s in header.reject_signals if stream.begin <= s.index < header.signals_end}
     for index, message in stream.discard_messages_before(header.signals_end):
         reason = rejected.get(index)
-        if reason is None:
-            continue
-        if type(message) is Request:
-            state.metadata.count("synthetic_rejects")
-            route_response(state, generate_reject_response(message, reason))
-        else:
-            route_response(state, message)
+        if reason is not None:
+            reject_rejected_message(state, message, reason)
 
 
 def garbage_collect_signals(state: ReplicatedState, remote: SubnetId, stream_slice: StreamSlice) -> None:
@@ -174,9 +180,5 @@ def induct_loopback_stream(state: ReplicatedState, limits: Limits) -> None:
     for index, message in stream.discard_messages_before(stream.end):
         reason = induct_message(state, own, message, limits)
         if reason is not None:
-            if type(message) is Request:
-                state.metadata.count("synthetic_rejects")
-                route_response(state, generate_reject_response(message, reason))
-            else:
-                route_response(state, message)
+            reject_rejected_message(state, message, reason)
     stream.signals_end = stream.end
