@@ -36,7 +36,7 @@ os.environ.setdefault("PYTHONHASHSEED", "0")  # workers of both kinds run with t
 
 from replica.testnet.workload import generate_isolated  # noqa: E402
 from replica.audit.job import AuditOptions, run_audit, spark_session  # noqa: E402
-from replica.audit.progress import StatusLine  # noqa: E402
+from replica.progress import Progress  # noqa: E402
 from replica.audit.replicas import assign_partitions, plan_replicas  # noqa: E402
 from replica.audit.run_log import decode_run_log  # noqa: E402
 from replica.audit.worker import init_local_worker, local_replay_chunk  # noqa: E402
@@ -58,7 +58,7 @@ def _peak_mb_of(pid: int) -> float | None:
     return None
 
 
-def _pool_audit(blob: bytes, log, chunks: list[list[tuple]], cores: int, status: StatusLine) -> tuple[float, int, bool]:
+def _pool_audit(blob: bytes, log, chunks: list[list[tuple]], cores: int, status: Progress) -> tuple[float, int, bool]:
     """Replay every chunk on a pool; return (wall seconds, rows, all agree with the live run)."""
     started = time.perf_counter()
     context = multiprocessing.get_context("spawn")
@@ -79,7 +79,7 @@ def _pool_audit(blob: bytes, log, chunks: list[list[tuple]], cores: int, status:
     agree = all(len([k for k in votes if k[:2] == key]) == 1 for key in majority) and all(
         majority.get(key, (0, None, None))[1:] == hashes for key, hashes in live.items())
     wall = time.perf_counter() - started
-    status.done(f"pool: done in {wall:.1f} s")
+    status.finish(f"pool: done in {wall:.1f} s")
     return wall, rows, agree
 
 
@@ -96,7 +96,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--from-genesis", action="store_true", help="every replica replays from genesis")
     parser.add_argument("--pool-first", action="store_true", help="run the pool before Spark (to see order effects)")
     args = parser.parse_args(argv)
-    status = StatusLine()
+    status = Progress()
     began = time.perf_counter()
 
     config = WorkloadConfig(subnets=args.subnets, canisters=args.canisters, batches=args.batches,
@@ -107,7 +107,7 @@ def main(argv: list[str] | None = None) -> int:
     log = decode_run_log(blob)
     generate_s = time.perf_counter() - t
     messages = sum(len(b) for s in log.subnets for b in s.batches)  # bytes, for the record only
-    status.done(f"generated in {generate_s:.1f} s ({len(blob) / 1e6:.1f} MB of run log)")
+    status.finish(f"generated in {generate_s:.1f} s ({len(blob) / 1e6:.1f} MB of run log)")
 
     partitions = args.partitions or 4 * args.cores
     heights = {s.subnet_id: s.height for s in log.subnets}

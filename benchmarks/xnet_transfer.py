@@ -33,7 +33,7 @@ import time
 
 from consensus_stub.node_keys import generate_node_identity, load_node_identity
 from message_routing.limits import DEFAULT
-from replica.progress import StatusLine
+from replica.progress import Progress
 from state_manager import certification as cm
 from state_manager import threshold_bls as bls
 from state_manager.certified_slice import decode_certified_stream_slice, height_leaf, message_label
@@ -143,7 +143,7 @@ def in_process_rate(verifier: Verifier, data: bytes, begin: int, repeats: int) -
 
 
 def transfer_rate(client: XNetClient, peer: PeerEndpoint, verifier: Verifier, slice_messages: int,
-                  messages: int, prefetch: int, status: StatusLine) -> tuple[float, int]:
+                  messages: int, prefetch: int, status: Progress) -> tuple[float, int]:
     """Walk the stream: a fetcher thread keeps ``prefetch`` slices ahead; this thread
     decodes, verifies and validates them in order."""
     requests = [GetStreamSliceRequest(CLIENT_SUBNET, b, b, min(slice_messages, messages - b), 4 * ONE_MIB)
@@ -172,7 +172,7 @@ def transfer_rate(client: XNetClient, peer: PeerEndpoint, verifier: Verifier, sl
         count = verifier.verify(data, expected)
         verified += count
         expected += count
-        status.update(verified, f"{verified / (time.perf_counter() - started):,.0f} verified msg/s")
+        status.update(f"{verified / (time.perf_counter() - started):,.0f} verified msg/s", done=verified)
     elapsed = time.perf_counter() - started
     thread.join()
     if verified != messages:
@@ -181,7 +181,7 @@ def transfer_rate(client: XNetClient, peer: PeerEndpoint, verifier: Verifier, sl
 
 
 def fetch_latencies(client: XNetClient, peer: PeerEndpoint, messages: int, calls: int,
-                    status: StatusLine) -> tuple[list[float], int, int]:
+                    status: Progress) -> tuple[list[float], int, int]:
     """Sequential fetches of ~1 MiB slices at random offsets (no two alike, so no caching helps)."""
     probe = client.get_stream_slice(peer, GetStreamSliceRequest(CLIENT_SUBNET, 0, 0, 1_000, 4 * ONE_MIB))
     per_message = len(probe) / 1_000
@@ -196,7 +196,7 @@ def fetch_latencies(client: XNetClient, peer: PeerEndpoint, messages: int, calls
         data = client.get_stream_slice(peer, request)
         samples.append(time.perf_counter() - started)
         size = len(data)
-        status.update(call + 1, f"p50 so far {statistics.median(samples) * 1e3:.1f} ms")
+        status.update(f"p50 so far {statistics.median(samples) * 1e3:.1f} ms", done=call + 1)
     return samples, size, count
 
 
@@ -214,7 +214,7 @@ def main(argv: list[str] | None = None) -> int:
     client_id = generate_node_identity("bench-client", not_before)
     context = multiprocessing.get_context("spawn")
     parent_conn, child_conn = context.Pipe()
-    setup = StatusLine(f"xnet-transfer: endpoint process certifying a stream of {args.messages:,} messages")
+    setup = Progress(f"xnet-transfer: endpoint process certifying a stream of {args.messages:,} messages")
     process = context.Process(
         target=endpoint_main, name="xnet-endpoint",
         args=((endpoint_id.certificate_pem(), endpoint_id.private_key_pem()), client_id.certificate_pem(),
@@ -225,7 +225,7 @@ def main(argv: list[str] | None = None) -> int:
         if not parent_conn.poll(300):
             raise RuntimeError("the endpoint process did not start")
         port = parent_conn.recv()
-        setup.done(f"(serving on 127.0.0.1:{port})")
+        setup.finish(f"(serving on 127.0.0.1:{port})")
         peer = PeerEndpoint("bench-endpoint", f"127.0.0.1:{port}", endpoint_id.certificate_pem())
         verifier = Verifier()
         with XNetClient(client_id, timeout_s=30, max_response_bytes=16 * ONE_MIB) as client:
@@ -235,15 +235,15 @@ def main(argv: list[str] | None = None) -> int:
             print(f"in-process decode+verify+validate: {inprocess:,.0f} msg/s "
                   f"({args.slice_messages} messages, {len(sample):,} bytes per slice)", file=sys.stderr)
 
-            status = StatusLine("transfer", total=args.messages)
+            status = Progress("transfer", total=args.messages)
             rate, slices = transfer_rate(client, peer, verifier, args.slice_messages, args.messages,
                                          args.prefetch, status)
-            status.done(f"{rate:,.0f} verified msg/s over {slices} slices")
+            status.finish(f"{rate:,.0f} verified msg/s over {slices} slices")
 
-            status = StatusLine("fetch latency of 1 MiB slices", total=args.latency_calls)
+            status = Progress("fetch latency of 1 MiB slices", total=args.latency_calls)
             samples, size, count = fetch_latencies(client, peer, args.messages, args.latency_calls, status)
             p50, p99 = _percentile(samples, 0.5) * 1e3, _percentile(samples, 0.99) * 1e3
-            status.done(f"p50 {p50:.1f} ms, p99 {p99:.1f} ms ({count} messages, {size:,} bytes per slice)")
+            status.finish(f"p50 {p50:.1f} ms, p99 {p99:.1f} ms ({count} messages, {size:,} bytes per slice)")
     finally:
         parent_conn.send("stop")
         process.join(30)

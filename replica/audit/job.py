@@ -39,7 +39,9 @@ from .errors import AuditError
 from .faults import apply_fault
 from .inputs import RunInputs, prepare_run
 from .perturbation import Fault
-from .progress import SparkProgress, StatusLine
+from replica.progress import Progress
+
+from .progress import SparkProgress
 from .replicas import ReplicaSpec, assign_partitions, plan_replicas
 from .report import AuditFacts, build_report, reproduce_command
 from .run_log import RunLog, encode_run_log
@@ -168,9 +170,9 @@ def _b(value) -> bytes | None:
 
 
 def run_audit(spark: SparkSession, log: RunLog, options: AuditOptions, *, source: str, run_dir: str | None,
-              status: StatusLine | None = None) -> dict[str, Any]:
+              status: Progress | None = None) -> dict[str, Any]:
     """Audit ``log`` with ``options``; return the report (``report.build_report``)."""
-    status = status or StatusLine(quiet=True)
+    status = status or Progress(quiet=True)
     sc = spark.sparkContext
     started = time.perf_counter()
     # -- extract -----------------------------------------------------------------------------

@@ -15,8 +15,9 @@ from pathlib import Path
 from typing import TextIO
 
 from .errors import AuditError
+from replica.progress import Progress
+
 from .job import AuditOptions, run_audit, spark_session
-from .progress import StatusLine
 from .report import render_html, render_text
 from .run_log import RunLog
 
@@ -30,14 +31,14 @@ def write_reports(report: dict, out: Path) -> None:
 
 
 def audit_run_log(log: RunLog, *, run_dir: str, out: str | Path, options: AuditOptions = AuditOptions(),
-                  master: str = "local[*]", status: StatusLine | None = None, stream: TextIO | None = None,
+                  master: str = "local[*]", status: Progress | None = None, stream: TextIO | None = None,
                   command: str = "audit") -> int:
     """Audit ``log`` (recorded in ``run_dir``) on ``master``; reports to ``out`` (module docstring)."""
     stream = stream or sys.stdout
     try:
         spark = spark_session(master)
         try:
-            report = run_audit(spark, log, options, source=run_dir, run_dir=run_dir, status=status or StatusLine())
+            report = run_audit(spark, log, options, source=run_dir, run_dir=run_dir, status=status or Progress())
         finally:
             spark.stop()
     except AuditError as exc:

@@ -16,6 +16,7 @@ from pathlib import Path
 
 from replica.audit.errors import AuditError
 from replica.audit.perturbation import parse_fault, parse_perturbation
+from replica.progress import Progress
 
 from .help import HelpFormatter, plain
 
@@ -85,17 +86,16 @@ def _generate(args, status) -> tuple:
     log = decode_run_log(generate_isolated(config, default_worker_hash_seed()))
     run_dir = Path(args.out) / "run"
     write_run_log(log, run_dir)
-    status.done(f"generated {config.subnets} subnets × {config.batches} batches into {run_dir}")
+    status.finish(f"generated {config.subnets} subnets × {config.batches} batches into {run_dir}")
     return log, str(run_dir)
 
 
 def audit_command(args: argparse.Namespace) -> int:
     from replica.audit.job import AuditOptions
-    from replica.audit.progress import StatusLine
     from replica.audit.run_log import load_run_log
     from replica.audit.session import audit_run_log
 
-    status = StatusLine(quiet=args.quiet)
+    status = Progress(quiet=args.quiet)
     if bool(args.run_dir) == bool(args.generate):
         print("replica audit: give a RUN_DIR or --generate (not both)", file=sys.stderr)
         return 2

@@ -25,7 +25,7 @@ from examples.ping_pong import PingPong
 from message_routing.limits import DEFAULT
 from replica.execution import ExecutionEnvironment, install_canister, run_query
 from replica.client import UserKey, decode_signed_ingress, sign_ingress
-from replica.progress import StatusLine
+from replica.progress import Progress
 from replica.testnet.simulation import TICK_NS, NetworkKnobs, Simulation
 from state_manager.encoding import decode
 from state_manager.ingress_history import IngressState
@@ -74,7 +74,7 @@ def _submit(net: DemoNetwork, user: str, receiver: int, method: str, arg, nonce:
     net.submitted.append(ingress.message_id)
 
 
-def drive_traffic(net: DemoNetwork, rng: random.Random, ticks: int, status: StatusLine | None = None) -> None:
+def drive_traffic(net: DemoNetwork, rng: random.Random, ticks: int, status: Progress | None = None) -> None:
     subnets = sorted(SUBNETS)
     nonce = 0
     for tick in range(ticks):
@@ -95,7 +95,7 @@ def drive_traffic(net: DemoNetwork, rng: random.Random, ticks: int, status: Stat
                         {"target": _canister(target, PINGER), "rounds": rng.randint(1, 4)}, nonce)
         net.simulation.tick()
         if status:
-            status.update(tick + 1, f"height {tick + 1}")
+            status.update(f"height {tick + 1}", done=tick + 1)
 
 
 def _query(net: DemoNetwork, subnet: str, canister: int, method: str, arg=None):
@@ -143,10 +143,10 @@ def run_simulation(seed: int = 7, ticks: int = 40, out: str = "runs/simulation")
     rng = random.Random(seed)
     net = build_demo(seed)
     sim = net.simulation
-    status = StatusLine("simulation: 3 subnets running", total=ticks)
+    status = Progress("simulation: 3 subnets running", total=ticks)
     drive_traffic(net, rng, ticks, status)
     settle = sim.run_until_quiescent(max_ticks=500)
-    status.done(f"({ticks} ticks of traffic, {settle} more to settle)")
+    status.finish(f"({ticks} ticks of traffic, {settle} more to settle)")
 
     outcomes = {state: 0 for state in IngressState}
     for subnet in SUBNETS:

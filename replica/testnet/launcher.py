@@ -66,7 +66,7 @@ from message_routing.limits import DEFAULT, MINIMAL
 from replica.execution import install_canister, module_name_of
 from replica.client import UserKey
 from replica.node.batch_processor import canister_classes
-from replica.progress import StatusLine
+from replica.progress import Progress
 from state_manager.replicated_state import ReplicatedState
 from state_manager.state_codec import encode_state
 
@@ -465,18 +465,18 @@ def launch(
         try:
             supervisor.start_all()
             supervisor.wait_published()
-            status = StatusLine(f"testnet: {len(subnets)} subnets x {manifest['nodes']} nodes in {layout.root}")
+            status = Progress(f"testnet: {len(subnets)} subnets x {manifest['nodes']} nodes in {layout.root}")
             started = time.monotonic()
             try:
                 while duration_s is None or time.monotonic() - started < duration_s:
                     supervisor.check()
                     statuses = _statuses(layout, subnets)
-                    status.update(int(time.monotonic() - started), _describe(statuses))
+                    status.update(_describe(statuses))
                     time.sleep(0.5)
             except KeyboardInterrupt:
                 print("\ninterrupted: settling (interrupt again to stop at once)", file=out)
             _write(layout.traffic_off, b"")
-            settle = StatusLine("testnet: traffic off, waiting until every call is answered")
+            settle = Progress("testnet: traffic off, waiting until every call is answered")
             deadline = time.monotonic() + settle_timeout_s
             statuses = _statuses(layout, subnets)
             while not (supervisor.published and quiescent(statuses)):
@@ -484,10 +484,10 @@ def launch(
                 if time.monotonic() > deadline:
                     print(f"not quiescent after {settle_timeout_s} s: {_describe(statuses)}", file=out)
                     return 1
-                settle.update(int(time.monotonic() - started), _describe(statuses))
+                settle.update(_describe(statuses))
                 time.sleep(0.5)
                 statuses = _statuses(layout, subnets)
-            settle.done()
+            settle.finish()
         finally:
             _hold_signals(previous)
             supervisor.stop()

@@ -25,7 +25,7 @@ from state_manager.replicated_state import ReplicatedState
 from state_manager.state_codec import encode_state
 
 from replica.node.replica_node import NodeConfig, RegistryHolder
-from replica.progress import StatusLine
+from replica.progress import Progress
 from replica.testnet.subnet import NodeHooks, Subnet
 
 __all__ = ["LocalTestnet", "GenesisSetup"]
@@ -131,7 +131,7 @@ class LocalTestnet:
         timeout_s: float,
         pause_s: float = 0.02,
         min_heights: int = 0,
-        status: StatusLine | None = None,
+        status: Progress | None = None,
     ) -> int:
         """Step every subnet (pausing ``pause_s`` between rounds so slices can travel) until
         ``predicate()`` holds after at least ``min_heights`` rounds; return the rounds made.
@@ -142,7 +142,7 @@ class LocalTestnet:
             self.step()
             rounds += 1
             if status is not None:
-                status.update(rounds, f"heights {', '.join(f'{s}={n.height}' for s, n in self.subnets.items())}")
+                status.update(f"heights {', '.join(f'{s}={n.height}' for s, n in self.subnets.items())}", done=rounds)
             if rounds >= min_heights and predicate():
                 return rounds
             if time.monotonic() > deadline:
