@@ -96,7 +96,7 @@ class RunLog:
         for log in self.subnets:
             if log.subnet_id == subnet_id:
                 return log
-        raise RunLogError(f"the run has no subnet {subnet_id!r}")
+        raise RunLogError(f"the run has no subnet {subnet_id!r}; its subnets are {', '.join(self.subnet_ids())}")
 
 
 def limits_preset_name(limits: Limits) -> str:

@@ -26,6 +26,7 @@ from message_routing.limits import DEFAULT
 from replica.execution import ExecutionEnvironment, install_canister, run_query
 from replica.client import UserKey, decode_signed_ingress, sign_ingress
 from replica.progress import Progress
+from replica.testnet.naming import subnet_name
 from replica.testnet.simulation import TICK_NS, NetworkKnobs, Simulation
 from state_manager.encoding import decode
 from state_manager.ingress_history import IngressState
@@ -33,7 +34,7 @@ from state_manager.messages import Reply
 
 __all__ = ["DemoNetwork", "build_demo", "run_demo", "run_simulation"]
 
-SUBNETS = {"alpha": (0, 999), "beta": (1000, 1999), "gamma": (2000, 2999)}
+SUBNETS = {subnet_name(i): (i * 1000, i * 1000 + 999) for i in range(3)}
 LEDGER, PINGER, COUNTER = 1, 2, 3
 INITIAL_BALANCE = 1_000_000
 

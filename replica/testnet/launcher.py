@@ -67,11 +67,12 @@ from replica.execution import install_canister, module_name_of
 from replica.client import UserKey
 from replica.node.batch_processor import canister_classes
 from replica.progress import Progress
+from replica.testnet.naming import subnet_names
 from state_manager.replicated_state import ReplicatedState
 from state_manager.state_codec import encode_state
 
 __all__ = [
-    "LIMIT_PRESETS", "LEDGER", "PINGER", "COUNTER", "INITIAL_BALANCE", "TestnetError", "TestnetLayout", "subnet_ids",
+    "LIMIT_PRESETS", "LEDGER", "PINGER", "COUNTER", "INITIAL_BALANCE", "TestnetError", "TestnetLayout",
     "canister_range", "user_key", "create_testnet", "launch", "quiescent", "total_supply", "Supervisor",
     "EXIT_REFUSED", "RESTART_LIMIT", "RESTART_WINDOW_S", "STOP_TIMEOUT_S", "LAUNCHER_PID_ENV",
 ]
@@ -96,10 +97,6 @@ LAUNCHER_PID_ENV = "REPLICA_TESTNET_LAUNCHER_PID"
 
 class TestnetError(RuntimeError):
     """The testnet directory or one of its processes is not usable."""
-
-
-def subnet_ids(count: int) -> list[str]:
-    return [f"subnet-{i}" for i in range(count)]
 
 
 def canister_range(position: int) -> tuple[int, int]:
@@ -205,7 +202,7 @@ def create_testnet(directory: Path | str, subnets: int, nodes: int, *, seed: byt
         raise TestnetError(f"{layout.root} already holds a testnet; launch it, or choose another directory")
     if subnets < 1 or nodes < 1:
         raise TestnetError("a testnet needs at least one subnet of at least one node")
-    ids = subnet_ids(subnets)
+    ids = subnet_names(subnets)
     specs = [SubnetSpec(s, nodes, (canister_range(i),)) for i, s in enumerate(ids)]
     not_before = datetime.datetime.now(datetime.timezone.utc) - datetime.timedelta(minutes=5)
     registry, secrets = genesis_registry(specs, seed, not_before=not_before)

@@ -34,6 +34,7 @@ from examples.nondeterministic import SetOrder
 from examples.ping_pong import PingPong
 from replica.execution import ExecutionEnvironment, install_canister
 from replica.sdk import encode_value
+from replica.testnet.naming import subnet_name
 from replica.testnet.simulation import NetworkKnobs, Simulation
 from state_manager.messages import Ingress
 from state_manager.state_codec import encode_state
@@ -43,7 +44,7 @@ from replica.audit.isolation import check_child_hash_seed, decode_request, encod
 from replica.audit.run_log import LIMIT_PRESETS, RunLog, encode_run_log
 from replica.testnet.simulation_recording import run_log_from_simulation
 
-__all__ = ["WorkloadConfig", "generate_run", "generate_isolated", "subnet_name", "NONDETERMINISTIC_PERIOD", "NONDETERMINISTIC_FIRST"]
+__all__ = ["WorkloadConfig", "generate_run", "generate_isolated", "NONDETERMINISTIC_PERIOD", "NONDETERMINISTIC_FIRST"]
 
 SUBNET_SPAN = 1 << 20          # canister ids per subnet range
 INGRESS_TTL_NS = 120 * 10**9
@@ -79,10 +80,6 @@ class WorkloadConfig:
             raise WorkloadError("at most 999 subnets")
         if self.limits not in LIMIT_PRESETS:
             raise WorkloadError(f"limits must be one of {sorted(LIMIT_PRESETS)}")
-
-
-def subnet_name(position: int) -> str:
-    return f"subnet-{position:02d}"
 
 
 def _user(seed: int, n: int) -> bytes:

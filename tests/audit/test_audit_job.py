@@ -56,12 +56,12 @@ def _same_counter_pair(batch, ref):
 def test_injected_faults_are_found_and_localized(spark, tmp_path):
     log = small_run()
     run = prepare_run(log)
-    b0, b1 = run.subnet("subnet-00").batches, run.subnet("subnet-01").batches
-    # flip: an ingress increment of a counter on subnet-01 (replica 5)
+    b0, b1 = run.subnet("subnet-0").batches, run.subnet("subnet-1").batches
+    # flip: an ingress increment of a counter on subnet-1 (replica 5)
     flip_height, flip = _find(b1, 3, lambda b, r: r.container == "ingress" and r.message.method_name == "increment")
-    # drop: a ping's XNet request on subnet-00 (replica 6)
+    # drop: a ping's XNet request on subnet-0 (replica 6)
     drop_height, drop = _find(b0, 3, lambda b, r: r.container != "ingress" and type(r.message) is Request)
-    # swap: two ingress increments of one counter on subnet-01 (replica 9)
+    # swap: two ingress increments of one counter on subnet-1 (replica 9)
     swap_height, swap = _find(b1, 2, _same_counter_pair)
     other = next(r for r in batch_messages(b1[swap_height - 1])[swap.index + 1:]
                  if r.container == "ingress" and r.message.receiver == swap.message.receiver

@@ -55,7 +55,7 @@ def test_genesis_row_is_the_hash_of_the_genesis_state(recorded):
 
 
 def test_a_fault_diverges_from_its_height_on(generated):
-    subnet = "subnet-00"
+    subnet = "subnet-0"
     live = _live(generated, subnet)
     steps = list(generated.replay(subnet, Perturbation(fault=Fault("flip", 5, 0))))
     differs = [s.height for s in steps if s.height and live[s.height] != (s.full_hash, s.certified_root)]
@@ -64,13 +64,13 @@ def test_a_fault_diverges_from_its_height_on(generated):
 
 def test_missing_checkpoint(generated):
     with pytest.raises(ReplayError, match="no checkpoint at height 3"):
-        list(generated.replay("subnet-00", Perturbation(start=3)))
+        list(generated.replay("subnet-0", Perturbation(start=3)))
 
 
 def test_failed_replica_yields_an_error_row(generated):
-    rows = list(replay_replica(generated, 9, "subnet-00", "checkpoint@3"))
-    assert rows == [(9, "subnet-00", 3, None, None, "ReplayError: the run has no checkpoint at height 3")]
-    rows = list(replay_replica(generated, 9, "subnet-00", "fault:drop@2:999"))
+    rows = list(replay_replica(generated, 9, "subnet-0", "checkpoint@3"))
+    assert rows == [(9, "subnet-0", 3, None, None, "ReplayError: the run has no checkpoint at height 3")]
+    rows = list(replay_replica(generated, 9, "subnet-0", "fault:drop@2:999"))
     assert len(rows) == 3 and rows[-1][2] == 2 and "only" in rows[-1][5]
 
 
@@ -86,12 +86,12 @@ def test_shuffled_state_is_the_same_state():
 
 def test_xnet_payload_presented_shuffled():
     run = prepare_run(small_run(subnets=3, batches=5))
-    batches = run.subnet("subnet-00").batches
+    batches = run.subnet("subnet-0").batches
     orders = {tuple(s for s, _ in present_xnet_payload(b, random.Random(k)).xnet_payload)
               for b in batches for k in range(4)}
     assert len(orders) > 1  # the state machine really sees other orders …
-    live = _live(run, "subnet-00")
-    for step in run.replay("subnet-00", parse_perturbation("shuffle:5")):
+    live = _live(run, "subnet-0")
+    for step in run.replay("subnet-0", parse_perturbation("shuffle:5")):
         assert not step.height or live[step.height] == (step.full_hash, step.certified_root)  # … and does not care
 
 
@@ -107,12 +107,12 @@ def test_nondeterministic_canister_differs_under_another_hash_seed():
     blob = generate_isolated(config, 0)
     log = decode_run_log(blob)
     height = NONDETERMINISTIC_FIRST
-    rows = {seed: list(run_isolated(blob, "states", seed, [(0, "subnet-00", f"hashseed:{seed}", height)]))[0]
+    rows = {seed: list(run_isolated(blob, "states", seed, [(0, "subnet-0", f"hashseed:{seed}", height)]))[0]
             for seed in (1, 2)}
     trees = {seed: build_state_trees(decode_state(row[4])) for seed, row in rows.items()}
     diff = diff_tries(trees[1].full, trees[2].full)
     set_order = config.canisters  # the SetOrder canister follows the example apps
     assert f"/canister_state/{set_order}/stable/order" in [d.text for d in diff.paths]
     live = {h: f for h, f, _ in log.subnets[0].hashes}
-    plain = list(run_isolated(blob, "rows", 0, [(0, "subnet-00", "none")]))
+    plain = list(run_isolated(blob, "rows", 0, [(0, "subnet-0", "none")]))
     assert all(live[r[2]] == r[3] for r in plain if r[2])
