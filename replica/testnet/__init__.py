@@ -6,7 +6,7 @@
 * ``subnet_process``        the entry point of one subnet process
 * ``simulation``            in-process subnets over a deliberately hostile network, no crypto
 * ``workload``              seeded multi-subnet runs generated with the simulation
-* ``recording``             a testnet's recordings → the audit's run log
-* ``simulation_recording``  a simulation → the audit's run log
+* ``recording``             what a testnet or a simulation recorded → the audit's run log
+* ``naming``                the subnet naming scheme (``subnet-<i>``)
 * ``demo``                  the embedded default runs (``replica demo``, ``replica simulate``)
 """

@@ -177,7 +177,7 @@ def run_simulation(seed: int = 7, ticks: int = 40, out: str = "runs/simulation")
 
     print("\n== Determinism audit of the recorded run ==")
     from replica.audit.session import audit_run_log
-    from replica.testnet.simulation_recording import record_run
+    from replica.testnet.recording import record_run
 
     run_dir = Path(out) / "run"
     audited = audit_run_log(record_run(sim, run_dir), run_dir=str(run_dir), out=Path(out) / "audit")

@@ -1,10 +1,13 @@
-"""From a live subnet's recording to the audit's run log (``replica.audit.run_log``).
+"""From what a testnet or a simulation recorded to the audit's run log (``replica.audit.run_log``).
 
 Every ``Subnet`` records its genesis state, the batch of every height and the hashes its
-nodes committed (``SubnetRecording``). ``run_log_from_recordings`` turns the recordings of
-a testnet into a ``RunLog`` with checkpoints every ``checkpoint_interval`` heights, derived
-by replaying each subnet's batches once — and refuses (``RecordError``) a recording that
-does not replay to its own live hashes. ``replica audit`` then audits it on Spark.
+nodes committed (``SubnetRecording``); a ``Simulation`` records the same per subnet.
+``run_log_from_recordings`` and ``run_log_from_simulation`` turn them into a ``RunLog`` with
+checkpoints every ``checkpoint_interval`` heights: given live ones (``checkpoints``, as the
+workload generator captures them) or derived by replaying each subnet's own batches once,
+every height checked against the live hashes — so a recording that does not replay to its
+own hashes is refused (``RecordError``) instead of being audited. ``record_run`` also
+writes the run log of a simulation to a directory.
 
 A subnet process keeps its recording in a file (canonical msgpack)::
 
@@ -13,21 +16,25 @@ A subnet process keeps its recording in a file (canonical msgpack)::
 
 from __future__ import annotations
 
-from typing import Any, Sequence
+from pathlib import Path
+from typing import Any, Mapping, Sequence
 
-from message_routing.batch import decode_batch
+from message_routing.batch import Batch, decode_batch, encode_batch
 from message_routing.limits import Limits
+from replica.audit.errors import RecordError
+from replica.audit.replay import ReplayContext, verified_checkpoints
+from replica.audit.run_log import RunLog, SubnetLog, limits_preset_name, write_run_log
+from replica.execution import module_name_of
+from replica.testnet.simulation import Simulation
+from replica.testnet.subnet import SubnetRecording
 from state_manager.codec import CodecError, check_bytes, check_str, check_tuple, check_u64
 from state_manager.encoding import EncodingError, decode, encode
 from state_manager.routing_table import NetworkTopology
 
-from replica.audit.errors import RecordError
-from replica.audit.replay import ReplayContext, verified_checkpoints
-from replica.audit.run_log import RunLog, SubnetLog, limits_preset_name
-from replica.execution import module_name_of
-from replica.testnet.subnet import SubnetRecording
-
-__all__ = ["DEFAULT_CHECKPOINT_INTERVAL", "encode_recording", "decode_recording", "run_log_from_recordings"]
+__all__ = [
+    "DEFAULT_CHECKPOINT_INTERVAL", "encode_recording", "decode_recording", "run_log_from_recordings",
+    "run_log_from_simulation", "record_run",
+]
 
 DEFAULT_CHECKPOINT_INTERVAL = 10
 _TAG = "replica-subnet-recording"
@@ -60,6 +67,26 @@ def decode_recording(data: bytes) -> SubnetRecording:
     return recording
 
 
+def _subnet_log(subnet_id: str, genesis: bytes | None, batches: Sequence[Batch], encoded: Sequence[bytes],
+                hashes: Sequence[Sequence], context: ReplayContext, interval: int,
+                live_checkpoints: Mapping[int, bytes] | None) -> SubnetLog:
+    """One subnet's part of the run log (module docstring)."""
+    if genesis is None or not batches:
+        raise RecordError(f"subnet {subnet_id} has not executed a batch yet: nothing is recorded")
+    if len(batches) != len(hashes):
+        raise RecordError(f"subnet {subnet_id}: {len(batches)} batches but {len(hashes)} hashes recorded")
+    if live_checkpoints is not None:
+        checkpoints = tuple(sorted((h, data) for h, data in live_checkpoints.items() if h % interval == 0))
+    else:
+        checkpoints = verified_checkpoints(subnet_id, genesis, batches, hashes, context, interval)
+    return SubnetLog(subnet_id, genesis, tuple(encoded), tuple(tuple(h) for h in hashes), checkpoints)
+
+
+def _check_interval(checkpoint_interval: int) -> None:
+    if checkpoint_interval < 1:
+        raise RecordError("the checkpoint interval is at least 1")
+
+
 def run_log_from_recordings(
     recordings: Sequence[SubnetRecording],
     classes: Sequence[type],
@@ -69,18 +96,43 @@ def run_log_from_recordings(
     checkpoint_interval: int = DEFAULT_CHECKPOINT_INTERVAL,
 ) -> RunLog:
     """The run log of a testnet's subnets (module docstring)."""
-    if checkpoint_interval < 1:
-        raise RecordError("the checkpoint interval is at least 1")
+    _check_interval(checkpoint_interval)
     classes = sorted(classes, key=module_name_of)
     context = ReplayContext(tuple(classes), limits, tuple(topologies))
-    logs = []
-    for recording in sorted(recordings, key=lambda r: r.subnet_id):
-        if not recording.batches:
-            raise RecordError(f"subnet {recording.subnet_id} has not executed a batch yet: nothing is recorded")
-        logs.append(SubnetLog(recording.subnet_id, recording.genesis, tuple(recording.batches),
-                              tuple(tuple(h) for h in recording.hashes),
-                              verified_checkpoints(recording.subnet_id, recording.genesis,
-                                                   [decode_batch(b) for b in recording.batches],
-                                                   recording.hashes, context, checkpoint_interval)))
+    logs = tuple(
+        _subnet_log(r.subnet_id, r.genesis, [decode_batch(b) for b in r.batches], r.batches, r.hashes, context,
+                    checkpoint_interval, None)
+        for r in sorted(recordings, key=lambda r: r.subnet_id))
     names = tuple(module_name_of(cls) for cls in classes)
-    return RunLog(tuple(logs), names, limits_preset_name(limits), limits, checkpoint_interval, tuple(topologies))
+    return RunLog(logs, names, limits_preset_name(limits), limits, checkpoint_interval, tuple(topologies))
+
+
+def run_log_from_simulation(
+    simulation: Simulation,
+    *,
+    checkpoint_interval: int = DEFAULT_CHECKPOINT_INTERVAL,
+    checkpoints: Mapping[str, Mapping[int, bytes]] | None = None,
+) -> RunLog:
+    """The run log of everything ``simulation`` recorded so far."""
+    _check_interval(checkpoint_interval)
+    if not simulation.record_batches:
+        raise RecordError("the simulation was made with record_batches=False")
+    registry = getattr(simulation.execution_environment, "registry", None)
+    if registry is None or not hasattr(registry, "names"):
+        raise RecordError("the simulation's execution environment has no canister registry to record")
+    names = registry.names()
+    context = ReplayContext(tuple(registry.class_of(name) for name in names), simulation.limits,
+                            (simulation.topology,))
+    logs = tuple(
+        _subnet_log(subnet_id, sub.genesis, sub.batches, [encode_batch(b) for b in sub.batches], sub.hashes,
+                    context, checkpoint_interval, None if checkpoints is None else checkpoints.get(subnet_id, {}))
+        for subnet_id, sub in sorted(simulation.subnets.items()))
+    return RunLog(logs, names, limits_preset_name(simulation.limits), simulation.limits,
+                  checkpoint_interval, (simulation.topology,))
+
+
+def record_run(simulation: Simulation, directory: Path | str, **options) -> RunLog:
+    """Write the simulation's recording to ``directory`` as a run log; return the log."""
+    log = run_log_from_simulation(simulation, **options)
+    write_run_log(log, directory)
+    return log

@@ -42,7 +42,7 @@ from state_manager.state_codec import encode_state
 from replica.audit.errors import IsolationError, WorkloadError
 from replica.audit.isolation import check_child_hash_seed, decode_request, encode_answer, run_isolated
 from replica.audit.run_log import LIMIT_PRESETS, RunLog, encode_run_log
-from replica.testnet.simulation_recording import run_log_from_simulation
+from replica.testnet.recording import run_log_from_simulation
 
 __all__ = ["WorkloadConfig", "generate_run", "generate_isolated", "NONDETERMINISTIC_PERIOD", "NONDETERMINISTIC_FIRST"]
 

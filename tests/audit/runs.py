@@ -5,7 +5,7 @@ from __future__ import annotations
 from examples.counter import Counter
 from examples.ledger import Ledger
 from examples.ping_pong import PingPong
-from replica.testnet.simulation_recording import run_log_from_simulation
+from replica.testnet.recording import run_log_from_simulation
 from replica.audit.run_log import RunLog
 from replica.testnet.workload import WorkloadConfig, generate_run
 from replica.execution import ExecutionEnvironment, install_canister

@@ -8,7 +8,7 @@ import pytest
 
 from message_routing.limits import MINIMAL
 from replica.audit.errors import RecordError, RunLogError
-from replica.testnet.simulation_recording import record_run, run_log_from_simulation
+from replica.testnet.recording import record_run, run_log_from_simulation
 from replica.audit.run_log import (
     MANIFEST_FILE, decode_run_log, encode_run_log, limits_preset_name, load_run_log, write_run_log,
 )
