@@ -1,16 +1,18 @@
 """Local measurement of XNet round-trip latency over loopback mutual TLS (not a test).
 
 One server on 127.0.0.1 serves a fixed slice; one client asks for it 200 times in a row
-(after a warm-up call that pays for the TLS handshake). Prints p50/p99 per response size.
+(after a warm-up call that pays for the TLS handshake). Prints p50/p99 per response size; the last line is one JSON object (with ``floor_us``).
 """
 
 from __future__ import annotations
 
 import datetime
+import json
 import statistics
 import time
 
 from consensus_stub.node_keys import generate_node_identity
+from floor import in_floor_units, measure_floor_us
 from xnet.grpc.client import PeerEndpoint, XNetClient
 from xnet.grpc.messages import GetStreamSliceRequest
 from xnet.grpc.server import XNetServer
@@ -57,10 +59,15 @@ def measure(size: int) -> tuple[float, float, float]:
 
 
 def main() -> None:
+    floor_us = measure_floor_us()
+    result: dict[str, float] = {"floor_us": floor_us}
     for size in (1024, 1024 * 1024):
         p50, p99, mean = measure(size)
         print(f"{size:>8} B response, {CALLS} calls: p50 {p50 * 1e3:.2f} ms  p99 {p99 * 1e3:.2f} ms  "
-              f"mean {mean * 1e3:.2f} ms")
+              f"mean {mean * 1e3:.2f} ms  (p99 {in_floor_units(p99 * 1e6, floor_us):,.0f} floor units)")
+        result.update({f"p50_ms_{size}": round(p50 * 1e3, 3), f"p99_ms_{size}": round(p99 * 1e3, 3),
+                       f"p99_floor_units_{size}": in_floor_units(p99 * 1e6, floor_us)})
+    print(json.dumps(result, sort_keys=True))
 
 
 if __name__ == "__main__":
