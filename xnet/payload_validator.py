@@ -50,7 +50,7 @@ from .xnet_payload import (
 
 __all__ = [
     "Valid", "Invalid", "Transient", "ValidationResult", "validate_xnet_payload", "validate_slice",
-    "own_stream_end", "decode_xnet_payload",
+    "own_stream_end", "max_witness_extra_positions", "decode_xnet_payload", "PublicKeyLookup",
     "MALFORMED_PAYLOAD", "UNSORTED_SUBNETS", "OWN_SUBNET", "PAYLOAD_TOO_LARGE", "UNDECODABLE_SLICE",
     "INVALID_SLICE", "STATE_UNAVAILABLE", "REGISTRY_VERSION_UNAVAILABLE",
 ]
@@ -94,6 +94,14 @@ class Transient:
 ValidationResult = Valid | Invalid | Transient
 
 PublicKeyLookup = Callable[[str, int], Optional[bytes]]
+
+
+def max_witness_extra_positions(limits: Limits) -> int:
+    """``max(DEFAULT_MAX_EXTRA_POSITIONS, 2 · limits.max_slice_messages)``: how many positions a
+    certified slice's witness may reveal beyond its payload. A pooled slice keeps the witness of
+    its first fetch while continuations append messages, so it reveals up to twice the slice
+    limit beyond the messages a block takes from it."""
+    return max(DEFAULT_MAX_EXTRA_POSITIONS, 2 * limits.max_slice_messages)
 
 
 def own_stream_end(state: ReplicatedState, remote: SubnetId) -> int:
@@ -170,10 +178,9 @@ def validate_xnet_payload(
     transient: Transient | None = None
     for remote, data in payload:
         try:
-            # A pooled slice's witness reveals at most twice the slice limit beyond its messages.
             certified = decode_certified_stream_slice(
                 own_subnet, remote, public_key_for, registry_version, data, max_bytes=limits.max_slice_bytes,
-                max_extra_positions=max(DEFAULT_MAX_EXTRA_POSITIONS, 2 * limits.max_slice_messages))
+                max_extra_positions=max_witness_extra_positions(limits))
         except RegistryVersionUnavailable:
             transient = Transient(REGISTRY_VERSION_UNAVAILABLE)
             continue

@@ -5,25 +5,24 @@ A ``ReplicaNode`` owns
 * a ``StateManager`` over the subnet's genesis state (its own decoded copy), the
   ``Executor`` and the limits — ``execute`` turns a finalized block into a batch,
   runs ``execute_round`` and commits;
-* an ``IngressPool`` and a ``SlicePool`` (the latter shared with the refresher thread, under
-  a lock) — ``make_block`` and ``validate_block`` are the consensus stub's pure functions
-  applied to this node's state and pools;
+* an ``IngressPool``, and a ``SlicePool`` inside the XNet ``SharedSliceFetcher`` (shared with
+  the refresher threads, under its lock) — ``make_block`` and ``validate_block`` are the
+  consensus stub's pure functions applied to this node's state and pools;
 * an ``XNetServer`` serving ``GetStreamSlice`` / ``ListStreams`` from the latest
   *certified* snapshot, to callers whose TLS certificate the registry lists;
 * an ``XNetClient`` and a ``SlicePoolRefresher`` pulling slices of peer subnets' streams to
-  us from their nodes. Every fetched slice is decoded and verified
-  (``decode_certified_stream_slice`` under the registry's key) and checked against what was
-  asked for (``xnet.fetched_slice.check_fetched_slice``) before it may enter the pool; a replica whose bytes
-  fail is penalised and the next replica of that subnet is asked.
+  us from their nodes, through the ``SharedSliceFetcher`` (``xnet.slice_fetcher``: what to
+  ask for; every answer decoded and verified under the registry's key and checked against
+  what was asked for before it may enter the pool); a replica whose bytes fail is penalised
+  and the next replica of that subnet is asked. After each block the node hands the fetcher
+  its new state, so requests continue from the new expected indices.
 
 Signing keys (the secret key share, the TLS key) come from ``NodeSecrets`` and stay here.
 """
 
 from __future__ import annotations
 
-import logging
 import threading
-from collections import Counter
 from dataclasses import dataclass
 from typing import Callable
 
@@ -37,21 +36,19 @@ from message_routing.batch import Batch
 from message_routing.executor import Executor
 from message_routing.limits import Limits
 from state_manager.certification import Certification, CertificationShare, sign_certification_share
-from state_manager.certified_slice import DEFAULT_MAX_EXTRA_POSITIONS, SliceDecodeError, decode_certified_stream_slice
 from state_manager.messages import Ingress
 from state_manager.replicated_state import ReplicatedState
 from state_manager.state_codec import decode_state
 from state_manager.state_manager import StateManager
 from state_manager.state_tree import StateTrees
-from state_manager.streams import ExpectedIndices
-from xnet.expected_indices import expected_indices
-from xnet.fetched_slice import FetchedSliceRejected, check_fetched_slice
 from xnet.grpc.client import PeerEndpoint, XNetClient
-from xnet.grpc.messages import GetStreamSliceRequest
 from xnet.grpc.refresher import SlicePoolRefresher
 from xnet.grpc.server import SliceProvider, XNetServer
+from xnet.grpc.shared_fetcher import SharedSliceFetcher
 from xnet.grpc.tls import TlsIdentity
+from xnet.payload_validator import PublicKeyLookup
 from xnet.peer_selection import PeerSelector
+from xnet.slice_fetcher import SliceFetcher
 from xnet.slice_pool import SlicePool
 from xnet.slice_provider import CertifiedSliceProvider
 from xnet.xnet_payload import DecodedXNetPayload, decode_xnet_payload
@@ -59,8 +56,6 @@ from xnet.xnet_payload import DecodedXNetPayload, decode_xnet_payload
 from .batch_processor import process_block
 
 __all__ = ["NodeConfig", "RegistryHolder", "ReplicaNode"]
-
-_log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -120,21 +115,15 @@ class ReplicaNode:
         self.config = config
         self.state_manager = StateManager(decode_state(genesis_state), keep_heights=config.keep_heights)
         self.ingress_pool = IngressPool(max_messages=config.ingress_pool_messages, max_bytes=config.ingress_pool_bytes)
-        self._pool_lock = threading.Lock()
-        self.slice_pool = SlicePool(self.subnet_id, config.slice_pool_bytes)
-        self._expected: dict[str, ExpectedIndices] = {}
-        self._own_stream_ends: dict[str, int] = {}
-        self._requested: dict[str, tuple[GetStreamSliceRequest, ExpectedIndices]] = {}
-        self._last_delivered: dict[str, bytes] = {}
-        #: Fetched slices refused, per ``(remote subnet, error class name)``.
-        self.rejected_slices: Counter[tuple[str, str]] = Counter()
+        self.fetcher = SharedSliceFetcher(
+            SliceFetcher(SlicePool(self.subnet_id, config.slice_pool_bytes), limits, config.max_response_bytes),
+            self._registry_keys, name=self.node_id)
         provider: SliceProvider = CertifiedSliceProvider(self.subnet_id, self.state_manager.latest_certified)
         if serve_with is not None:
             provider = serve_with(provider)
         self.provider = provider
         self._server_identity = server_identity or self._identity
         self._server: XNetServer | None = None
-        self._stats_lock = threading.Lock()
         self._client: XNetClient | None = None
         self._refresher: SlicePoolRefresher | None = None
         self.address: str | None = None
@@ -160,7 +149,7 @@ class ReplicaNode:
         self._client = XNetClient(self._identity, timeout_s=self.config.fetch_timeout_s,
                                   max_response_bytes=self.config.max_response_bytes)
         self._refresher = SlicePoolRefresher(
-            self._client, PeerSelector(), self._peer_directory, self._wanted, self._deliver,
+            self._client, PeerSelector(), self._peer_directory, self.fetcher.wanted, self.fetcher.deliver,
             interval_s=self.config.refresh_interval_s, max_parallel_fetches=self.config.max_parallel_fetches,
         )
         self._refresher.start()
@@ -182,6 +171,11 @@ class ReplicaNode:
     @property
     def refresher(self) -> SlicePoolRefresher | None:
         return self._refresher
+
+    @property
+    def rejected_slices(self) -> dict[tuple[str, str], int]:
+        """Fetched slices refused, per ``(remote subnet, error class name)``."""
+        return self.fetcher.rejected_slices()
 
     # -- consensus-facing -----------------------------------------------------------------
 
@@ -212,10 +206,10 @@ class ReplicaNode:
         return self.ingress_pool.add(ingress, now, self.limits.max_ingress_ttl_ns, self.limits.max_ingress_bytes)
 
     def make_block(self, tip: ChainTip, now: int, rank: int, registry_version: int) -> Block:
-        with self._pool_lock:
+        with self.fetcher.pool() as slice_pool:
             return build_block(
                 tip=tip, now=now, registry_version=registry_version, maker=self.node_id, rank=rank,
-                state=self.state, past_payloads=(), ingress_pool=self.ingress_pool, slice_pool=self.slice_pool,
+                state=self.state, past_payloads=(), ingress_pool=self.ingress_pool, slice_pool=slice_pool,
                 limits=self.limits, routing_table=self.registry.get().record(registry_version).routing_table,
             )
 
@@ -250,17 +244,14 @@ class ReplicaNode:
             raise LookupError(f"no public key for {self.subnet_id} in the registry")
         self.state_manager.deliver_certification(certification, key)
 
-    # -- XNet fetching (refresher threads) -------------------------------------------------
+    # -- XNet fetching ---------------------------------------------------------------------
 
     def _remember_indices(self, state: ReplicatedState) -> None:
+        self.fetcher.remember_indices(state, self.registry.get().latest().subnet_ids())
+
+    def _registry_keys(self) -> tuple[PublicKeyLookup, int]:
         registry = self.registry.get()
-        remotes = [s for s in registry.latest().subnet_ids() if s != self.subnet_id]
-        expected = expected_indices(state, remotes)
-        ends = {r: (state.streams[r].end if r in state.streams else 0) for r in remotes}
-        with self._pool_lock:
-            self._expected = expected
-            self._own_stream_ends = ends
-            self.slice_pool.garbage_collect(expected)
+        return registry_key_lookup(registry), registry.latest_version
 
     def _allowed_certificates(self) -> tuple[bytes, ...]:
         registry = self.registry.get()
@@ -277,47 +268,3 @@ class ReplicaNode:
                 for n in record.nodes_of(subnet) if not n.xnet_address.endswith(":0")
             ]
         return directory
-
-    def _wanted(self, remote: str) -> GetStreamSliceRequest | None:
-        with self._pool_lock:
-            expected = self._expected.get(remote, ExpectedIndices(0, 0))
-            witness_begin, msg_begin, msg_limit, byte_limit = self.slice_pool.next_request(
-                remote, expected, self.limits.max_slice_messages, self.limits.max_slice_bytes)
-            if msg_limit == 0 or byte_limit == 0:
-                return None  # a full slice is pooled already; it goes into the next block
-            request = GetStreamSliceRequest(self.subnet_id, witness_begin, msg_begin, msg_limit, byte_limit)
-            self._requested[remote] = (request, expected)
-            return request
-
-    def _deliver(self, remote: str, data: bytes) -> bool:
-        """Decode, verify and check a fetched slice; pool it. ``False``: the bytes are bad."""
-        if self._last_delivered.get(remote) == data:
-            return True  # the same answer as last time: nothing new, nothing wrong
-        registry = self.registry.get()
-        try:
-            decoded = decode_certified_stream_slice(
-                self.subnet_id, remote, registry_key_lookup(registry), registry.latest_version, data,
-                max_bytes=self.config.max_response_bytes,
-                max_extra_positions=max(DEFAULT_MAX_EXTRA_POSITIONS, 2 * self.limits.max_slice_messages))
-        except SliceDecodeError as exc:
-            return self._reject(remote, exc)
-        with self._pool_lock:
-            asked = self._requested.get(remote)
-            try:
-                if asked is not None:
-                    # Against the indices the request was made for: a block executed while the
-                    # answer travelled may have moved them on, which is not the replica's fault.
-                    request, expected = asked
-                    check_fetched_slice(decoded, request.witness_begin, request.msg_begin, expected,
-                                        self._own_stream_ends.get(remote, 0), self.slice_pool.get(remote))
-            except FetchedSliceRejected as exc:
-                return self._reject(remote, exc)
-            self.slice_pool.put(remote, data, decoded)
-            self._last_delivered[remote] = data
-        return True
-
-    def _reject(self, remote: str, exc: Exception) -> bool:
-        with self._stats_lock:
-            self.rejected_slices[(remote, type(exc).__name__)] += 1
-        _log.info("%s: slice from %s refused: %s", self.node_id, remote, exc)
-        return False
