@@ -1,0 +1,295 @@
+"""Fixed, representative values for the golden vectors, built deterministically.
+
+Everything here is a pure function of constants in this file (fixed seeds, fixed keys, fixed
+ids): no clocks, no OS randomness. BLS keys are dealt with ``threshold_bls.deal_threshold_key``
+from fixed seeds and BLS and Ed25519 signatures are deterministic, so certifications, slices
+and envelopes come out byte-identical on every run. The one TLS identity (node secrets) is a
+committed, test-only key pair under ``data/``: TLS keys are drawn from OS randomness.
+
+Only public names of the product are used. The values cover every field of every encoding
+(both message kinds, both response payloads, every ingress state, both call origins, reject
+signals, migrations, reserved slots, stable values of every scalar type, ...), so a change
+to any field's encoding changes some golden bytes.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import tempfile
+from functools import lru_cache
+from pathlib import Path
+
+from consensus_stub.block import GENESIS_PARENT_HASH, Block, block_hash
+from consensus_stub.genesis import NodeSecrets
+from consensus_stub.node_keys import load_node_identity
+from consensus_stub.registry import NodeRecord, Registry, RegistryRecord, SubnetRecord
+from message_routing.batch import Batch
+from message_routing.limits import Limits
+from replica.audit.report import AuditFacts
+from replica.audit.run_log import RunLog, SubnetLog
+from replica.client.envelope import compute_message_id, sign_ingress
+from replica.client.identity import UserKey, source_of
+from replica.execution.codec import encode_value
+from replica.sdk import Canister
+from replica.testnet.subnet import SubnetRecording
+from state_manager import certification as cm
+from state_manager import threshold_bls as bls
+from state_manager.canister_state import (
+    CallContext, Callback, CanisterOrigin, CanisterState, CanisterStatus, IngressOrigin,
+)
+from state_manager.hash_tree import Empty, Fork, Labeled, Leaf, Pruned
+from state_manager.ingress_history import IngressState, IngressStatus
+from state_manager.messages import Ingress, Reject, RejectCode, Reply, Request, Response
+from state_manager.replicated_state import ReplicatedState
+from state_manager.routing_table import CanisterIdRange, CanisterMigrations, NetworkTopology, RoutingTable
+from state_manager.state_tree import StateTrees, build_state_trees
+from state_manager.streams import RejectReason, RejectSignal, Stream, StreamHeader, StreamSlice
+
+DATA = Path(__file__).with_name("data")
+
+A, B = "subnet-a", "subnet-b"
+REGISTRY_VERSION = 3
+HEIGHT = 5
+TIME = 1_700_000_000_123_456_789
+N, T = 4, 3
+
+
+def digest(tag: str) -> bytes:
+    """A fixed 32-byte value named by ``tag``."""
+    return hashlib.sha256(b"golden:" + tag.encode()).digest()
+
+
+# -- keys --------------------------------------------------------------------------------------
+
+@lru_cache(maxsize=None)
+def deal(subnet: str) -> bls.ThresholdKeyDeal:
+    """A 3-of-4 threshold key for ``subnet``, dealt from a fixed seed."""
+    return bls.deal_threshold_key(N, T, digest("deal " + subnet))
+
+
+def public_key_for(subnet: str, registry_version: int) -> bytes | None:
+    if registry_version != REGISTRY_VERSION or subnet not in (A, B):
+        return None
+    return deal(subnet).public_key
+
+
+def user_key() -> UserKey:
+    return UserKey.from_seed(b"golden user")
+
+
+# -- messages ----------------------------------------------------------------------------------
+
+REQUEST = Request(sender=7, receiver=150, method_name="transfer", method_payload=b"\x01\x02pay", sender_reply_callback=2)
+REPLY = Response(originator=120, respondent=7, originator_reply_callback=4, response_payload=Reply(b"reply-bytes"))
+REJECT = Response(originator=130, respondent=7, originator_reply_callback=9,
+                  response_payload=Reject(RejectCode.CANISTER_REJECT, "no thanks \u2713"))
+HEADER = StreamHeader(begin=3, end=6, signals_end=9, reject_signals=(
+    RejectSignal(6, RejectReason.CANISTER_NOT_FOUND), RejectSignal(8, RejectReason.QUEUE_FULL)))
+STREAM_MESSAGES = (REQUEST, REPLY, REJECT)
+
+
+def ingress(n: int, receiver: int = 7, method: str = "update") -> Ingress:
+    return Ingress(source=b"\x11" * 29 + b"\x02", receiver=receiver, method_name=method,
+                   method_payload=bytes([n]) * 3, message_id=digest(f"ingress {n}"), expiry_time=TIME + n * 10**9)
+
+
+# -- state -------------------------------------------------------------------------------------
+
+def topology() -> NetworkTopology:
+    table = RoutingTable(((CanisterIdRange(0, 99), A), (CanisterIdRange(100, 199), B)))
+    migrations = CanisterMigrations(((CanisterIdRange(50, 59), (A, B)),))
+    return NetworkTopology(REGISTRY_VERSION, table, migrations, ((A, deal(A).public_key), (B, deal(B).public_key)))
+
+
+def _full_canister() -> CanisterState:
+    c = CanisterState(7, "tests.golden.fixtures:GoldenCanister", digest("module"), controller=b"controller")
+    c.certified_data = b"certified data"
+    c.call_contexts[0] = CallContext(0, IngressOrigin(digest("ingress 1"), b"\x11" * 29 + b"\x02"), "update", False, 1)
+    c.call_contexts[1] = CallContext(1, CanisterOrigin(120, 4), "call", True, 0)
+    c.callbacks[0] = Callback(0, 0, 150, "on_reply", "on_reject", ("ctx", -5, b"\x00", True, None, (2**64 - 1,)))
+    c.next_call_context_id = 2
+    c.next_callback_id = 1
+    q = c.queues
+    q.push_ingress(ingress(2))
+    q.push_input_request(Request(120, 7, "call", b"in", 4), capacity=10)   # reserves an output slot
+    q.push_output_request(REQUEST, capacity=10)                            # reserves an input slot
+    q.push_input_response(Response(7, 130, 8, Reply(b"late")))
+    q.input_schedule = 120
+    c.stable["balance"] = 1_000
+    c.stable["name"] = "golden"
+    c.stable["tuple"] = (b"bytes", "text", -(2**63), True, None, ())
+    return c
+
+
+def state() -> ReplicatedState:
+    """Subnet A at height 5: two canisters, a stream to B, the loopback stream, every ingress state."""
+    s = ReplicatedState(A, topology())
+    m = s.metadata
+    m.batch_number = HEIGHT
+    m.batch_time = TIME
+    m.prev_state_hash = digest("prev state")
+    m.count("ingress_inducted", 3)
+    m.count("reject_signals_sent", 2)
+    s.add_canister(_full_canister())
+    s.add_canister(CanisterState(8, "tests.golden.fixtures:GoldenCanister", digest("module"),
+                                 status=CanisterStatus.STOPPED))
+    s.streams[B] = Stream(HEADER.begin, STREAM_MESSAGES, HEADER.signals_end, HEADER.reject_signals)
+    s.streams[A] = Stream(0, (Request(7, 8, "self", b"", 1),), 1)
+    h = s.ingress_history
+    source = b"\x22" * 29 + b"\x02"
+    h.set(digest("status received"), IngressStatus(IngressState.RECEIVED, 7, source, TIME, TIME + 1))
+    h.set(digest("status processing"), IngressStatus(IngressState.PROCESSING, 7, source, TIME, TIME + 2))
+    h.set(digest("status replied"), IngressStatus(IngressState.REPLIED, 7, source, TIME, TIME + 3, reply=b"answer"))
+    h.set(digest("status rejected"), IngressStatus(IngressState.REJECTED, 8, source, TIME, TIME + 4,
+                                                   reject_code=RejectCode.CANISTER_ERROR, reject_message="trapped"))
+    h.set(digest("status done"), IngressStatus(IngressState.DONE, 7, source, TIME - 1, TIME - 1))
+    return s
+
+
+@lru_cache(maxsize=None)
+def trees() -> StateTrees:
+    return build_state_trees(state())
+
+
+# -- certification and slice -------------------------------------------------------------------
+
+def certification_shares(height: int = HEIGHT, root: bytes | None = None) -> list[cm.CertificationShare]:
+    root = trees().certified_root if root is None else root
+    return [cm.sign_certification_share(height, root, i, deal(A).secret_share(i)) for i in range(1, T + 1)]
+
+
+@lru_cache(maxsize=None)
+def certification() -> cm.Certification:
+    """Subnet A's certification of the fixture state's certified root at height 5."""
+    key_shares = {i: deal(A).public_key_share(i) for i in range(1, N + 1)}
+    return cm.aggregate_certification(certification_shares(), T, deal(A).public_key, key_shares)
+
+
+#: The slice A serves to B: witness from 3, messages 4 and 5.
+SLICE_REQUEST = dict(remote_subnet=B, witness_begin=3, msg_begin=4, msg_limit=10, byte_limit=1 << 20)
+SLICE_STREAM = StreamSlice(HEADER, 4, STREAM_MESSAGES[1:])
+
+
+# -- hash trees --------------------------------------------------------------------------------
+
+def spec_example_tree():
+    """The interface specification's example tree (DESIGN §6)."""
+    return Fork(
+        Fork(
+            Labeled(b"a", Fork(Fork(Labeled(b"x", Leaf(b"hello")), Empty()), Labeled(b"y", Leaf(b"world")))),
+            Labeled(b"b", Leaf(b"good")),
+        ),
+        Fork(Labeled(b"c", Empty()), Labeled(b"d", Leaf(b"morning"))),
+    )
+
+
+def witness_tree():
+    """A witness-shaped tree: pruned subtrees beside revealed labels and an empty node."""
+    return Fork(Pruned(digest("left")), Labeled(b"streams", Fork(Labeled(b"\x00" * 8, Pruned(digest("leaf"))),
+                                                                  Fork(Empty(), Pruned(digest("right"))))))
+
+
+# -- batches, blocks, registry -----------------------------------------------------------------
+
+def batch() -> Batch:
+    return Batch(batch_number=HEIGHT, time=TIME, registry_version=REGISTRY_VERSION, randomness=digest("randomness"),
+                 ingress=(ingress(1), ingress(2, receiver=8, method="other")),
+                 xnet_payload=((B, SLICE_STREAM),))
+
+
+def block(height: int = HEIGHT, parent: bytes | None = None) -> Block:
+    return Block(height=height, parent_hash=digest("parent") if parent is None else parent, time=TIME + height,
+                 registry_version=REGISTRY_VERSION, ingress=(ingress(height),),
+                 xnet_payload=((B, b"certified slice bytes " + bytes([height])),), maker=f"{A}-node-2", rank=1)
+
+
+def chain() -> list[Block]:
+    """Two finalized blocks, chained from genesis."""
+    first = block(1, GENESIS_PARENT_HASH)
+    return [first, block(2, block_hash(first))]
+
+
+PEM = b"-----BEGIN CERTIFICATE-----\ngolden (not a real certificate)\n-----END CERTIFICATE-----\n"
+
+
+def registry() -> Registry:
+    """Two versions: genesis of A and B, then a migration of canisters 50..59 from A to B."""
+    subnets = tuple(SubnetRecord(s, tuple(f"{s}-node-{i}" for i in range(1, N + 1)), T, deal(s).public_key,
+                                 deal(s).public_key_shares) for s in (A, B))
+    nodes = tuple(NodeRecord(f"{s}-node-{i}", s, f"127.0.0.1:{4000 + 10 * k + i}", PEM)
+                  for k, s in enumerate((A, B)) for i in range(1, N + 1))
+    table = RoutingTable(((CanisterIdRange(0, 99), A), (CanisterIdRange(100, 199), B)))
+    first = RegistryRecord(1, subnets, nodes, table)
+    second = RegistryRecord(REGISTRY_VERSION, subnets, nodes, table,
+                            CanisterMigrations(((CanisterIdRange(50, 59), (A, B)),)))
+    return Registry((first, second))
+
+
+def node_secrets() -> NodeSecrets:
+    """Node 1 of A: its share of A's key and the committed test-only TLS identity."""
+    identity = load_node_identity((DATA / "subnet-a-node-1.cert.pem").read_bytes(),
+                                  (DATA / "subnet-a-node-1.key.pem").read_bytes())
+    return NodeSecrets(f"{A}-node-1", A, 1, deal(A).secret_share(1), identity)
+
+
+# -- client, wire, audit -----------------------------------------------------------------------
+
+ENVELOPE_CALL = dict(receiver=7, method_name="transfer", arg={"to": b"\x01" * 4, "amount": 30, "memo": ("x", None)},
+                     nonce=3, expiry=TIME + 60 * 10**9)
+
+
+def envelope() -> bytes:
+    return sign_ingress(user_key(), **ENVELOPE_CALL)
+
+
+def envelope_content() -> tuple:
+    c = ENVELOPE_CALL
+    return (c["receiver"], c["method_name"], encode_value(c["arg"]), c["nonce"], c["expiry"])
+
+
+def envelope_ingress() -> Ingress:
+    key = user_key()
+    c = ENVELOPE_CALL
+    return Ingress(source_of(key.public_key), c["receiver"], c["method_name"], encode_value(c["arg"]),
+                   compute_message_id(envelope_content(), key.public_key), c["expiry"])
+
+
+def recording() -> SubnetRecording:
+    return SubnetRecording(A, b"genesis state bytes", [b"batch 1", b"batch 2"],
+                           [(1, digest("full 1"), digest("root 1")), (2, digest("full 2"), digest("root 2"))])
+
+
+def limits() -> Limits:
+    """Custom limits, one distinct value per field (independent of the presets' tuning)."""
+    return Limits(**{f.name: 1_000 + k for k, f in enumerate(dataclasses.fields(Limits))})
+
+
+def run_log() -> RunLog:
+    logs = tuple(
+        SubnetLog(s, f"genesis {s}".encode(), (b"batch 1", b"batch 2", b"batch 3"),
+                  tuple((h, digest(f"{s} full {h}"), digest(f"{s} root {h}")) for h in (1, 2, 3)),
+                  ((2, f"checkpoint {s} 2".encode()),))
+        for s in (A, B))
+    return RunLog(logs, ("examples.counter:Counter", "examples.ledger:Ledger"), "custom", limits(), 2, (topology(),))
+
+
+def audit_facts() -> AuditFacts:
+    """A clean audit of two subnets, no environment (the part of a report runs must agree on)."""
+    return AuditFacts(
+        source="runs/golden", subnets=[{"subnet": A, "batches": 3, "checkpoints": 1},
+                                       {"subnet": B, "batches": 3, "checkpoints": 1}],
+        canister_modules=["examples.counter:Counter"], limits="custom", replicas=4, seed=11, worker_hash_seed=0,
+        from_genesis=True, faults=[], perturbation_counts={"none": 2, "hashseed": 2}, replica_batches=24, rows=24,
+        error_rows=0, per_height=[(s, h, 4, 0) for s in (A, B) for h in (1, 2, 3)], split_groups=[], clusters=[],
+        recorded_mismatches=[], incomplete=[], divergent_replicas=0)
+
+
+class GoldenCanister(Canister):
+    """A canister class whose module hash is pinned (``VERSION`` is part of the hash)."""
+
+    VERSION = 3
+
+
+def scratch_dir() -> tempfile.TemporaryDirectory:
+    return tempfile.TemporaryDirectory(prefix="golden-")

@@ -1,0 +1,217 @@
+"""Golden vectors per encoding version (issue 12, item 6).
+
+Every versioned canonical encoding of the product is encoded from one fixed value
+(``fixtures``) and compared with the bytes committed in ``vectors.json`` under
+``(name, version)``, where ``version`` is the encoder's current version constant. So:
+
+* an encoding that changes without a version bump fails ``test_encoding_unchanged``;
+* a version bump without a recorded entry fails ``test_current_version_recorded``;
+* every committed entry still decodes (or, for versions the decoder no longer accepts, is
+  still refused), and the current ones decode to the fixed value and re-encode to the same
+  bytes (``test_golden_bytes_decode``).
+
+The tests only compare against the committed file; ``python -m tests.golden.record`` prints
+or records the current values for a developer who bumps a version on purpose.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import io
+import json
+
+import pytest
+
+from state_manager import certification as cm
+from state_manager import certified_slice as cs
+from state_manager.state_tree import StateTreeBuilder, build_state_trees
+
+from . import fixtures as fx
+from .vectors import RECORD_COMMAND, Vector, all_vectors, load_golden, load_scenario
+
+VECTORS = {v.name: v for v in all_vectors()}
+GOLDEN = load_golden()
+BY_KEY = {(e["name"], e["version"]): e for e in GOLDEN}
+
+
+def _bytes(entry: dict) -> bytes:
+    return bytes.fromhex(entry["hex"])
+
+
+def _describe(data: bytes) -> str:
+    return f"{len(data)} bytes, sha256 {hashlib.sha256(data).hexdigest()}"
+
+
+def _first_difference(a: bytes, b: bytes) -> int:
+    return next((i for i, (x, y) in enumerate(zip(a, b)) if x != y), min(len(a), len(b)))
+
+
+def changed_message(vector: Vector, golden: bytes, current: bytes) -> str:
+    if vector.current_version() is None:
+        head = (f"{vector.name} changed. It has no version of its own; it determines {vector.unversioned_note}. "
+                f"If the change is intended, re-record it with `{RECORD_COMMAND}`")
+    else:
+        head = (f"encoding {vector.name} changed: bump {vector.version_name()} and record a new golden entry "
+                f"(keep the old one if the decoder still accepts it) with `{RECORD_COMMAND}`")
+    return (f"{head}\n  golden : {_describe(golden)}\n  current: {_describe(current)}\n"
+            f"  first difference at byte {_first_difference(golden, current)}")
+
+
+# -- the committed file ------------------------------------------------------------------------
+
+def test_golden_file_is_consistent():
+    keys = [(e["name"], e["version"]) for e in GOLDEN]
+    assert len(keys) == len(set(keys)), "vectors.json lists a (name, version) twice"
+    for entry in GOLDEN:
+        data = _bytes(entry)
+        assert len(data) == entry["length"], f"{entry['name']} v{entry['version']}: length does not match hex"
+        assert hashlib.sha256(data).hexdigest() == entry["sha256"], \
+            f"{entry['name']} v{entry['version']}: sha256 does not match hex"
+        assert entry["name"] in VECTORS, (
+            f"vectors.json has an entry for {entry['name']!r}, which no vector produces any more "
+            f"(a leaf path of the fixture state went away, or a vector was renamed): remove it on purpose")
+        vector = VECTORS[entry["name"]]
+        if entry["decodes"] and vector.version_of is not None:
+            assert vector.version_of(data) == entry["version"], \
+                f"{entry['name']}: the golden bytes carry version {vector.version_of(data)}, recorded as {entry['version']}"
+
+
+# -- current encoders against the committed bytes ----------------------------------------------
+
+@pytest.mark.parametrize("name", sorted(VECTORS))
+def test_encoder_writes_its_version_constant(name: str):
+    vector = VECTORS[name]
+    if vector.version_constant is None or vector.version_of is None:
+        pytest.skip("no public version constant, or no version field in the bytes")
+    written = vector.version_of(vector.encode(vector.build()))
+    assert written == vector.current_version(), \
+        f"{name}: the encoder writes version {written} but {vector.version_constant} = {vector.current_version()}"
+
+
+@pytest.mark.parametrize("name", sorted(VECTORS))
+def test_current_version_recorded(name: str):
+    vector = VECTORS[name]
+    version = vector.current_version()
+    recorded = sorted((e["version"] for e in GOLDEN if e["name"] == name), key=lambda v: -1 if v is None else v)
+    assert (name, version) in BY_KEY, (
+        f"no golden entry for {name} at version {version} ({vector.version_name()}); recorded versions: {recorded}. "
+        f"If you bumped the version on purpose, record the new entry with `{RECORD_COMMAND}` "
+        f"(and keep the old one if the decoder still accepts it)")
+
+
+@pytest.mark.parametrize("name", sorted(VECTORS))
+def test_encoding_unchanged(name: str):
+    vector = VECTORS[name]
+    entry = BY_KEY.get((name, vector.current_version()))
+    if entry is None:
+        pytest.fail(f"no golden entry for {name} at version {vector.current_version()}: "
+                    f"see test_current_version_recorded")
+    golden, current = _bytes(entry), vector.encode(vector.build())
+    assert current == golden, changed_message(vector, golden, current)
+
+
+@pytest.mark.parametrize("key", sorted(BY_KEY, key=lambda k: (k[0], -1 if k[1] is None else k[1])),
+                         ids=lambda k: f"{k[0]}@v{k[1]}")
+def test_golden_bytes_decode(key):
+    name, version = key
+    entry = BY_KEY[key]
+    vector = VECTORS.get(name)
+    if vector is None:
+        pytest.fail(f"no vector named {name!r} (see test_golden_file_is_consistent)")
+    if vector.decode is None:
+        pytest.skip("a derived digest or an output format: nothing decodes it")
+    data = _bytes(entry)
+    if not entry["decodes"]:
+        with pytest.raises(Exception) as refused:
+            vector.decode(data)
+        assert not isinstance(refused.value, AssertionError)
+        return
+    try:
+        decoded = vector.decode(data)
+    except Exception as exc:  # noqa: BLE001 - reported with the hint below
+        pytest.fail(f"golden {name} version {version} no longer decodes ({type(exc).__name__}: {exc}). If the decoder "
+                    f"dropped that version on purpose, set its \"decodes\" to false in tests/golden/vectors.json")
+    if version != vector.current_version():
+        return   # an older version the decoder still accepts: decoding is all it owes
+    assert vector.expect(decoded, vector.build()), f"golden {name} decodes to {decoded!r}, not the fixed value"
+    reencode = vector.reencoder()
+    if reencode is not None:
+        assert reencode(decoded) == data, f"golden {name} does not re-encode to the same bytes"
+
+
+def test_spec_example_root_is_the_design_value():
+    """DESIGN §6 fixes this root; re-recording must not move it."""
+    assert BY_KEY[("hash tree root (spec example tree)", None)]["hex"] == \
+        "eb5c5b2195e62d996b84c9bcc8259d19a83786a2f59e0878cec84c811f669aa0"
+
+
+# -- the certified slice -----------------------------------------------------------------------
+
+def test_certified_slice_decodes_and_verifies():
+    entry = BY_KEY[("certified stream slice", cs.SLICE_VERSION)]
+    data = _bytes(entry)
+    assert (len(data), hashlib.sha256(data).hexdigest()) == (entry["length"], entry["sha256"])
+    decoded = cs.decode_certified_stream_slice(fx.B, fx.A, fx.public_key_for, fx.REGISTRY_VERSION, data)
+    assert decoded.stream_slice == fx.SLICE_STREAM
+    assert (decoded.witness_begin, decoded.witness_end) == (3, 6)
+    certification = decoded.certification
+    assert (certification.height, certification.root) == (fx.HEIGHT, fx.trees().certified_root)
+    assert certification.root == bytes.fromhex(BY_KEY[("fixture certified root", None)]["hex"])
+    cm.verify_certification(certification, fx.deal(fx.A).public_key)
+    # The signature is really checked: under B's key the same bytes are refused.
+    with pytest.raises(cs.SliceDecodeError):
+        cs.decode_certified_stream_slice(fx.B, fx.A, lambda subnet, version: fx.deal(fx.B).public_key,
+                                         fx.REGISTRY_VERSION, data)
+
+
+def test_fixture_roots_agree_with_the_incremental_builder():
+    """The pinned roots are the state manager's: from scratch and incrementally alike."""
+    trees = StateTreeBuilder().update(fx.state())
+    assert trees.certified_root == bytes.fromhex(BY_KEY[("fixture certified root", None)]["hex"])
+    assert trees.full_hash == bytes.fromhex(BY_KEY[("fixture full state hash", None)]["hex"])
+
+
+# -- the determinism scenario ------------------------------------------------------------------
+
+SCENARIO_HINT = ("the state hashes of the determinism scenario changed. If an encoding changed on purpose, bump its "
+                 f"VERSION and re-record with `{RECORD_COMMAND}`; otherwise behaviour changed (issue 12 requires "
+                 "every state hash of this scenario to stay byte-identical)")
+
+
+@pytest.fixture(scope="module")
+def scenario_run():
+    from tests.properties import determinism_scenario as scenario
+
+    stdout = io.StringIO()
+    with contextlib.redirect_stdout(stdout):
+        scenario.main([])   # what `python -m tests.properties.determinism_scenario` prints
+    return scenario, stdout.getvalue()
+
+
+def test_determinism_scenario_final_hashes(scenario_run):
+    _, printed = scenario_run
+    summary = json.loads(printed)
+    pinned = load_scenario()["subnets"]
+    assert sorted(summary) == sorted(pinned)
+    for subnet, expected in pinned.items():
+        height, full, certified = summary[subnet]["hashes"][-1]
+        assert (height, full, certified) == (expected["height"], expected["full_hash"], expected["certified_root"]), \
+            f"{subnet}: {SCENARIO_HINT}"
+        assert summary[subnet]["state_sha256"] == expected["state_sha256"], \
+            f"{subnet}: the final state encoding changed: {SCENARIO_HINT}"
+
+
+def test_determinism_scenario_summary_digest(scenario_run):
+    _, printed = scenario_run
+    assert printed.endswith("\n") and printed.count("\n") == 1
+    assert hashlib.sha256(printed.encode()).hexdigest() == load_scenario()["summary_stdout_sha256"], SCENARIO_HINT
+
+
+def test_determinism_scenario_final_states_rehash_to_the_pinned_roots(scenario_run):
+    scenario, _ = scenario_run
+    sim = scenario.record_run()
+    for subnet, expected in load_scenario()["subnets"].items():
+        trees = build_state_trees(sim.subnets[subnet].state)
+        assert (trees.height, trees.full_hash.hex(), trees.certified_root.hex()) == \
+            (expected["height"], expected["full_hash"], expected["certified_root"]), f"{subnet}: {SCENARIO_HINT}"

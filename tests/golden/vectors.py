@@ -1,0 +1,351 @@
+"""The table of golden vectors: every versioned canonical encoding of the product.
+
+A ``Vector`` names one fixed value (``fixtures``), how to encode it, how to decode the
+result, and which version constant governs its bytes. The committed bytes live in
+``vectors.json``, keyed by ``(name, version)``; ``test_golden`` compares against them and
+``python -m tests.golden.record`` prints (or merges) the current ones.
+
+Versions: ``version_constant`` is the dotted path of the public constant the encoder writes;
+``version_of`` reads the version back out of encoded bytes. Where the constant is private
+(node secrets, subnet recordings, audit child protocol) only ``version_of`` is known: the
+current version is then the one the encoder writes. A few vectors are *unversioned*
+derivations (hash-tree digests, module hashes, state roots): any change to them changes
+every hash that depends on them, so they are pinned and re-recorded on purpose only.
+"""
+
+from __future__ import annotations
+
+import importlib
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable, Optional
+
+from consensus_stub import block as block_module
+from consensus_stub.block_store import BlockLog
+from consensus_stub.genesis import decode_node_secrets, encode_node_secrets
+from consensus_stub.registry import decode_registry, encode_registry
+from message_routing.batch import decode_batch, encode_batch
+from replica.audit.isolation import decode_answer, decode_request, encode_answer, encode_request
+from replica.audit.report import build_report, comparable
+from replica.audit.run_log import decode_run_log, encode_run_log, load_run_log, write_run_log
+from replica.client.envelope import compute_message_id, decode_signed_ingress, sign_ingress
+from replica.execution import module_hash
+from replica.testnet.recording import decode_recording, encode_recording
+from state_manager import certification as cm
+from state_manager import certified_slice as cs
+from state_manager import encoding
+from state_manager import hash_tree as ht
+from state_manager.codec import (
+    call_context_from_value, call_context_to_value, callback_from_value, callback_to_value, decode_header_leaf,
+    decode_message_leaf, encode_header_leaf, encode_message_leaf, ingress_from_value, ingress_status_from_value,
+    ingress_status_to_value, ingress_to_value,
+)
+from state_manager.hash_tree import Empty
+from state_manager.labeled_trie import LabeledTrie
+from state_manager.state_codec import decode_state, encode_state
+from state_manager.state_tree import leaf
+from state_manager.store import Checkpoint, CheckpointStore
+from state_manager.tree_encoding import decode_tree, encode_tree
+from xnet.grpc import messages as wire
+
+from . import fixtures as fx
+
+GOLDEN_FILE = Path(__file__).with_name("vectors.json")
+RECORD_COMMAND = "python -m tests.golden.record --write"
+
+
+@dataclass(frozen=True)
+class Vector:
+    name: str
+    build: Callable[[], Any]
+    encode: Callable[[Any], bytes]
+    #: Dotted path of the version constant the encoder writes (``None``: private or none).
+    version_constant: Optional[str] = None
+    #: Reads the version written in encoded bytes (``None``: the bytes carry none).
+    version_of: Optional[Callable[[bytes], int]] = None
+    decode: Optional[Callable[[bytes], Any]] = None
+    #: ``expect(decoded, built)``: the decoded golden bytes are the fixed value.
+    expect: Callable[[Any, Any], bool] = lambda decoded, built: decoded == built
+    #: Encodes a decoded value again (``None``: the decoder's output is not the encoder's input).
+    reencode: Optional[Callable[[Any], bytes]] = "encode"  # type: ignore[assignment]
+    #: For unversioned vectors: what depends on it, for the failure message.
+    unversioned_note: str = ""
+    #: Where a private version constant lives (named in failure messages only, never imported).
+    private_version: str = ""
+
+    def current_version(self) -> Optional[int]:
+        """The version the encoder writes today: its public constant, else what its bytes say."""
+        if self.version_constant is not None:
+            module, _, attribute = self.version_constant.rpartition(".")
+            return getattr(importlib.import_module(module), attribute)
+        if self.version_of is not None:
+            return self.version_of(self.encode(self.build()))
+        return None
+
+    def version_name(self) -> str:
+        """The constant a developer bumps when this encoding changes."""
+        return self.version_constant or self.private_version or "its VERSION"
+
+    def reencoder(self) -> Optional[Callable[[Any], bytes]]:
+        return self.encode if self.reencode == "encode" else self.reencode
+
+
+# -- helpers -----------------------------------------------------------------------------------
+
+def _msgpack_field(position: int) -> Callable[[bytes], int]:
+    """The version at ``position`` of a canonical msgpack array."""
+    return lambda data: encoding.decode(data, max_bytes=max(len(data), 1))[position]
+
+
+def _label(label: bytes) -> str:
+    text = label.decode("ascii", "replace")
+    return text if label.isascii() and text.isprintable() and "/" not in text else "0x" + label.hex()
+
+
+def tree_leaves(trie: LabeledTrie, prefix: str = "") -> dict[str, bytes]:
+    """``{path: leaf bytes}`` of every leaf under ``trie`` (binary labels as ``0x…``)."""
+    out: dict[str, bytes] = {}
+    for label, value in trie.items():
+        path = f"{prefix}/{_label(label)}"
+        if isinstance(value, LabeledTrie):
+            out.update(tree_leaves(value, path))
+        elif isinstance(value, bytes):
+            out[path] = value
+        elif not isinstance(value, Empty):
+            raise TypeError(f"{path}: a trie value of unexpected type {type(value).__name__}")
+    return out
+
+
+def _generic_leaf(data: bytes) -> Any:
+    version, value = encoding.decode(data)
+    return value
+
+
+def _leaf_codec(path: str) -> tuple[Callable[[bytes], Any], Callable[[Any], bytes]]:
+    """The typed decoder of the leaf at ``path`` and the encoder it inverts."""
+    parts = path.split("/")
+    if parts[-2] == "messages":   # streams, loopback, canister input/output queues
+        return decode_message_leaf, encode_message_leaf
+    if parts[-1] == "header":
+        return decode_header_leaf, encode_header_leaf
+    if parts[1] == "ingress_history":
+        return (lambda d: ingress_status_from_value(_generic_leaf(d))), (lambda s: leaf(ingress_status_to_value(s)))
+    if parts[-2] == "ingress" and "queues" in parts:
+        return (lambda d: ingress_from_value(_generic_leaf(d))), (lambda i: leaf(ingress_to_value(i)))
+    if parts[-2] == "call_contexts":
+        return (lambda d: call_context_from_value(_generic_leaf(d))), (lambda c: leaf(call_context_to_value(c)))
+    if parts[-2] == "callbacks":
+        return (lambda d: callback_from_value(_generic_leaf(d))), (lambda c: leaf(callback_to_value(c)))
+    return _generic_leaf, leaf
+
+
+def _leaf_vector(path: str) -> Vector:
+    decode, reencode = _leaf_codec(path)
+    return Vector(
+        name=f"state tree leaf {path}", build=lambda: tree_leaves(fx.trees().full)[path], encode=lambda data: data,
+        version_constant="state_manager.codec.LEAF_VERSION", version_of=_msgpack_field(0), decode=decode,
+        expect=lambda decoded, built: True, reencode=reencode)
+
+
+def _in_scratch(action: Callable[[Path], Any]) -> Any:
+    with fx.scratch_dir() as directory:
+        return action(Path(directory))
+
+
+def _write_block_log(blocks, directory: Path) -> Path:
+    path = directory / "blocks.log"
+    log, existing = BlockLog.open(path)
+    assert existing == []
+    for b in blocks:
+        log.append(b)
+    log.close()
+    return path
+
+
+def _encode_block_log(blocks) -> bytes:
+    return _in_scratch(lambda d: _write_block_log(blocks, d).read_bytes())
+
+
+def _encode_finalized_mark(blocks) -> bytes:
+    return _in_scratch(lambda d: _write_block_log(blocks, d).with_name("blocks.log.finalized").read_bytes())
+
+
+def _decode_block_log(data: bytes, mark: Optional[bytes] = None):
+    def run(directory: Path):
+        path = directory / "blocks.log"
+        path.write_bytes(data)
+        if mark is not None:
+            path.with_name("blocks.log.finalized").write_bytes(mark)
+        log, blocks = BlockLog.open(path)
+        log.close()
+        return blocks
+    return _in_scratch(run)
+
+
+def _checkpoint_dir(directory: Path) -> Path:
+    return directory / f"{fx.HEIGHT:020d}"
+
+
+def _encode_checkpoint_manifest(checkpoint) -> bytes:
+    def run(directory: Path) -> bytes:
+        CheckpointStore(directory).write(checkpoint.height, checkpoint.state, checkpoint.full_hash)
+        return (_checkpoint_dir(directory) / "manifest.bin").read_bytes()
+    return _in_scratch(run)
+
+
+def _decode_checkpoint_manifest(manifest: bytes):
+    def run(directory: Path):
+        target = _checkpoint_dir(directory)
+        target.mkdir()
+        (target / "manifest.bin").write_bytes(manifest)
+        (target / "state.bin").write_bytes(encode_state(fx.state()))
+        return CheckpointStore(directory).load(fx.HEIGHT)
+    return _in_scratch(run)
+
+
+def _checkpoint() -> Checkpoint:
+    return Checkpoint(fx.HEIGHT, fx.trees().full_hash, fx.state())
+
+
+def _encode_run_dir_manifest(log) -> bytes:
+    return _in_scratch(lambda d: (write_run_log(log, d) / "manifest.bin").read_bytes())
+
+
+def _decode_run_dir_manifest(manifest: bytes):
+    def run(directory: Path):
+        write_run_log(fx.run_log(), directory)
+        (directory / "manifest.bin").write_bytes(manifest)
+        return load_run_log(directory)
+    return _in_scratch(run)
+
+
+def _slice_bytes(_: Any = None) -> bytes:
+    return cs.encode_certified_stream_slice(fx.trees().certified, fx.certification(), **fx.SLICE_REQUEST)
+
+
+def _decode_slice(data: bytes) -> cs.CertifiedSlice:
+    return cs.decode_certified_stream_slice(fx.B, fx.A, fx.public_key_for, fx.REGISTRY_VERSION, data)
+
+
+def _expected_slice() -> cs.CertifiedSlice:
+    return cs.CertifiedSlice(fx.SLICE_STREAM, fx.certification(), witness_begin=3, witness_end=6)
+
+
+def _json_version(data: bytes) -> int:
+    return json.loads(data)["version"]
+
+
+def _report_bytes(facts) -> bytes:
+    return (json.dumps(comparable(build_report(facts, {})), indent=2, sort_keys=True) + "\n").encode()
+
+
+# -- the table ---------------------------------------------------------------------------------
+
+LEAF = "state_manager.codec.LEAF_VERSION"
+CERT = "state_manager.certification.CERTIFICATION_VERSION"
+SHARE = "state_manager.certification.CERTIFICATION_SHARE_VERSION"
+SLICE = "state_manager.certified_slice.SLICE_VERSION"
+BLOCK = "consensus_stub.block.BLOCK_VERSION"
+WIRE = "xnet.grpc.messages.WIRE_VERSION"
+ENVELOPE = "replica.client.envelope.ENVELOPE_VERSION"
+TREE_NOTE = ("the hash-tree encoding has no version of its own: it is carried inside certified slices "
+             "(bump state_manager.certified_slice.SLICE_VERSION)")
+
+
+def _static_vectors() -> list[Vector]:
+    v0, v1 = _msgpack_field(0), _msgpack_field(1)
+    slice_wire = (fx.B, 3, 4, 10, 1 << 20)
+    return [
+        # state_manager.codec: the stream leaves (the other leaves are pinned per path below).
+        Vector("stream message leaf (request)", lambda: fx.REQUEST, encode_message_leaf, LEAF, v0, decode_message_leaf),
+        Vector("stream message leaf (reply)", lambda: fx.REPLY, encode_message_leaf, LEAF, v0, decode_message_leaf),
+        Vector("stream message leaf (reject)", lambda: fx.REJECT, encode_message_leaf, LEAF, v0, decode_message_leaf),
+        Vector("stream header leaf", lambda: fx.HEADER, encode_header_leaf, LEAF, v0, decode_header_leaf),
+        Vector("certified height leaf", lambda: fx.HEIGHT, cs.height_leaf, LEAF, v0, _generic_leaf),
+        # state_manager.state_codec
+        Vector("state encoding", fx.state, encode_state, "state_manager.state_codec.STATE_ENCODING_VERSION", v0,
+               decode_state),
+        Vector("checkpoint manifest", _checkpoint, _encode_checkpoint_manifest, "state_manager.store.MANIFEST_VERSION",
+               v0, _decode_checkpoint_manifest),
+        # state_manager.certification
+        Vector("certification share", lambda: fx.certification_shares()[0], cm.encode_certification_share, SHARE, v0,
+               cm.decode_certification_share),
+        Vector("certification", fx.certification, cm.encode_certification, CERT, v0, cm.decode_certification),
+        # state_manager.tree_encoding (inside certified slices)
+        Vector("hash tree encoding (spec example tree)", fx.spec_example_tree, encode_tree, SLICE, None,
+               lambda d: decode_tree(d, max_bytes=1 << 20, max_depth=64), ht.trees_equal),
+        Vector("hash tree encoding (witness shape)", fx.witness_tree, encode_tree, SLICE, None,
+               lambda d: decode_tree(d, max_bytes=1 << 20, max_depth=64), ht.trees_equal),
+        # state_manager.certified_slice
+        Vector("certified stream slice", _expected_slice, _slice_bytes, SLICE, v0, _decode_slice, reencode=None),
+        # message_routing.batch
+        Vector("batch", fx.batch, encode_batch, "message_routing.batch.BATCH_ENCODING_VERSION", v0, decode_batch),
+        # consensus_stub
+        Vector("block", fx.block, block_module.encode_block, BLOCK, v0, block_module.decode_block),
+        Vector("block hash", fx.block, block_module.block_hash, BLOCK),
+        Vector("block randomness", fx.block, lambda b: block_module.block_randomness(block_module.block_hash(b)), BLOCK),
+        Vector("block log", fx.chain, _encode_block_log, "consensus_stub.block_store.LOG_VERSION",
+               lambda data: int.from_bytes(data[8:12], "big"), _decode_block_log),
+        Vector("block log finalized mark", fx.chain, _encode_finalized_mark, "consensus_stub.block_store.LOG_VERSION",
+               None, lambda mark: _decode_block_log(_encode_block_log(fx.chain()), mark), reencode=None),
+        Vector("registry", fx.registry, encode_registry, "consensus_stub.registry.REGISTRY_ENCODING_VERSION", v1,
+               decode_registry),
+        Vector("node secrets", fx.node_secrets, encode_node_secrets, None, v1, decode_node_secrets,
+               private_version="consensus_stub.genesis._SECRETS_VERSION",
+               expect=lambda d, b: (d.node_id, d.subnet_id, d.node_index, d.secret_share, d.identity.certificate_pem(),
+                                    d.identity.private_key_pem()) == (b.node_id, b.subnet_id, b.node_index,
+                                                                      b.secret_share, b.identity.certificate_pem(),
+                                                                      b.identity.private_key_pem())),
+        # replica.client.envelope
+        Vector("ingress envelope", lambda: fx.ENVELOPE_CALL, lambda call: sign_ingress(fx.user_key(), **call), ENVELOPE,
+               v0, lambda d: decode_signed_ingress(d, max_bytes=1 << 16),
+               expect=lambda decoded, _: decoded == fx.envelope_ingress(), reencode=None),
+        Vector("ingress message id", fx.envelope_content,
+               lambda content: compute_message_id(content, fx.user_key().public_key), ENVELOPE),
+        # xnet.grpc.messages
+        Vector("xnet GetStreamSlice request", lambda: wire.GetStreamSliceRequest(*slice_wire),
+               wire.encode_get_stream_slice_request, WIRE, v0, wire.decode_get_stream_slice_request),
+        Vector("xnet GetStreamSlice response", lambda: b"\x94certified slice bytes", wire.encode_get_stream_slice_response,
+               WIRE, v0, lambda d: wire.decode_get_stream_slice_response(d, max_slice_bytes=1 << 20)),
+        Vector("xnet ListStreams request", lambda: None, lambda _: wire.encode_list_streams_request(), WIRE, v0,
+               wire.decode_list_streams_request),
+        Vector("xnet ListStreams response", lambda: [fx.A, fx.B, "subnet-c"], wire.encode_list_streams_response, WIRE,
+               v0, lambda d: wire.decode_list_streams_response(d, max_bytes=1 << 16)),
+        # replica.audit and replica.testnet recordings
+        Vector("run log blob", fx.run_log, encode_run_log, "replica.audit.run_log.RUN_LOG_VERSION", v1, decode_run_log),
+        Vector("run log directory manifest", fx.run_log, _encode_run_dir_manifest,
+               "replica.audit.run_log.RUN_LOG_VERSION", v1, _decode_run_dir_manifest),
+        Vector("subnet recording", fx.recording, encode_recording, None, v1, decode_recording,
+               private_version="replica.testnet.recording._VERSION"),
+        Vector("audit child request", lambda: ("rows", 12345, b"run blob", ((1, "x"), (2, "y"))),
+               lambda r: encode_request(*r), None, v1, decode_request,
+               private_version="replica.audit.isolation._VERSION"),
+        Vector("audit child answer", lambda: ((fx.A, 1, b"full", b"root", None),), encode_answer, None, v1,
+               decode_answer, private_version="replica.audit.isolation._VERSION"),
+        Vector("audit report (comparable part)", fx.audit_facts, _report_bytes, "replica.audit.report.REPORT_VERSION",
+               _json_version),
+        # unversioned derivations
+        Vector("hash tree root (spec example tree)", fx.spec_example_tree, ht.reconstruct,
+               unversioned_note="the interface specification's hashing (DESIGN §6 pins this root)"),
+        Vector("canister module hash", lambda: fx.GoldenCanister, module_hash,
+               unversioned_note="every canister's /canister/<id>/module_hash and so every state root"),
+        Vector("fixture certified root", fx.trees, lambda t: t.certified_root,
+               unversioned_note="every certified state root: a leaf encoding (bump LEAF_VERSION) or the tree layout"),
+        Vector("fixture full state hash", fx.trees, lambda t: t.full_hash,
+               unversioned_note="every full state hash: a leaf encoding (bump LEAF_VERSION) or the tree layout"),
+    ]
+
+
+def all_vectors() -> list[Vector]:
+    """The static table plus one vector per leaf path of the fixture state's full tree."""
+    leaves = [_leaf_vector(path) for path in sorted(tree_leaves(fx.trees().full))]
+    return _static_vectors() + leaves
+
+
+def load_golden() -> list[dict]:
+    return json.loads(GOLDEN_FILE.read_text())["vectors"]
+
+
+def load_scenario() -> dict:
+    return json.loads(GOLDEN_FILE.read_text())["scenario"]
