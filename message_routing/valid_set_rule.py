@@ -20,7 +20,7 @@ from state_manager.replicated_state import ReplicatedState
 
 from .limits import Limits
 
-__all__ = ["IngressInductionFailure", "induct_ingress", "check_ingress"]
+__all__ = ["IngressInductionFailure", "induct_ingress", "compute_ingress_failure"]
 
 
 class IngressInductionFailure(enum.Enum):
@@ -41,8 +41,9 @@ class IngressInductionFailure(enum.Enum):
         return self.value[1]
 
 
-def check_ingress(state: ReplicatedState, ingress: Ingress, limits: Limits) -> IngressInductionFailure | None:
-    """The VSR predicate; returns the first failing rule, or None if ``ingress`` is valid."""
+def compute_ingress_failure(state: ReplicatedState, ingress: Ingress, limits: Limits) -> IngressInductionFailure | None:
+    """The VSR predicate for one message (the spec's ``vsr_check_ingress``): the first failing
+    rule, or None if ``ingress`` is accepted."""
     if ingress.message_id in state.ingress_history:
         return IngressInductionFailure.DUPLICATE
     now = state.metadata.batch_time
@@ -64,7 +65,7 @@ def check_ingress(state: ReplicatedState, ingress: Ingress, limits: Limits) -> I
 
 def induct_ingress(state: ReplicatedState, ingress: Ingress, limits: Limits) -> IngressInductionFailure | None:
     """Apply the VSR to one message: induct it (status ``received``) or record why not."""
-    failure = check_ingress(state, ingress, limits)
+    failure = compute_ingress_failure(state, ingress, limits)
     now = state.metadata.batch_time
     if failure is None:
         state.canisters[ingress.receiver].queues.push_ingress(ingress)

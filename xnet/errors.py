@@ -1,7 +1,8 @@
 """XNet transfer errors: one hierarchy for serving, requesting and fetching slices (pure).
 
-Under ``XNetError``: ``ServeError`` is what a slice provider (pure code) raises while
-answering a peer; the gRPC server maps each one to a status code. ``FetchError`` is what a
+Under ``XNetError``: ``ServeError`` is what answering a peer raises besides the state
+manager's own slice-encoding errors (``NoStream``, ``IndexOutOfRange``,
+``InvalidSliceRequest``); the gRPC server maps each of them to a status code. ``FetchError`` is what a
 client call raises to its caller; the gRPC client maps status codes and bad bodies to it, so
 callers never see ``grpc`` exceptions. ``TlsConfigError`` is local misconfiguration.
 ``InvalidXNetPayload`` covers payload-level validation rules; ``RegistryVersionUnavailable``
@@ -13,7 +14,7 @@ from __future__ import annotations
 
 __all__ = [
     "XNetError",
-    "ServeError", "BadRequest", "NoStream", "IndexOutOfRange", "Overloaded",
+    "ServeError", "BadRequest", "Overloaded",
     "FetchError", "PeerUnavailable", "PeerTimeout", "PeerRejected", "ResponseTooLarge",
     "MalformedResponse", "TlsConfigError",
     "RegistryVersionUnavailable", "InvalidXNetPayload", "MalformedXNetPayload", "UnsortedXNetPayload",
@@ -32,14 +33,6 @@ class ServeError(XNetError):
 
 class BadRequest(ServeError):
     """The request body is malformed or asks for more than the server allows."""
-
-
-class NoStream(ServeError):
-    """The serving subnet has no stream to the requested subnet."""
-
-
-class IndexOutOfRange(ServeError):
-    """The requested indices lie outside the stream (already garbage-collected or not yet there)."""
 
 
 class Overloaded(ServeError):

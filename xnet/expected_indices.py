@@ -7,22 +7,19 @@ those payloads too.
 
 from __future__ import annotations
 
-from typing import Iterable, Mapping
+from typing import Iterable
 
 from state_manager.messages import SubnetId
 from state_manager.replicated_state import ReplicatedState
-from state_manager.streams import ExpectedIndices, StreamSlice
+from state_manager.streams import ExpectedIndices
 
-from .xnet_payload import XNetPayload as AgreedPayload  # certified slice bytes, as in blocks
-from .xnet_payload import decode_past_payloads
+from .xnet_payload import SlicesBySubnet, XNetPayload, decode_past_payloads
 
 __all__ = ["expected_indices", "expected_indices_for", "expected_indices_from_payloads", "reject_signals_begin_for"]
 
-XNetPayload = Mapping[SubnetId, StreamSlice]
-
 
 def expected_indices_for(
-    state: ReplicatedState, remote: SubnetId, past_payloads: Iterable[XNetPayload]
+    state: ReplicatedState, remote: SubnetId, past_payloads: Iterable[SlicesBySubnet]
 ) -> ExpectedIndices:
     """For peer ``remote``:
 
@@ -45,7 +42,7 @@ def expected_indices_for(
 
 
 def reject_signals_begin_for(
-    state: ReplicatedState, remote: SubnetId, past_payloads: Iterable[XNetPayload]
+    state: ReplicatedState, remote: SubnetId, past_payloads: Iterable[SlicesBySubnet]
 ) -> int | None:
     """The index of our oldest reject signal for ``remote``'s stream that is still to be
     garbage-collected: the first of ``streams[remote].reject_signals`` at or above the largest
@@ -70,7 +67,7 @@ def reject_signals_begin_for(
 
 
 def expected_indices(
-    state: ReplicatedState, remotes: Iterable[SubnetId], past_payloads: Iterable[XNetPayload] = ()
+    state: ReplicatedState, remotes: Iterable[SubnetId], past_payloads: Iterable[SlicesBySubnet] = ()
 ) -> dict[SubnetId, ExpectedIndices]:
     """``expected_indices_for`` every peer in ``remotes`` (in subnet order)."""
     payloads = list(past_payloads)
@@ -79,7 +76,7 @@ def expected_indices(
 
 
 def expected_indices_from_payloads(
-    state: ReplicatedState, remotes: Iterable[SubnetId], past_payloads: Iterable[AgreedPayload]
+    state: ReplicatedState, remotes: Iterable[SubnetId], past_payloads: Iterable[XNetPayload]
 ) -> dict[SubnetId, ExpectedIndices]:
     """``expected_indices(state, remotes, decoded past payloads)`` for past payloads as agreed
     in blocks (certified slice bytes), each slice decoded with

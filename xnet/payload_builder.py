@@ -28,7 +28,6 @@ import hashlib
 from typing import Callable, Sequence
 
 from message_routing.limits import Limits
-from state_manager.certified_slice import SliceTooLarge
 from state_manager.messages import SubnetId
 from state_manager.replicated_state import ReplicatedState
 from state_manager.streams import ExpectedIndices, StreamSlice
@@ -41,7 +40,7 @@ from .slice_validation import InvalidSlice
 from .xnet_payload import XNetPayload, decode_past_payloads
 
 __all__ = [
-    "XNetPayload", "ROTATION_DOMAIN", "compute_rotation", "has_messages_at", "carries_new_signals",
+    "ROTATION_DOMAIN", "compute_rotation", "has_messages_at", "carries_new_signals",
     "get_xnet_payload",
 ]
 
@@ -123,7 +122,7 @@ def get_xnet_payload(
         try:
             validate_slice(cut.stream_slice, cut.byte_size, expected[remote], own_stream_end(state, remote), limits,
                            own_reject_signals_begin=reject_floor[remote])
-        except (InvalidSlice, SliceTooLarge):
+        except InvalidSlice:
             return False
         return True
 

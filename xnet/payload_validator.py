@@ -24,7 +24,7 @@ from typing import Callable, Optional, Sequence
 
 from message_routing.limits import Limits
 from state_manager.certified_slice import (
-    DEFAULT_MAX_EXTRA_POSITIONS, SliceDecodeError, SliceTooLarge, decode_certified_stream_slice,
+    DEFAULT_MAX_EXTRA_POSITIONS, SliceDecodeError, decode_certified_stream_slice,
 )
 from state_manager.messages import SubnetId
 from state_manager.replicated_state import ReplicatedState
@@ -37,7 +37,7 @@ from .errors import (
     XNetPayloadTooLarge,
 )
 from .expected_indices import expected_indices, reject_signals_begin_for
-from .slice_validation import InvalidSlice, validate_stream_slice
+from .slice_validation import InvalidSlice, SliceExceedsLimits, validate_stream_slice
 from .xnet_payload import (
     DecodedXNetPayload,
     XNetPayload,
@@ -121,7 +121,7 @@ def validate_slice(
 ) -> None:
     """The per-slice rules the builder and the validator share. Raise unless
 
-    * ``encoded_size ≤ limits.max_slice_bytes`` (``SliceTooLarge``), and
+    * ``encoded_size ≤ limits.max_slice_bytes`` (``SliceExceedsLimits``), and
     * ``validate_stream_slice(stream_slice, expected, own_end, limits.max_slice_messages,
       limits.max_slice_bytes, own_reject_signals_begin=…)`` (``InvalidSlice``: no gap, no
       overlap, signals in ``[expected.signal_index, own_end]``, reject signals in order, within
@@ -129,7 +129,7 @@ def validate_slice(
       see ``reject_signals_begin_for``, is not empty).
     """
     if encoded_size > limits.max_slice_bytes:
-        raise SliceTooLarge(f"{encoded_size} encoded bytes exceed the slice limit of {limits.max_slice_bytes}")
+        raise SliceExceedsLimits(f"{encoded_size} encoded bytes exceed the slice limit of {limits.max_slice_bytes}")
     validate_stream_slice(stream_slice, expected, own_end, limits.max_slice_messages, limits.max_slice_bytes,
                           own_reject_signals_begin=own_reject_signals_begin)
 
@@ -189,7 +189,7 @@ def validate_xnet_payload(
         try:
             validate_slice(certified.stream_slice, len(data), expected[remote], own_stream_end(state, remote), limits,
                            own_reject_signals_begin=reject_signals_begin_for(state, remote, decoded_past))
-        except (InvalidSlice, SliceTooLarge) as exc:
+        except InvalidSlice as exc:
             return Invalid(remote, INVALID_SLICE, exc)
         decoded.append((remote, certified.stream_slice))
     if transient is not None:

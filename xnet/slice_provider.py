@@ -3,12 +3,12 @@
 ``CertifiedSliceProvider`` is the ``SliceProvider`` an XNet endpoint serves from. It reads
 ``latest_certified()`` once per request — an immutable ``(StateTrees, Certification)`` pair
 that the state manager replaces whole after each certification — so a request is answered
-from one consistent snapshot while the next round runs. Encoder errors become the
-endpoint's ``ServeError``s:
+from one consistent snapshot while the next round runs. It raises the encoder's own errors,
+which the endpoint maps to status codes (``xnet.grpc.server``):
 
     nothing certified yet, no stream, our own subnet  → NoStream
     indices outside [header.begin, header.end]       → IndexOutOfRange
-    malformed request fields                         → BadRequest
+    malformed request fields                         → InvalidSliceRequest
 """
 
 from __future__ import annotations
@@ -19,8 +19,6 @@ from state_manager import certified_slice as cs
 from state_manager.certification import Certification
 from state_manager.labeled_trie import LabeledTrie
 from state_manager.state_tree import StateTrees
-
-from .errors import BadRequest, IndexOutOfRange, NoStream
 
 __all__ = ["CertifiedSliceProvider", "LatestCertified"]
 
@@ -41,7 +39,7 @@ class CertifiedSliceProvider:
     def _snapshot(self) -> tuple[StateTrees, Certification]:
         latest = self._latest_certified()
         if latest is None:
-            raise NoStream("no state has been certified yet")
+            raise cs.NoStream("no state has been certified yet")
         return latest
 
     def get_stream_slice(
@@ -49,17 +47,10 @@ class CertifiedSliceProvider:
     ) -> bytes:
         """The certified slice of our stream to ``subnet`` (``encode_certified_stream_slice``)."""
         if subnet == self.own_subnet:
-            raise NoStream("loopback streams are never served")
+            raise cs.NoStream("loopback streams are never served")
         trees, certification = self._snapshot()
-        try:
-            return cs.encode_certified_stream_slice(
-                trees.certified, certification, subnet, witness_begin, msg_begin, msg_limit, byte_limit)
-        except cs.NoStream as exc:
-            raise NoStream(str(exc)) from exc
-        except cs.IndexOutOfRange as exc:
-            raise IndexOutOfRange(str(exc)) from exc
-        except cs.InvalidSliceRequest as exc:
-            raise BadRequest(str(exc)) from exc
+        return cs.encode_certified_stream_slice(
+            trees.certified, certification, subnet, witness_begin, msg_begin, msg_limit, byte_limit)
 
     def list_streams(self) -> list[str]:
         """The subnets our latest certified state has streams to (without our own)."""

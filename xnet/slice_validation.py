@@ -10,13 +10,15 @@ from __future__ import annotations
 
 from state_manager.streams import ExpectedIndices, RejectReason, StreamSlice
 
+from .errors import XNetError
+
 __all__ = [
     "InvalidSlice", "EmptySlice", "MessageIndexMismatch", "HeaderOutOfBounds", "SignalsRegress",
-    "SignalsBeyondStream", "BadRejectSignals", "SliceTooLarge", "validate_stream_slice", "trim_stream_slice",
+    "SignalsBeyondStream", "BadRejectSignals", "SliceExceedsLimits", "validate_stream_slice", "trim_stream_slice",
 ]
 
 
-class InvalidSlice(ValueError):
+class InvalidSlice(XNetError):
     """A slice that must never be inducted (permanent: it will not become valid later)."""
 
 
@@ -44,8 +46,9 @@ class BadRejectSignals(InvalidSlice):
     pass
 
 
-class SliceTooLarge(InvalidSlice):
-    pass
+class SliceExceedsLimits(InvalidSlice):
+    """More messages or bytes than a block may take from one subnet (the decoder's
+    ``SliceTooLarge`` is about the encoded bytes it is willing to parse)."""
 
 
 def validate_stream_slice(
@@ -90,10 +93,10 @@ def validate_stream_slice(
             raise BadRejectSignals(f"reject signal {signal.index} out of order or not below {header.signals_end}")
         previous = signal.index
     if len(stream_slice.messages) > max_messages:
-        raise SliceTooLarge(f"{len(stream_slice.messages)} messages exceed the limit of {max_messages}")
+        raise SliceExceedsLimits(f"{len(stream_slice.messages)} messages exceed the limit of {max_messages}")
     size = stream_slice.byte_size()
     if size > max_bytes:
-        raise SliceTooLarge(f"{size} bytes exceed the limit of {max_bytes}")
+        raise SliceExceedsLimits(f"{size} bytes exceed the limit of {max_bytes}")
     if not stream_slice.messages and header.signals_end == expected.signal_index and not (
             own_reject_signals_begin is not None and header.begin > own_reject_signals_begin):
         raise EmptySlice("slice carries no messages, no new signals and frees none of our reject signals")

@@ -2,12 +2,14 @@
 
 ``XNetPayload = ((subnet id, certified slice bytes), ...)``, strictly increasing subnet ids.
 Agreed payloads are decoded without re-verification (``decode_valid_certified_stream_slice``):
-they were validated before they were agreed.
+they were validated before they were agreed. Decoded, a payload is ``DecodedXNetPayload =
+((subnet id, StreamSlice), ...)`` in payload order (what a batch carries), or
+``SlicesBySubnet = {subnet id: StreamSlice}`` to look its slices up (past payloads).
 """
 
 from __future__ import annotations
 
-from typing import Iterable
+from typing import Iterable, Mapping
 
 from state_manager.certified_slice import SliceDecodeError, decode_valid_certified_stream_slice
 from state_manager.messages import SubnetId
@@ -16,12 +18,13 @@ from state_manager.streams import StreamSlice
 from .errors import CorruptPastPayload, MalformedXNetPayload, UnsortedXNetPayload
 
 __all__ = [
-    "XNetPayload", "DecodedXNetPayload", "check_payload_shape", "check_payload_order",
+    "XNetPayload", "DecodedXNetPayload", "SlicesBySubnet", "check_payload_shape", "check_payload_order",
     "xnet_payload_byte_size", "decode_xnet_payload", "decode_past_payloads",
 ]
 
 XNetPayload = tuple[tuple[SubnetId, bytes], ...]
 DecodedXNetPayload = tuple[tuple[SubnetId, StreamSlice], ...]
+SlicesBySubnet = Mapping[SubnetId, StreamSlice]
 
 
 def check_payload_shape(payload: object) -> None:
@@ -54,10 +57,10 @@ def decode_xnet_payload(payload: XNetPayload) -> DecodedXNetPayload:
     return tuple((subnet, decode_valid_certified_stream_slice(data)) for subnet, data in payload)
 
 
-def decode_past_payloads(past_payloads: Iterable[XNetPayload]) -> list[dict[SubnetId, StreamSlice]]:
+def decode_past_payloads(past_payloads: Iterable[XNetPayload]) -> list[SlicesBySubnet]:
     """Each agreed, not yet executed payload as ``{subnet: StreamSlice}``, oldest first.
     Raises ``CorruptPastPayload`` if one does not decode (they were validated when agreed)."""
-    decoded = []
+    decoded: list[SlicesBySubnet] = []
     for payload in past_payloads:
         try:
             decoded.append(dict(decode_xnet_payload(payload)))

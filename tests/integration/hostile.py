@@ -21,11 +21,12 @@ from state_manager.certification import (
     Certification, aggregate_certification, certification_message, decode_certification, encode_certification,
     sign_certification_share,
 )
-from state_manager.certified_slice import decode_valid_certified_stream_slice, encode_certified_stream_slice
+from state_manager.certified_slice import (
+    IndexOutOfRange, decode_valid_certified_stream_slice, encode_certified_stream_slice,
+)
 from state_manager.codec import decode_header_leaf, encode_header_leaf
 from state_manager.encoding import decode, encode
 from state_manager.labeled_trie import LabeledTrie
-from xnet.errors import IndexOutOfRange
 from xnet.slice_provider import CertifiedSliceProvider
 
 MODES = (

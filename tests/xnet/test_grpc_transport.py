@@ -8,10 +8,8 @@ import time
 
 import pytest
 
-from xnet.errors import (
-    BadRequest, IndexOutOfRange, NoStream, Overloaded, PeerRejected, PeerTimeout, PeerUnavailable,
-    ResponseTooLarge,
-)
+from state_manager.certified_slice import IndexOutOfRange, InvalidSliceRequest, NoStream
+from xnet.errors import BadRequest, Overloaded, PeerRejected, PeerTimeout, PeerUnavailable, ResponseTooLarge
 from xnet.grpc.client import PeerEndpoint, XNetClient
 from xnet.grpc.messages import GetStreamSliceRequest, RequestLimits
 from xnet.grpc.server import XNetServer
@@ -33,6 +31,8 @@ class FakeProvider:
             raise IndexOutOfRange("msg_begin 7 beyond stream end 3")
         if subnet == "bad":
             raise BadRequest("witness too long")
+        if subnet == "invalid":
+            raise InvalidSliceRequest("msg_limit must be positive")
         if subnet == "busy":
             raise Overloaded("try later")
         if subnet == "boom":
@@ -100,6 +100,7 @@ def test_success_and_list_streams(server, client):
     ("missing", "NOT_FOUND"),
     ("range", "OUT_OF_RANGE"),
     ("bad", "INVALID_ARGUMENT"),
+    ("invalid", "INVALID_ARGUMENT"),
     ("busy", "RESOURCE_EXHAUSTED"),
     ("boom", "INTERNAL"),
 ])

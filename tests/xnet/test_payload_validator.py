@@ -245,5 +245,5 @@ def test_empty_slice_is_rejected(w):
 def test_too_many_messages(w):
     data = w.p1.slice(3, 3, msg_limit=3)
     limits = TEST_LIMITS.with_(max_slice_messages=2)
-    assert_invalid(w.validate(payload((P1, data)), limits=limits), P1, INVALID_SLICE, sv.SliceTooLarge)
+    assert_invalid(w.validate(payload((P1, data)), limits=limits), P1, INVALID_SLICE, sv.SliceExceedsLimits)
     assert isinstance(w.validate(payload((P1, data)), limits=TEST_LIMITS.with_(max_slice_messages=3)), Valid)

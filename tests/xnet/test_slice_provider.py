@@ -1,4 +1,4 @@
-"""The endpoint's slice provider: serves the latest certified snapshot, maps encoder errors."""
+"""The endpoint's slice provider: serves the latest certified snapshot, raises the encoder's errors."""
 
 from __future__ import annotations
 
@@ -6,10 +6,9 @@ import pytest
 
 from state_manager import threshold_bls as bls
 from state_manager.certification import aggregate_certification, sign_certification_share
-from state_manager.certified_slice import decode_certified_stream_slice
+from state_manager.certified_slice import IndexOutOfRange, InvalidSliceRequest, NoStream, decode_certified_stream_slice
 from state_manager.state_manager import StateManager
 from tests.builders import A, B, C, request, state
-from xnet.errors import BadRequest, IndexOutOfRange, NoStream
 from xnet.slice_provider import CertifiedSliceProvider
 
 DEAL = bls.deal_threshold_key(1, 1, b"slice-provider-test-seed-32bytes")
@@ -41,7 +40,7 @@ def test_serves_verifiable_slices_from_the_certified_snapshot():
     assert provider.latest() is manager.latest_certified()
 
 
-def test_errors_map_to_serve_errors():
+def test_errors_are_the_encoders():
     provider = CertifiedSliceProvider(A, certified_manager().latest_certified)
     with pytest.raises(NoStream):
         provider.get_stream_slice("nowhere", 0, 0, 1, 100)
@@ -49,7 +48,7 @@ def test_errors_map_to_serve_errors():
         provider.get_stream_slice(A, 0, 0, 1, 100)  # loopback is never served
     with pytest.raises(IndexOutOfRange):
         provider.get_stream_slice(B, 0, 6, 1, 100)
-    with pytest.raises(BadRequest):
+    with pytest.raises(InvalidSliceRequest):
         provider.get_stream_slice(B, -1, 0, 1, 100)
     uncertified = CertifiedSliceProvider(A, lambda: None)
     with pytest.raises(NoStream):

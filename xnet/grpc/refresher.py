@@ -26,14 +26,14 @@ from xnet.grpc.client import PeerEndpoint
 from xnet.grpc.messages import GetStreamSliceRequest
 from xnet.peer_selection import PeerSelector
 
-__all__ = ["SliceFetcher", "SlicePoolRefresher"]
+__all__ = ["SliceClient", "SlicePoolRefresher"]
 
 _log = logging.getLogger(__name__)
 
 PeerDirectory = Callable[[], Mapping[str, Sequence[PeerEndpoint]]] | Mapping[str, Sequence[PeerEndpoint]]
 
 
-class SliceFetcher(Protocol):
+class SliceClient(Protocol):
     """What the refresher needs from a client (``XNetClient`` fits)."""
 
     def get_stream_slice(self, peer: PeerEndpoint, request: GetStreamSliceRequest) -> bytes: ...
@@ -49,7 +49,7 @@ class SlicePoolRefresher:
 
     def __init__(
         self,
-        client: SliceFetcher,
+        client: SliceClient,
         selector: PeerSelector,
         peers: PeerDirectory,
         wanted: Callable[[str], GetStreamSliceRequest | None],

@@ -2,10 +2,11 @@
 
 Service ``xnet.XNet`` with two unary methods on raw bytes (generic handlers, no generated
 code): ``GetStreamSlice`` and ``ListStreams``; bodies are defined in ``messages``. The
-slice provider is pure and raises ``ServeError`` subclasses, which map to status codes:
+request decoder raises ``BadRequest``; the slice provider is pure and raises the state
+manager's slice-encoding errors or ``ServeError``s. Each maps to a status code, here:
 
-    BadRequest → INVALID_ARGUMENT   NoStream   → NOT_FOUND
-    IndexOutOfRange → OUT_OF_RANGE  Overloaded → RESOURCE_EXHAUSTED
+    BadRequest, InvalidSliceRequest → INVALID_ARGUMENT    NoStream   → NOT_FOUND
+    IndexOutOfRange → OUT_OF_RANGE                        Overloaded → RESOURCE_EXHAUSTED
     anything else → INTERNAL with a generic message (the exception is logged, not sent)
 
 Clients must present a certificate listed by the registry, checked twice: the TLS layer
@@ -23,7 +24,8 @@ from typing import Callable, Iterable, Protocol, TypeVar
 
 import grpc
 
-from xnet.errors import BadRequest, IndexOutOfRange, NoStream, Overloaded, ServeError, TlsConfigError
+from state_manager.certified_slice import IndexOutOfRange, InvalidSliceRequest, NoStream
+from xnet.errors import BadRequest, Overloaded, TlsConfigError
 from xnet.grpc.messages import (
     MAX_REQUEST_BYTES, RESPONSE_ENVELOPE_BYTES, SERVICE_NAME, RequestLimits,
     decode_get_stream_slice_request, decode_list_streams_request, encode_get_stream_slice_response,
@@ -40,8 +42,9 @@ DEFAULT_MAX_MESSAGE_BYTES = 16 * 1024 * 1024 + RESPONSE_ENVELOPE_BYTES
 _log = logging.getLogger(__name__)
 T = TypeVar("T")
 
-_STATUS_OF: dict[type[ServeError], grpc.StatusCode] = {
+_STATUS_OF: dict[type[Exception], grpc.StatusCode] = {
     BadRequest: grpc.StatusCode.INVALID_ARGUMENT,
+    InvalidSliceRequest: grpc.StatusCode.INVALID_ARGUMENT,
     NoStream: grpc.StatusCode.NOT_FOUND,
     IndexOutOfRange: grpc.StatusCode.OUT_OF_RANGE,
     Overloaded: grpc.StatusCode.RESOURCE_EXHAUSTED,
@@ -49,7 +52,7 @@ _STATUS_OF: dict[type[ServeError], grpc.StatusCode] = {
 
 
 class SliceProvider(Protocol):
-    """Answers slice requests from the latest certified state (raises ``ServeError``s)."""
+    """Answers slice requests from the latest certified state (raises the errors of ``_STATUS_OF``)."""
 
     def get_stream_slice(
         self, subnet: str, witness_begin: int, msg_begin: int, msg_limit: int, byte_limit: int
@@ -273,11 +276,9 @@ class XNetServer:
 
     @staticmethod
     def _provider_call(call: Callable[[], T]) -> T:
-        """Run ``call``; a mapped ``ServeError`` becomes its status code."""
+        """Run ``call``; an error of ``_STATUS_OF`` becomes its status code."""
         try:
             return call()
-        except ServeError as exc:
-            for error, code in _STATUS_OF.items():
-                if isinstance(exc, error):
-                    raise _Refusal(code, str(exc)) from None
-            raise
+        except tuple(_STATUS_OF) as exc:
+            code = next(code for error, code in _STATUS_OF.items() if isinstance(exc, error))
+            raise _Refusal(code, str(exc)) from None
