@@ -15,11 +15,13 @@ DuplicateIngress       ``duplicate``               the message id is pooled or i
 UnknownCanister        ``unknown_canister``        no such canister (in our range or in none)
 CanisterNotOnSubnet    ``canister_not_on_subnet``  the routing table puts it on another subnet
 IngressPoolFull        ``pool_full``               the node's ingress pool is at its bound
+ReceiverMismatch       ``receiver_mismatch``       the HTTP API's URL names another canister
 =====================  ==========================  ===========================================
 
 The envelope checks raise here; the rest are verdicts (``Admission``) of the node's ingress
 pool and receiver check, turned into their error by ``refusal_for``. A refused message enters
-no pool, no block and no ingress history.
+no pool, no block and no ingress history. ``refusal_class`` maps a ``reason`` back to its class
+(the agent raises the node's refusal from an HTTP answer).
 """
 
 from __future__ import annotations
@@ -32,7 +34,7 @@ from state_manager.messages import Ingress
 __all__ = [
     "IngressRefused", "MalformedIngress", "IngressTooLarge", "BadIngressSignature", "ExpiredIngress",
     "IngressExpiryTooFar", "DuplicateIngress", "UnknownCanister", "CanisterNotOnSubnet", "IngressPoolFull",
-    "refusal_for",
+    "ReceiverMismatch", "refusal_for", "refusal_class",
 ]
 
 
@@ -79,11 +81,20 @@ class IngressPoolFull(IngressRefused):
     reason = "pool_full"
 
 
+class ReceiverMismatch(IngressRefused):
+    reason = "receiver_mismatch"
+
+
 _REFUSAL_BY_REASON: dict[str, type[IngressRefused]] = {
     cls.reason: cls for cls in (
         MalformedIngress, IngressTooLarge, BadIngressSignature, ExpiredIngress, IngressExpiryTooFar,
-        DuplicateIngress, UnknownCanister, CanisterNotOnSubnet, IngressPoolFull)
+        DuplicateIngress, UnknownCanister, CanisterNotOnSubnet, IngressPoolFull, ReceiverMismatch)
 }
+
+
+def refusal_class(reason: str) -> type[IngressRefused] | None:
+    """The ``IngressRefused`` subclass whose ``reason`` is ``reason`` (``None`` if none is)."""
+    return _REFUSAL_BY_REASON.get(reason)
 
 
 def refusal_for(verdict: Admission, ingress: Ingress, now: int) -> IngressRefused | None:

@@ -144,6 +144,14 @@ class TestnetLayout:
     def addresses(self, subnet: str) -> Path:
         return self.root / "addresses" / f"{subnet}.json"
 
+    @property
+    def http_dir(self) -> Path:
+        return self.root / "http"
+
+    def http(self, subnet: str) -> Path:
+        """``http/<subnet>.json``: ``{node id: "127.0.0.1:port"}`` of its nodes' ingress HTTP APIs."""
+        return self.http_dir / f"{subnet}.json"
+
     def blocks(self, subnet: str) -> Path:
         return self.root / "blocks" / f"{subnet}.blocks"
 

@@ -3,7 +3,8 @@
 ``LocalTestnet`` deals the genesis registry (threshold keys, node TLS identities), builds
 each subnet's genesis state (``setup(subnet_id, state)`` installs canisters), starts every
 node's XNet endpoint on an ephemeral loopback port, publishes the bound addresses in the
-registry, and starts every node's slice refresher. With ``block_log_dir`` every subnet
+registry, and starts every node's slice refresher; with ``http_api=True`` also every node's
+ingress HTTP API (``http_endpoints``: ``{subnet: {node id: address}}``). With ``block_log_dir`` every subnet
 keeps its finalized blocks in ``<dir>/<subnet>.blocks``; a testnet built again on the same
 directory, seed, setup and ``genesis_time`` re-executes them and continues where it stopped. ``step()`` makes one height on every
 subnet in turn; ``run_until(predicate)`` steps until the predicate holds or a deadline
@@ -26,6 +27,7 @@ from state_manager.state_codec import encode_state
 
 from replica.node.replica_node import NodeConfig, RegistryHolder
 from replica.progress import Progress
+from replica.testnet.http_endpoints import SubnetHttpApis
 from replica.testnet.subnet import NodeHooks, Subnet
 
 __all__ = ["LocalTestnet", "GenesisSetup"]
@@ -47,6 +49,7 @@ class LocalTestnet:
         clock: Callable[[], int] = time.time_ns,
         genesis_time: int | None = None,
         block_log_dir: Path | str | None = None,
+        http_api: bool = False,
     ) -> None:
         specs = list(specs)
         # TLS checks certificates against the wall clock: make them valid from a little while ago.
@@ -73,6 +76,10 @@ class LocalTestnet:
         if unknown:
             raise ValueError(f"hooks for unknown nodes {unknown}")
         self._started = False
+        self._http_api = http_api
+        self._http_apis: list[SubnetHttpApis] = []
+        #: ``{subnet: {node id: "127.0.0.1:port"}}`` of the ingress HTTP APIs (``http_api=True``).
+        self.http_endpoints: dict[str, dict[str, str]] = {}
 
     # -- lifecycle ------------------------------------------------------------------------
 
@@ -84,14 +91,21 @@ class LocalTestnet:
             for subnet in self.subnets.values():
                 addresses.update(subnet.start_servers())
             self.registry.set(self.registry.get().with_node_addresses(addresses))
-            for subnet in self.subnets.values():
+            for subnet_id, subnet in self.subnets.items():
                 subnet.start_fetching()
+                if self._http_api:
+                    apis = SubnetHttpApis(subnet)
+                    self._http_apis.append(apis)
+                    self.http_endpoints[subnet_id] = apis.start()
         except BaseException:
             self.stop()
             raise
         return self
 
     def stop(self) -> None:
+        apis, self._http_apis = self._http_apis, []
+        for api in apis:
+            api.stop()
         for subnet in self.subnets.values():
             subnet.stop_fetching()
         for subnet in self.subnets.values():

@@ -266,6 +266,17 @@ class Subnet:
             raise SubnetError(f"query {method} on {canister_id} failed")
         return decode(answer.data) if answer.data else None
 
+    def query_certified(self, node_id: str, canister_id: int, method: str, arg: Any,
+                        caller: bytes) -> tuple[Reply | Reject, int] | None:
+        """Run a query on ``node_id``'s latest state if that height is certified: ``(answer,
+        height)``, else ``None`` (the ingress API's queries: answers at a certified height)."""
+        with self._lock:
+            node = self.nodes[node_id]
+            latest = node.state_manager.latest_certified()
+            if latest is None or latest[0].height != node.state_manager.latest_height:
+                return None
+            return node.environment.run_query(node.state, canister_id, method, arg, caller), latest[0].height
+
     def read(self, reader: Callable[[Any], Any]) -> Any:
         """``reader(state)`` on the latest state of the first online node, under the lock."""
         with self._lock:

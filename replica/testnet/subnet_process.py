@@ -2,7 +2,8 @@
 
 Reads the testnet directory (``replica.testnet.launcher``), builds the subnet's nodes from the
 registry, their secrets and the genesis state, re-executes its block log, binds every
-node's XNet endpoint on 127.0.0.1 and publishes the addresses; once the launcher has put
+node's XNet endpoint on 127.0.0.1 and publishes the addresses (``addresses/<subnet>.json``),
+then every node's ingress HTTP API (``http/<subnet>.json``); once the launcher has put
 every subnet's addresses into the registry it starts fetching, then makes one height per
 tick until SIGTERM / SIGINT. Each tick it may submit demo traffic (signed pings, transfers
 and counter increments from the subnet's user) and writes its status file; when it stops
@@ -38,6 +39,7 @@ from replica.node.batch_processor import canister_classes
 from replica.client import IngressRefused, sign_ingress
 from replica.node.replica_node import NodeConfig, RegistryHolder
 from replica.testnet.recording import encode_recording
+from replica.testnet.http_endpoints import SubnetHttpApis
 from replica.testnet.subnet import Subnet
 from replica.testnet.launcher import (
     COUNTER, EXIT_REFUSED, LAUNCHER_PID_ENV, LEDGER, LIMIT_PRESETS, PINGER, TestnetError, TestnetLayout, canister_range,
@@ -202,10 +204,14 @@ def run(root: Path, subnet: str) -> int:
         # finalized heights, and so would a restart; the launcher does not restart on this code.
         _log.error("%s refused to start: %s (exit code %d: do not restart)", subnet, exc, EXIT_REFUSED)
         return EXIT_REFUSED
+    http_apis: SubnetHttpApis | None = None
     try:
         addresses = sub.start_servers()
         layout.write_json(layout.addresses(subnet), addresses)
-        _log.info("%s: height %d, endpoints %s", subnet, sub.height, addresses)
+        http_apis = SubnetHttpApis(sub)
+        layout.write_json(layout.http(subnet), http_apis.start())
+        _log.info("%s: height %d, endpoints %s, ingress HTTP APIs %s", subnet, sub.height, addresses,
+                  {node: server.address for node, server in http_apis.servers.items()})
         registry_file = _RegistryFile(layout.registry)
         while not stop.is_set() and not launcher.gone:
             current = registry_file.changed()
@@ -229,6 +235,8 @@ def run(root: Path, subnet: str) -> int:
             sub.step()
             layout.write_json(layout.status(subnet), _status(sub, position))
     finally:
+        if http_apis is not None:
+            http_apis.stop()
         sub.stop()
         _write_recording(layout, sub)
     _log.info("%s: stopped at height %d", subnet, sub.height)

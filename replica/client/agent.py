@@ -1,0 +1,311 @@
+"""The agent: talks to nodes' ingress HTTP APIs and trusts only what it can verify (shell).
+
+``Agent(endpoint, identity, registry)`` signs calls with ``identity`` and sends them to
+``endpoint`` (``"127.0.0.1:port"``, or ``{subnet id: "host:port"}`` to reach each canister's
+own subnet). ``registry`` (``consensus_stub.registry.Registry``, e.g. a testnet's
+``registry.bin``) is the root of trust: it says which subnet's canister ranges cover a
+canister and that subnet's threshold public key.
+
+* ``submit_call`` → message id once the node pooled the call (202);
+* ``request_status`` reads ``/request_status/<id>`` (and ``/time``) with ``read_state`` and
+  verifies the certificate (``replica.client.certificate``: root, signature under the
+  registry key, no rollback below the highest height verified for that subnet, ``/time`` at
+  most ``max_certificate_age_s`` old);
+* ``update_call`` = ``submit_call`` + ``wait``: polls ``request_status`` until the certified
+  status is replied (the decoded reply) or rejected (``CallRejected``);
+* ``query_call`` runs a query (answered from the node's latest certified state; a query
+  answer carries no certificate, so it is as good as the node that gave it);
+* ``read_state`` → a ``VerifiedCertificate`` of the paths asked for.
+
+Errors: ``replica.client.agent_errors`` (one class per cause), and a refused call or query
+raises the node's own ``IngressRefused`` subclass (``refusal_class`` of the answer's reason).
+The HTTP client (httpx) ignores proxy settings: an agent talks to the endpoint it is given.
+"""
+
+from __future__ import annotations
+
+import json
+import secrets
+import threading
+import time
+from dataclasses import dataclass
+from typing import Any, Callable, Mapping, Sequence
+
+import httpx
+
+from consensus_stub.registry import Registry
+from replica.execution.codec import EncodingError, decode_payload
+from state_manager.encoding import decode
+from state_manager.hash_tree import Unknown, lookup_path
+from state_manager.messages import RejectCode
+
+from .agent_errors import (
+    AgentError, CallRejected, CallTimeout, CanisterNotRouted, MalformedCertificate,
+    PathNotProven, ReplyUnavailable, RequestRefused, TransportError, UnexpectedAnswer,
+)
+from .certificate import VerifiedCertificate, verify_certificate
+from .envelope import compute_message_id, sign_ingress
+from .http_wire import (
+    MAX_CERTIFICATE_BYTES, STATUS_PATH, QueryAnswer, WireError, canister_url, decode_certificate, decode_query_answer,
+    encode_read_state_request,
+)
+from .identity import UserKey
+from .refusals import IngressRefused, refusal_class
+
+__all__ = ["Agent", "RequestStatus", "reject_code_name"]
+
+SECOND_NS = 10**9
+#: Certified statuses of a message id (``unknown``: the tree proves the id absent).
+STATUSES = ("unknown", "received", "processing", "replied", "rejected", "done")
+
+
+def reject_code_name(code: object) -> str:
+    """``CANISTER_ERROR`` for 5, ...; an unknown code as ``UNKNOWN_<n>``."""
+    try:
+        return RejectCode(code).name  # type: ignore[arg-type]
+    except ValueError:
+        return f"UNKNOWN_{code}"
+
+
+@dataclass(frozen=True, slots=True)
+class RequestStatus:
+    """The verified status of a call: ``status`` in ``STATUSES``; the answer if it has one."""
+
+    message_id: bytes
+    status: str
+    certificate: VerifiedCertificate
+    reply: bytes | None = None
+    reject_code: str | None = None
+    reject_message: str | None = None
+
+
+class Agent:
+    """A client of the ingress HTTP API (module docstring)."""
+
+    def __init__(
+        self,
+        endpoint: str | Mapping[str, str],
+        identity: UserKey,
+        registry: Registry,
+        *,
+        max_certificate_age_s: float = 300.0,
+        timeout_s: float = 10.0,
+        ingress_ttl_s: float = 240.0,
+        poll_interval_s: float = 0.05,
+        clock: Callable[[], int] = time.time_ns,
+    ) -> None:
+        self.identity = identity
+        self.registry = registry
+        self.max_certificate_age_ns = int(max_certificate_age_s * SECOND_NS)
+        self.ingress_ttl_ns = int(ingress_ttl_s * SECOND_NS)
+        self.poll_interval_s = poll_interval_s
+        self._endpoints = endpoint
+        self._clock = clock
+        self._lock = threading.Lock()
+        self._verified_heights: dict[str, int] = {}
+        self._http = httpx.Client(timeout=timeout_s, trust_env=False, follow_redirects=False)
+
+    # -- lifecycle ----------------------------------------------------------------------------
+
+    def close(self) -> None:
+        self._http.close()
+
+    def __enter__(self) -> "Agent":
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+    # -- routing ------------------------------------------------------------------------------
+
+    def subnet_of(self, canister_id: int) -> str:
+        """The subnet whose canister ranges (latest registry version) cover ``canister_id``."""
+        subnet = self.registry.latest().routing_table.lookup(canister_id)
+        if subnet is None:
+            raise CanisterNotRouted(f"no subnet of the registry hosts canister {canister_id}")
+        return subnet
+
+    def endpoint_for(self, canister_id: int) -> str:
+        if isinstance(self._endpoints, str):
+            return self._endpoints
+        subnet = self.subnet_of(canister_id)
+        if subnet not in self._endpoints:
+            raise CanisterNotRouted(f"no endpoint known for subnet {subnet} (canister {canister_id})")
+        return self._endpoints[subnet]
+
+    def verified_height(self, subnet_id: str) -> int:
+        """The highest certified height verified so far for ``subnet_id`` (0 before any)."""
+        with self._lock:
+            return self._verified_heights.get(subnet_id, 0)
+
+    # -- calls ----------------------------------------------------------------------------------
+
+    def _envelope(self, canister_id: int, method: str, arg: Any) -> tuple[bytes, bytes]:
+        envelope = sign_ingress(self.identity, canister_id, method, arg, secrets.randbits(64),
+                                self._clock() + self.ingress_ttl_ns)
+        _, content, public_key, _ = decode(envelope)
+        return envelope, compute_message_id(content, public_key)
+
+    def submit_call(self, canister_id: int, method: str, arg: Any = None) -> bytes:
+        """Sign and submit an update call; its message id once the node pooled it."""
+        envelope, message_id = self._envelope(canister_id, method, arg)
+        status, body = self._post(canister_id, "call", envelope)
+        if status != 202:
+            raise self._refusal(status, body)
+        answer = _json(body, status)
+        if answer.get("message_id") != message_id.hex():
+            raise UnexpectedAnswer(f"the node accepted message {answer.get('message_id')!r}, not {message_id.hex()}")
+        return message_id
+
+    def update_call(self, canister_id: int, method: str, arg: Any = None, timeout_s: float = 30.0) -> Any:
+        """Submit, then ``wait`` for the certified answer: the decoded reply, or ``CallRejected``."""
+        return self.wait(self.submit_call(canister_id, method, arg), canister_id, timeout_s)
+
+    def wait(self, message_id: bytes, canister_id: int, timeout_s: float = 30.0) -> Any:
+        """Poll ``request_status`` (every answer verified) until replied or rejected."""
+        deadline = time.monotonic() + timeout_s
+        delay = self.poll_interval_s
+        while True:
+            status = self.request_status(message_id, canister_id)
+            if status.status == "replied":
+                try:
+                    return decode_payload(status.reply or b"")
+                except EncodingError as exc:
+                    raise UnexpectedAnswer(f"the certified reply does not decode: {exc}") from exc
+            if status.status == "rejected":
+                raise CallRejected(status.reject_code or "", status.reject_message or "")
+            if status.status == "done":
+                raise ReplyUnavailable(f"message {message_id.hex()} was answered, but its answer has expired")
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                raise CallTimeout(f"message {message_id.hex()} is {status.status} after {timeout_s} s")
+            time.sleep(min(delay, remaining))
+            delay = min(delay * 1.5, 0.5)
+
+    def query_answer(self, canister_id: int, method: str, arg: Any = None) -> QueryAnswer:
+        """A query's answer (reply bytes or reject) and the certified height it was run at."""
+        envelope, _ = self._envelope(canister_id, method, arg)
+        status, body = self._post(canister_id, "query", envelope)
+        if status != 200:
+            raise self._refusal(status, body)
+        try:
+            return decode_query_answer(body, MAX_CERTIFICATE_BYTES)
+        except WireError as exc:
+            raise UnexpectedAnswer(f"query answer: {exc}") from exc
+
+    def query_call(self, canister_id: int, method: str, arg: Any = None) -> Any:
+        """The decoded reply of a query, or ``CallRejected``."""
+        answer = self.query_answer(canister_id, method, arg)
+        if answer.reply is None:
+            raise CallRejected(answer.reject_code or "", answer.reject_message or "")
+        try:
+            return decode_payload(answer.reply)
+        except EncodingError as exc:
+            raise UnexpectedAnswer(f"the query reply does not decode: {exc}") from exc
+
+    # -- certified state ------------------------------------------------------------------------
+
+    def read_state(self, canister_id: int, paths: Sequence[Sequence[bytes]]) -> VerifiedCertificate:
+        """The verified certificate of ``paths``; each is revealed or proven absent in it."""
+        subnet = self.subnet_of(canister_id)
+        record = self.registry.latest().subnet(subnet)
+        if record is None:
+            raise CanisterNotRouted(f"subnet {subnet} is not in the registry")
+        status, body = self._post(canister_id, "read_state", encode_read_state_request([list(p) for p in paths]))
+        if status != 200:
+            raise self._refusal(status, body)
+        try:
+            certificate = decode_certificate(body)
+        except WireError as exc:
+            raise MalformedCertificate(str(exc)) from exc
+        verified = verify_certificate(certificate, subnet_id=subnet, public_key=record.public_key,
+                                      now_ns=self._clock(), max_age_ns=self.max_certificate_age_ns,
+                                      min_height=self.verified_height(subnet))
+        for path in paths:
+            if isinstance(lookup_path(verified.tree, list(path)), Unknown):
+                raise PathNotProven(f"the certificate neither reveals nor excludes {[p.hex() for p in path]}")
+        with self._lock:
+            if verified.height > self._verified_heights.get(subnet, 0):
+                self._verified_heights[subnet] = verified.height
+        return verified
+
+    def request_status(self, message_id: bytes, canister_id: int) -> RequestStatus:
+        """The verified status of ``message_id`` (sent to ``canister_id``)."""
+        prefix = [b"request_status", message_id]
+        certificate = self.read_state(canister_id, [prefix])
+        status = certificate.lookup_value(prefix + [b"status"])
+        if status is None:
+            return RequestStatus(message_id, "unknown", certificate)
+        if status not in STATUSES[1:]:
+            raise MalformedCertificate(f"unknown request status {status!r}")
+        if status == "replied":
+            reply = certificate.lookup_value(prefix + [b"reply"])
+            if not isinstance(reply, bytes):
+                raise MalformedCertificate("a replied status without reply bytes")
+            return RequestStatus(message_id, status, certificate, reply=reply)
+        if status == "rejected":
+            code = certificate.lookup_value(prefix + [b"reject_code"])
+            message = certificate.lookup_value(prefix + [b"reject_message"])
+            if type(code) is not int or not isinstance(message, str):
+                raise MalformedCertificate("a rejected status without reject code and message")
+            return RequestStatus(message_id, status, certificate, reject_code=reject_code_name(code),
+                                 reject_message=message)
+        return RequestStatus(message_id, status, certificate)
+
+    def status(self, endpoint: str | None = None) -> dict:
+        """The node's ``/api/v2/status`` (unverified: heights and keys as the node reports them)."""
+        if endpoint is None:
+            if not isinstance(self._endpoints, str):
+                raise AgentError("name the endpoint: this agent knows one per subnet")
+            endpoint = self._endpoints
+        status, body = self._request("GET", endpoint, STATUS_PATH, None)
+        if status != 200:
+            raise self._refusal(status, body)
+        return _json(body, status)
+
+    # -- HTTP -------------------------------------------------------------------------------------
+
+    def _post(self, canister_id: int, kind: str, body: bytes) -> tuple[int, bytes]:
+        return self._request("POST", self.endpoint_for(canister_id), canister_url(canister_id, kind), body)
+
+    def _request(self, method: str, endpoint: str, path: str, body: bytes | None) -> tuple[int, bytes]:
+        """Status and body of one request; the body is read up to ``MAX_CERTIFICATE_BYTES``."""
+        url = f"http://{endpoint}{path}"
+        headers = {"content-type": "application/msgpack"} if body is not None else {}
+        try:
+            with self._http.stream(method, url, content=body, headers=headers) as response:
+                chunks, size = [], 0
+                for chunk in response.iter_bytes():
+                    size += len(chunk)
+                    if size > MAX_CERTIFICATE_BYTES:
+                        raise UnexpectedAnswer(f"{url} answered more than {MAX_CERTIFICATE_BYTES} bytes")
+                    chunks.append(chunk)
+                return response.status_code, b"".join(chunks)
+        except httpx.HTTPError as exc:
+            raise TransportError(f"{method} {url}: {exc or type(exc).__name__}") from exc
+
+    @staticmethod
+    def _refusal(status: int, body: bytes) -> IngressRefused | AgentError:
+        """The error a non-success answer stands for: the node's ingress refusal by its reason,
+        else ``RequestRefused``; ``UnexpectedAnswer`` for a status the API does not define."""
+        if not 400 <= status < 600:
+            return UnexpectedAnswer(f"unexpected HTTP status {status}")
+        try:
+            answer = _json(body, status)
+        except UnexpectedAnswer as exc:
+            return exc
+        reason, message = answer.get("reason"), answer.get("message")
+        if not isinstance(reason, str) or not isinstance(message, str):
+            return UnexpectedAnswer(f"HTTP {status} without a reason")
+        refusal = refusal_class(reason)
+        return refusal(message) if refusal is not None else RequestRefused(status, reason, message)
+
+
+def _json(body: bytes, status: int) -> dict:
+    try:
+        value = json.loads(body)
+    except (ValueError, UnicodeDecodeError) as exc:
+        raise UnexpectedAnswer(f"HTTP {status} with a body that is not JSON") from exc
+    if not isinstance(value, dict):
+        raise UnexpectedAnswer(f"HTTP {status} with a body that is not a JSON object")
+    return value

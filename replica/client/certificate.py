@@ -1,0 +1,103 @@
+"""Verifying a read_state certificate (pure): the client never trusts the node.
+
+``verify_certificate(certificate, subnet, public_key, now, max_age, min_height)`` checks, in
+order, each failure with its own ``CertificateInvalid`` subclass:
+
+1. ``reconstruct(tree) == certification.root``                          (``RootMismatch``)
+2. ``e(pk, H(domain_sep("ic-state-root") ‖ height ‖ root)) == e(g1, σ)``  under the key of the
+   subnet whose registry ranges cover the canister            (``InvalidCertificationSignature``)
+3. ``certification.height >= min_height`` (the highest height already verified for that
+   subnet: no rollback)                                                (``CertificationRollback``)
+4. ``/time`` is revealed and ``now - time <= max_age``                   (``CertificateTooOld``)
+
+A ``VerifiedCertificate`` then answers lookups: a revealed leaf's value, ``None`` for a path
+the tree proves absent, ``PathNotProven`` for one it leaves pruned.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Sequence
+
+from state_manager.certification import CertificationError, verify_certification
+from state_manager.codec import LEAF_VERSION
+from state_manager.encoding import EncodingError, decode
+from state_manager.hash_tree import Absent, Found, HashTree, Leaf, lookup_path, reconstruct
+
+from .agent_errors import (
+    CertificateTooOld, CertificationRollback, InvalidCertificationSignature, MalformedCertificate, PathNotProven,
+    RootMismatch,
+)
+from .http_wire import Certificate
+
+__all__ = ["VerifiedCertificate", "verify_certificate", "leaf_value"]
+
+
+def _path_text(path: Sequence[bytes]) -> str:
+    """``/time``, ``/request_status/<hex id>/status``: printable labels as text, others in hex."""
+    return "/" + "/".join(
+        label.decode() if label.isascii() and label.decode().isprintable() and b"/" not in label else label.hex()
+        for label in path)
+
+
+def leaf_value(raw: bytes, path: Sequence[bytes]) -> Any:
+    """The value of a state-tree leaf ``encode([LEAF_VERSION, value])``."""
+    try:
+        value = decode(raw)
+    except EncodingError as exc:
+        raise MalformedCertificate(f"leaf at {_path_text(path)} is not canonical msgpack: {exc}") from exc
+    if not (isinstance(value, tuple) and len(value) == 2 and type(value[0]) is int and value[0] == LEAF_VERSION):
+        raise MalformedCertificate(f"leaf at {_path_text(path)} is not [{LEAF_VERSION}, value]")
+    return value[1]
+
+
+@dataclass(frozen=True, slots=True)
+class VerifiedCertificate:
+    """A certificate that passed every check, for ``subnet_id`` at ``height``, state time ``time_ns``."""
+
+    subnet_id: str
+    height: int
+    time_ns: int
+    tree: HashTree
+
+    def lookup(self, path: Sequence[bytes]) -> bytes | None:
+        """The raw leaf at ``path``; ``None`` if the tree proves it absent."""
+        result = lookup_path(self.tree, list(path))
+        if isinstance(result, Absent):
+            return None
+        if not isinstance(result, Found):
+            raise PathNotProven(f"the certificate neither reveals nor excludes {_path_text(path)}")
+        if not isinstance(result.tree, Leaf):
+            raise MalformedCertificate(f"{_path_text(path)} is a subtree, not a leaf")
+        return result.tree.value
+
+    def lookup_value(self, path: Sequence[bytes]) -> Any:
+        """The decoded value of the leaf at ``path`` (``None`` if proven absent)."""
+        raw = self.lookup(path)
+        return None if raw is None else leaf_value(raw, path)
+
+
+def verify_certificate(certificate: Certificate, *, subnet_id: str, public_key: bytes, now_ns: int,
+                       max_age_ns: int, min_height: int) -> VerifiedCertificate:
+    """The checks of the module docstring, in order; a ``VerifiedCertificate`` if all hold."""
+    certification = certificate.certification
+    root = reconstruct(certificate.tree)
+    if root != certification.root:
+        raise RootMismatch(f"the tree's root {root.hex()} is not the certified root {certification.root.hex()}")
+    try:
+        verify_certification(certification, public_key)
+    except CertificationError as exc:
+        raise InvalidCertificationSignature(
+            f"the certification of height {certification.height} does not verify under the key of "
+            f"{subnet_id}: {exc}") from exc
+    if certification.height < min_height:
+        raise CertificationRollback(
+            f"certified height {certification.height} is below height {min_height}, already verified for {subnet_id}")
+    verified = VerifiedCertificate(subnet_id, certification.height, 0, certificate.tree)
+    time_ns = verified.lookup_value([b"time"])
+    if type(time_ns) is not int or time_ns < 0:
+        raise PathNotProven("the certificate does not reveal /time")
+    if now_ns - time_ns > max_age_ns:
+        raise CertificateTooOld(
+            f"the certified state time is {(now_ns - time_ns) / 1e9:.1f} s old (at most {max_age_ns / 1e9:.0f} s)")
+    return VerifiedCertificate(subnet_id, certification.height, time_ns, certificate.tree)

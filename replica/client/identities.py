@@ -1,0 +1,189 @@
+"""The identity store: a user's named Ed25519 keys, as PEM files only the user may read (shell).
+
+Layout under ``home`` (``$REPLICA_HOME``, default ``~/.config/replica``)::
+
+    identities/              mode 0700
+      <name>.pem             PKCS#8 PEM, unencrypted, mode 0600
+      selected               the name ``use`` chose (absent: ``default``)
+
+``new(name)`` creates a key (refusing a bad or existing name), ``list()`` names them,
+``use(name)`` selects one, ``whoami()`` is the selected one's name and principal, ``load(name)``
+reads a key. The ``default`` identity is created on first use when nothing else is selected.
+The principal (user id) is ``source_of(public key)`` (``replica.client.identity``), shown as hex.
+A key file readable or writable by group or others, or not an Ed25519 private key, is refused.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import stat
+from dataclasses import dataclass
+from pathlib import Path
+
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+from cryptography.hazmat.primitives.serialization import Encoding, NoEncryption, PrivateFormat, load_pem_private_key
+
+from .identity import UserKey
+
+__all__ = [
+    "DEFAULT_IDENTITY", "HOME_ENV", "IdentityError", "InvalidIdentityName", "IdentityExists", "UnknownIdentity",
+    "IdentityFileTooOpen", "IdentityUnreadable", "Identity", "IdentityStore", "default_home",
+]
+
+DEFAULT_IDENTITY = "default"
+HOME_ENV = "REPLICA_HOME"
+_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}")
+_MAX_KEY_FILE_BYTES = 4096
+
+
+class IdentityError(Exception):
+    """Root of the identity store's errors."""
+
+
+class InvalidIdentityName(IdentityError):
+    pass
+
+
+class IdentityExists(IdentityError):
+    pass
+
+
+class UnknownIdentity(IdentityError):
+    pass
+
+
+class IdentityFileTooOpen(IdentityError):
+    """A key file that group or others may read or write."""
+
+
+class IdentityUnreadable(IdentityError):
+    """A key file that cannot be read, or is not an Ed25519 private key in PEM."""
+
+
+@dataclass(frozen=True)
+class Identity:
+    name: str
+    key: UserKey
+
+    @property
+    def principal(self) -> str:
+        """``source_of(public key)`` in hex: the caller id canisters see."""
+        return self.key.source.hex()
+
+
+def default_home() -> Path:
+    """``$REPLICA_HOME``, else ``~/.config/replica``."""
+    value = os.environ.get(HOME_ENV)
+    return Path(value) if value else Path.home() / ".config" / "replica"
+
+
+def _check_name(name: object) -> str:
+    if not isinstance(name, str) or not _NAME.fullmatch(name) or name.endswith(".pem") or name == "selected":
+        raise InvalidIdentityName(
+            f"identity name {name!r} must be 1-64 letters, digits, '_', '.' or '-', starting with a letter or digit")
+    return name
+
+
+class IdentityStore:
+    """The identities of one user (module docstring)."""
+
+    def __init__(self, home: Path | str | None = None) -> None:
+        self.home = Path(home) if home is not None else default_home()
+        self.directory = self.home / "identities"
+
+    def _path(self, name: str) -> Path:
+        return self.directory / f"{_check_name(name)}.pem"
+
+    def _ensure_directory(self) -> None:
+        self.directory.mkdir(mode=0o700, parents=True, exist_ok=True)
+        os.chmod(self.directory, 0o700)
+
+    def new(self, name: str) -> Identity:
+        """Create identity ``name`` with a fresh key (``IdentityExists`` if it exists)."""
+        path = self._path(name)
+        self._ensure_directory()
+        key = Ed25519PrivateKey.generate()
+        pem = key.private_bytes(Encoding.PEM, PrivateFormat.PKCS8, NoEncryption())
+        tmp = path.with_name(f".{name}.{os.getpid()}.tmp")
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        try:
+            with os.fdopen(fd, "wb") as out:
+                out.write(pem)
+                out.flush()
+                os.fsync(out.fileno())
+            try:
+                os.link(tmp, path)  # fails if the name exists: never overwrites a key
+            except FileExistsError:
+                raise IdentityExists(f"identity {name!r} exists already ({path})") from None
+        finally:
+            tmp.unlink(missing_ok=True)
+        return Identity(name, UserKey(key))
+
+    def list(self) -> list[str]:
+        """The names of the stored identities, sorted."""
+        if not self.directory.is_dir():
+            return []
+        return sorted(p.stem for p in self.directory.glob("*.pem") if _NAME.fullmatch(p.stem))
+
+    def load(self, name: str) -> Identity:
+        """Read identity ``name``; refuse a missing, too open or malformed key file."""
+        path = self._path(name)
+        try:
+            fd = os.open(path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0))
+        except FileNotFoundError:
+            raise UnknownIdentity(f"no identity {name!r} (known: {', '.join(self.list()) or 'none'})") from None
+        except OSError as exc:
+            raise IdentityUnreadable(f"cannot read {path}: {exc.strerror}") from exc
+        with os.fdopen(fd, "rb") as handle:
+            mode = os.fstat(handle.fileno()).st_mode
+            if not stat.S_ISREG(mode):
+                raise IdentityUnreadable(f"{path} is not a regular file")
+            if mode & 0o077:
+                raise IdentityFileTooOpen(
+                    f"{path} has mode {stat.S_IMODE(mode):04o}: group and others may access it (chmod 600 it)")
+            data = handle.read(_MAX_KEY_FILE_BYTES + 1)
+        if len(data) > _MAX_KEY_FILE_BYTES:
+            raise IdentityUnreadable(f"{path} is too large to be a key file")
+        try:
+            key = load_pem_private_key(data, password=None)
+        except (ValueError, TypeError) as exc:
+            raise IdentityUnreadable(f"{path} is not an unencrypted PEM private key: {exc}") from exc
+        if not isinstance(key, Ed25519PrivateKey):
+            raise IdentityUnreadable(f"{path} holds a {type(key).__name__}, not an Ed25519 key")
+        return Identity(name, UserKey(key))
+
+    def use(self, name: str) -> Identity:
+        """Select identity ``name`` (it must exist) for later ``current()`` / ``whoami()``."""
+        identity = self.load(name)
+        self._ensure_directory()
+        selected = self.directory / "selected"
+        tmp = self.directory / f".selected.{os.getpid()}.tmp"
+        tmp.write_text(name + "\n")
+        os.replace(tmp, selected)
+        return identity
+
+    def selected_name(self) -> str:
+        """The selected identity's name (``default`` if none was selected)."""
+        try:
+            name = (self.directory / "selected").read_text().strip()
+        except FileNotFoundError:
+            return DEFAULT_IDENTITY
+        except OSError as exc:
+            raise IdentityUnreadable(f"cannot read the selected identity: {exc.strerror}") from exc
+        return _check_name(name)
+
+    def current(self) -> Identity:
+        """The selected identity; ``default`` is created on first use."""
+        name = self.selected_name()
+        if name == DEFAULT_IDENTITY and not self._path(name).exists():
+            try:
+                return self.new(DEFAULT_IDENTITY)
+            except IdentityExists:
+                pass  # created meanwhile by another process
+        return self.load(name)
+
+    def whoami(self) -> tuple[str, str]:
+        """``(name, principal hex)`` of the current identity."""
+        identity = self.current()
+        return identity.name, identity.principal

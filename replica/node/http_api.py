@@ -1,0 +1,296 @@
+"""A node's ingress HTTP API (shell): aiohttp on 127.0.0.1, in a thread with its own event loop.
+
+Routes and bodies: ``replica.client.http_wire``. The server serves one node's view through
+a ``NodeBackend`` (small callables: submit, query, latest certified tree, status), so it
+runs without a testnet; ``replica.testnet.http_endpoints`` wires it to a ``Subnet``. Every
+backend call and all decoding run on a small thread pool, never on the event loop, so a
+slow subnet lock or a large body delays only its own request.
+
+* ``call``: ``decode_signed_ingress`` (size, canonical form, signature), receiver = URL id,
+  ``submit`` (the subnet's admission checks) → 202 ``{"message_id": hex}``.
+* ``query``: the same envelope checks plus ``expiry ∈ [now, now + max_ingress_ttl]``, then the
+  query on the node's latest *certified* state; the answer names that height.
+* ``read_state``: allowed paths only (``replica.node.read_state``); witness + certification
+  of the latest certified snapshot.
+* ``status``: subnet, node, finalized and certified height, certified root, subnet key, version.
+
+Every refusal is JSON ``{"reason": code, "message": text}`` with one status per reason:
+
+=========================  ======  =================================================
+``reason``                 status  refused because
+=========================  ======  =================================================
+``malformed``              400     the envelope does not decode
+``bad_signature``          400     its signature does not verify
+``expired``                400     ``expiry < now``
+``expiry_too_far``         400     ``expiry > now + max_ingress_ttl``
+``receiver_mismatch``      400     the envelope's receiver is not the URL's canister
+``invalid_canister_id``    400     the URL's canister id is not a decimal u64
+``malformed_request``      400     a read_state body that is not ``{"paths": [...]}``
+``path_not_allowed``       400     a read_state path outside the allowed ones
+``unknown_canister``       404     no such canister
+``not_found``              404     no such route
+``method_not_allowed``     405     e.g. GET on ``call``
+``body_timeout``           408     the body did not arrive within ``body_timeout_s``
+``duplicate``              409     the message id is pooled or inducted already
+``too_large``              413     body above the ingress limit (or the read_state bound)
+``canister_not_on_subnet`` 421     the routing table puts the canister on another subnet
+``pool_full``              503     the ingress pool is at its bound
+``not_certified_yet``      503     no height is certified yet
+``unavailable``            503     no node of the subnet is online
+``internal_error``         500     a bug (logged); fuzzing checks it never happens
+=========================  ======  =================================================
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from typing import Any, Awaitable, Callable
+
+from aiohttp import web
+
+from message_routing.limits import Limits
+from replica.client.envelope import decode_signed_ingress
+from replica.client.http_wire import (
+    API_PREFIX, MAX_READ_STATE_BYTES, STATUS_PATH, QueryAnswer, WireError, decode_read_state_request,
+    encode_query_answer, parse_canister_id,
+)
+from replica.client.refusals import (
+    ExpiredIngress, IngressExpiryTooFar, IngressRefused, MalformedIngress, ReceiverMismatch,
+)
+from replica.execution.codec import EncodingError, decode_payload
+from state_manager.certification import Certification
+from state_manager.labeled_trie import LabeledTrie
+from state_manager.messages import Ingress
+
+from .api_errors import ApiError, BodyTimeout, InvalidCanisterId, MalformedRequest, NotCertifiedYet, RequestTooLarge
+from .read_state import certificate_for, check_path
+
+__all__ = ["REFUSAL_STATUS", "NodeBackend", "HttpApiServer"]
+
+_log = logging.getLogger(__name__)
+
+#: HTTP status of each ingress refusal (``IngressRefused.reason``); the table above.
+REFUSAL_STATUS = {
+    "malformed": 400, "bad_signature": 400, "expired": 400, "expiry_too_far": 400, "receiver_mismatch": 400,
+    "too_large": 413, "duplicate": 409, "unknown_canister": 404, "canister_not_on_subnet": 421, "pool_full": 503,
+}
+#: aiohttp's own refusals (routing, body size), by status.
+_HTTP_REASONS = {404: "not_found", 405: "method_not_allowed", 413: "too_large"}
+#: Room above the ingress limit, so an envelope slightly too large is refused by the envelope
+#: decoder with its own message, and anything larger by the body bound.
+_BODY_SLACK = 64 * 1024
+
+
+@dataclass(frozen=True)
+class NodeBackend:
+    """What the API needs of a node. The callables may block (they run on the thread pool):
+
+    * ``submit(ingress)`` admits an authenticated message or raises ``IngressRefused``;
+    * ``query(canister, method, arg, caller)`` runs a query on the latest certified state
+      (``NotCertifiedYet`` if there is none; ``IngressRefused`` for a canister not here);
+    * ``certified()`` is the latest certified tree and its certification, or ``None``;
+    * ``status()`` is the JSON object of ``GET /api/v2/status``.
+    """
+
+    subnet_id: str
+    node_id: str
+    limits: Limits
+    submit: Callable[[Ingress], None]
+    query: Callable[[int, str, Any, bytes], QueryAnswer]
+    certified: Callable[[], "tuple[LabeledTrie, Certification] | None"]
+    status: Callable[[], dict]
+    clock: Callable[[], int] = time.time_ns
+
+
+def _refusal(status: int, reason: str, message: str) -> web.Response:
+    return web.json_response({"message": message, "reason": reason}, status=status)
+
+
+class HttpApiServer:
+    """The API of one node: ``start()`` binds ``host:port`` (0: any free port) and returns
+    the bound ``host:port``; ``stop()`` closes the socket and joins the thread."""
+
+    def __init__(self, backend: NodeBackend, *, host: str = "127.0.0.1", port: int = 0, workers: int = 2,
+                 body_timeout_s: float = 10.0, shutdown_timeout_s: float = 1.0) -> None:
+        self.backend = backend
+        self.host, self.port = host, port
+        self.body_timeout_s = body_timeout_s
+        self.shutdown_timeout_s = shutdown_timeout_s
+        self.max_envelope_bytes = backend.limits.max_ingress_bytes + _BODY_SLACK
+        self.address: str | None = None
+        self._workers = workers
+        self._pool: ThreadPoolExecutor | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._thread: threading.Thread | None = None
+
+    # -- lifecycle ----------------------------------------------------------------------------
+
+    def start(self) -> str:
+        if self._thread is not None:
+            raise RuntimeError(f"{self.backend.node_id}: the HTTP API is already started")
+        self._pool = ThreadPoolExecutor(self._workers, thread_name_prefix=f"http-{self.backend.node_id}")
+        ready: list[Any] = []
+        started = threading.Event()
+        self._thread = threading.Thread(target=self._serve, args=(ready, started), daemon=True,
+                                        name=f"http-api-{self.backend.node_id}")
+        self._thread.start()
+        started.wait()
+        if isinstance(ready[0], BaseException):
+            self._thread.join()
+            self._thread = None
+            self._pool.shutdown(wait=False)
+            raise ready[0]
+        self.address = f"{self.host}:{ready[0]}"
+        return self.address
+
+    def stop(self, timeout_s: float = 10.0) -> None:
+        """Stop listening, close every connection, join the thread (idempotent)."""
+        thread, self._thread = self._thread, None
+        if thread is None:
+            return
+        loop = self._loop
+        if loop is not None:
+            loop.call_soon_threadsafe(loop.stop)
+        thread.join(timeout=timeout_s)
+        if self._pool is not None:
+            self._pool.shutdown(wait=True, cancel_futures=True)
+
+    def _serve(self, ready: list, started: threading.Event) -> None:
+        loop = asyncio.new_event_loop()
+        self._loop = loop
+        try:
+            runner, port = loop.run_until_complete(self._bind())
+        except BaseException as exc:  # noqa: BLE001 - handed to start()
+            ready.append(exc)
+            started.set()
+            loop.close()
+            return
+        ready.append(port)
+        started.set()
+        try:
+            loop.run_forever()
+        finally:
+            loop.run_until_complete(runner.cleanup())
+            loop.close()
+
+    async def _bind(self) -> tuple[web.AppRunner, int]:
+        app = web.Application(client_max_size=self.max_envelope_bytes, middlewares=[self._answer_errors])
+        app.router.add_post(API_PREFIX + "/canister/{canister}/call", self._call)
+        app.router.add_post(API_PREFIX + "/canister/{canister}/query", self._query)
+        app.router.add_post(API_PREFIX + "/canister/{canister}/read_state", self._read_state)
+        app.router.add_get(STATUS_PATH, self._status)
+        runner = web.AppRunner(app, access_log=None, shutdown_timeout=self.shutdown_timeout_s)
+        await runner.setup()
+        site = web.TCPSite(runner, self.host, self.port)
+        await site.start()
+        return runner, runner.addresses[0][1]
+
+    # -- handlers ------------------------------------------------------------------------------
+
+    @web.middleware
+    async def _answer_errors(self, request: web.Request, handler: Callable[[web.Request], Awaitable]) -> web.StreamResponse:
+        try:
+            return await handler(request)
+        except IngressRefused as refusal:
+            return _refusal(REFUSAL_STATUS.get(refusal.reason, 400), refusal.reason, str(refusal))
+        except ApiError as error:
+            return _refusal(error.status, error.reason, str(error))
+        except web.HTTPException as exc:
+            reason = _HTTP_REASONS.get(exc.status, f"http_{exc.status}")
+            return _refusal(exc.status, reason, exc.reason)
+        except Exception:  # noqa: BLE001 - a bug: answered, logged, never a dead node
+            _log.exception("%s: %s %s failed", self.backend.node_id, request.method, request.path)
+            return _refusal(500, "internal_error", "the node failed to answer this request")
+
+    async def _blocking(self, function: Callable, *args: Any) -> Any:
+        return await asyncio.get_running_loop().run_in_executor(self._pool, function, *args)
+
+    async def _body(self, request: web.Request, max_bytes: int) -> bytes:
+        """The whole body: at most ``max_bytes`` (``too_large``), within ``body_timeout_s``."""
+        if request.content_length is not None and request.content_length > max_bytes:
+            raise RequestTooLarge(f"a body of {request.content_length} bytes exceeds {max_bytes}")
+        chunks, size = [], 0
+        try:
+            async with asyncio.timeout(self.body_timeout_s):
+                async for chunk in request.content.iter_any():
+                    size += len(chunk)
+                    if size > max_bytes:
+                        raise RequestTooLarge(f"the body exceeds {max_bytes} bytes")
+                    chunks.append(chunk)
+        except TimeoutError as exc:
+            raise BodyTimeout(f"the body did not arrive within {self.body_timeout_s} s") from exc
+        except (ConnectionError, OSError, ValueError) as exc:
+            raise MalformedRequest(f"the body could not be read: {exc}") from exc
+        return b"".join(chunks)
+
+    @staticmethod
+    def _canister(request: web.Request) -> int:
+        try:
+            return parse_canister_id(request.match_info["canister"])
+        except WireError as exc:
+            raise InvalidCanisterId(str(exc)) from exc
+
+    async def _call(self, request: web.Request) -> web.Response:
+        canister = self._canister(request)
+        body = await self._body(request, self.max_envelope_bytes)
+        message_id = await self._blocking(self._submit, canister, body)
+        return web.json_response({"message_id": message_id.hex(), "status": "accepted"}, status=202)
+
+    async def _query(self, request: web.Request) -> web.Response:
+        canister = self._canister(request)
+        body = await self._body(request, self.max_envelope_bytes)
+        answer = await self._blocking(self._run_query, canister, body)
+        return web.Response(body=answer, content_type="application/msgpack")
+
+    async def _read_state(self, request: web.Request) -> web.Response:
+        canister = self._canister(request)
+        body = await self._body(request, MAX_READ_STATE_BYTES)
+        answer = await self._blocking(self._certificate, canister, body)
+        return web.Response(body=answer, content_type="application/msgpack")
+
+    async def _status(self, request: web.Request) -> web.Response:
+        return web.json_response(await self._blocking(self.backend.status))
+
+    # -- the work, on the thread pool ------------------------------------------------------------
+
+    def _authenticated(self, canister: int, body: bytes) -> Ingress:
+        ingress = decode_signed_ingress(body, self.backend.limits.max_ingress_bytes)
+        if ingress.receiver != canister:
+            raise ReceiverMismatch(f"the envelope is for canister {ingress.receiver}, the URL names {canister}")
+        return ingress
+
+    def _submit(self, canister: int, body: bytes) -> bytes:
+        ingress = self._authenticated(canister, body)
+        self.backend.submit(ingress)
+        return ingress.message_id
+
+    def _run_query(self, canister: int, body: bytes) -> bytes:
+        ingress = self._authenticated(canister, body)
+        now, ttl = self.backend.clock(), self.backend.limits.max_ingress_ttl_ns
+        if ingress.expiry_time < now:
+            raise ExpiredIngress(f"query expired at {ingress.expiry_time} ns, now {now} ns")
+        if ingress.expiry_time > now + ttl:
+            raise IngressExpiryTooFar(f"query expiry {ingress.expiry_time} ns is more than {ttl} ns after {now} ns")
+        try:
+            arg = decode_payload(ingress.method_payload)
+        except EncodingError as exc:
+            raise MalformedIngress(f"the query argument does not decode: {exc}") from exc
+        return encode_query_answer(self.backend.query(canister, ingress.method_name, arg, ingress.source))
+
+    def _certificate(self, canister: int, body: bytes) -> bytes:
+        try:
+            paths = decode_read_state_request(body)
+        except WireError as exc:
+            raise MalformedRequest(str(exc)) from exc
+        for path in paths:
+            check_path(path, canister)
+        latest = self.backend.certified()
+        if latest is None:
+            raise NotCertifiedYet(f"{self.backend.node_id} has no certified state yet")
+        certified, certification = latest
+        return certificate_for(certified, certification, paths)

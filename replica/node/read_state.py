@@ -1,0 +1,59 @@
+"""What ``read_state`` may reveal, and the certificate it answers with (pure).
+
+A request for canister ``c`` may ask for these paths of the certified tree, nothing else
+(``PathNotAllowed``)::
+
+    /time
+    /metadata/height
+    /request_status/<message id (32 bytes)>[/status | /reply | /reject_code | /reject_message]
+    /canister/<c as 8-byte BE>/module_hash | /certified_data
+    /subnet/<subnet id>/public_key | /canister_ranges
+
+The answer is ``witness(certified tree, paths ∪ {/time})`` — the tree with everything else
+pruned, so ``reconstruct(witness) == certified root`` — and the certification of that root
+(the agent checks ``/time`` for freshness, so it is always revealed).
+"""
+
+from __future__ import annotations
+
+from typing import Sequence
+
+from state_manager.certification import Certification
+from state_manager.labeled_trie import LabeledTrie, select, witness
+from state_manager.state_tree import canister_label
+
+from replica.client.http_wire import encode_certificate
+
+from .api_errors import PathNotAllowed
+
+__all__ = ["MESSAGE_ID_BYTES", "check_path", "certificate_for"]
+
+MESSAGE_ID_BYTES = 32
+_REQUEST_STATUS_FIELDS = (b"status", b"reply", b"reject_code", b"reject_message")
+
+
+def _describe(path: Sequence[bytes]) -> str:
+    return "/" + "/".join(label.decode("latin-1") if label.isascii() and label.isalpha() else label.hex()
+                          for label in path)
+
+
+def check_path(path: Sequence[bytes], canister_id: int) -> None:
+    """Raise ``PathNotAllowed`` unless ``path`` is one of the module docstring's paths."""
+    head, rest = path[0], tuple(path[1:])
+    allowed = (
+        (head == b"time" and not rest)
+        or (head == b"metadata" and rest == (b"height",))
+        or (head == b"request_status" and 1 <= len(rest) <= 2 and len(rest[0]) == MESSAGE_ID_BYTES
+            and (len(rest) == 1 or rest[1] in _REQUEST_STATUS_FIELDS))
+        or (head == b"canister" and len(rest) == 2 and rest[0] == canister_label(canister_id)
+            and rest[1] in (b"module_hash", b"certified_data"))
+        or (head == b"subnet" and len(rest) == 2 and rest[1] in (b"public_key", b"canister_ranges"))
+    )
+    if not allowed:
+        raise PathNotAllowed(f"read_state of canister {canister_id} may not ask for {_describe(path)}")
+
+
+def certificate_for(certified: LabeledTrie, certification: Certification, paths: Sequence[Sequence[bytes]]) -> bytes:
+    """The encoded read_state answer: the witness of ``paths`` and ``/time``, and ``certification``."""
+    selection = select([list(path) for path in paths] + [[b"time"]])
+    return encode_certificate(witness(certified, selection), certification)
