@@ -26,11 +26,13 @@ from state_manager.codec import (
 )
 from state_manager.encoding import EncodingError, decode, encode_unchecked
 from state_manager.messages import Ingress
-from state_manager.streams import StreamSlice
+from xnet.xnet_payload import DecodedXNetPayload, XNetPayload
+
+from .errors import ConsensusError
 
 __all__ = [
     "BLOCK_VERSION", "GENESIS_PARENT_HASH", "MAX_BLOCK_BYTES", "Block", "BlockError", "MalformedBlock",
-    "XNetPayloadBytes", "encode_block", "decode_block", "block_hash", "block_randomness", "to_batch",
+    "encode_block", "decode_block", "block_hash", "block_randomness", "to_batch",
     "payload_byte_size",
 ]
 
@@ -40,10 +42,8 @@ MAX_BLOCK_BYTES = 64 * 1024 * 1024
 _BLOCK_DOMAIN = b"\x08ic-block"
 _RANDOM_DOMAIN = b"\x0eic-random-tape"
 
-XNetPayloadBytes = tuple[tuple[str, bytes], ...]
 
-
-class BlockError(ValueError):
+class BlockError(ConsensusError):
     """Root of block errors."""
 
 
@@ -62,7 +62,7 @@ class Block:
     time: int
     registry_version: int
     ingress: tuple[Ingress, ...]
-    xnet_payload: XNetPayloadBytes
+    xnet_payload: XNetPayload
     maker: str
     rank: int = 0
 
@@ -129,7 +129,7 @@ def payload_byte_size(block: Block) -> int:
     return sum(i.count_bytes() for i in block.ingress) + sum(len(b) for _, b in block.xnet_payload)
 
 
-def to_batch(block: Block, xnet_slices: tuple[tuple[str, StreamSlice], ...], hash_of_block: bytes | None = None) -> Batch:
+def to_batch(block: Block, xnet_slices: DecodedXNetPayload, hash_of_block: bytes | None = None) -> Batch:
     """The batch a finalized block becomes, given its XNet payload decoded into stream slices."""
     digest = block_hash(block) if hash_of_block is None else hash_of_block
     return Batch(

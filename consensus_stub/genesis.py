@@ -23,6 +23,7 @@ from state_manager.codec import CodecError, check_bytes, check_str, check_tuple,
 from state_manager.encoding import EncodingError, decode, encode
 from state_manager.routing_table import CanisterIdRange, RoutingTable, RoutingTableError
 
+from .errors import ConsensusError
 from .node_keys import NodeIdentity, NodeKeyError, generate_node_identity, load_node_identity
 from .registry import InconsistentRegistry, NodeRecord, Registry, RegistryRecord, SubnetRecord
 
@@ -38,7 +39,7 @@ _SECRETS_VERSION = 1
 _DEAL_DOMAIN = b"\x17replica-genesis-subnet-key"
 
 
-class GenesisError(ValueError):
+class GenesisError(ConsensusError):
     """Subnet specifications that cannot make a registry, or unreadable node secrets."""
 
 

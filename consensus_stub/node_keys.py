@@ -17,6 +17,8 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
+from .errors import ConsensusError
+
 __all__ = [
     "CERTIFICATE_VALIDITY",
     "NodeKeyError",
@@ -29,7 +31,7 @@ __all__ = [
 CERTIFICATE_VALIDITY = datetime.timedelta(days=365)
 
 
-class NodeKeyError(ValueError):
+class NodeKeyError(ConsensusError):
     """Invalid node identity inputs: node id, time, or PEM data."""
 
 

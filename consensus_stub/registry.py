@@ -34,6 +34,8 @@ from state_manager.encoding import EncodingError, decode, encode
 from state_manager.routing_table import CanisterMigrations, NetworkTopology, RoutingTable
 from state_manager.state_codec import topology_from_value, topology_to_value
 
+from .errors import ConsensusError
+
 __all__ = [
     "REGISTRY_ENCODING_VERSION", "MAX_REGISTRY_BYTES",
     "RegistryError", "MalformedRegistry", "InconsistentRegistry", "UnknownRegistryVersion",
@@ -47,7 +49,7 @@ _TAG = "replica-registry"
 _MAX_ID_CHARS = 64
 
 
-class RegistryError(ValueError):
+class RegistryError(ConsensusError):
     """Root of the registry's errors."""
 
 

@@ -13,14 +13,16 @@ from state_manager.encoding import EncodingError, decode, encode_unchecked
 from state_manager.messages import Ingress, SubnetId
 from state_manager.streams import StreamSlice
 
+from .errors import MessageRoutingError
+
 __all__ = ["Batch", "BatchError", "encode_batch", "decode_batch", "batch_to_value", "batch_from_value",
            "slice_to_value", "slice_from_value"]
 
 BATCH_ENCODING_VERSION = 1
 
 
-class BatchError(ValueError):
-    pass
+class BatchError(MessageRoutingError):
+    """A batch whose XNet payload is not sorted by subnet with at most one slice each."""
 
 
 @dataclass(frozen=True, slots=True)

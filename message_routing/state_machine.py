@@ -10,6 +10,7 @@ from state_manager.replicated_state import ReplicatedState
 from state_manager.routing_table import NetworkTopology
 
 from .batch import Batch
+from .errors import MessageRoutingError
 from .demux import demux
 from .executor import Executor
 from .limits import Limits
@@ -18,7 +19,7 @@ from .stream_builder import build_streams
 __all__ = ["pre_process", "execute", "post_process", "execute_round", "StateMachineError"]
 
 
-class StateMachineError(ValueError):
+class StateMachineError(MessageRoutingError):
     """A batch that cannot follow the given state (wrong height, time going backwards)."""
 
 

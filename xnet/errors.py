@@ -2,12 +2,14 @@
 
 Under ``XNetError``: ``ServeError`` is what answering a peer raises besides the state
 manager's own slice-encoding errors (``NoStream``, ``IndexOutOfRange``,
-``InvalidSliceRequest``); the gRPC server maps each of them to a status code. ``FetchError`` is what a
-client call raises to its caller; the gRPC client maps status codes and bad bodies to it, so
-callers never see ``grpc`` exceptions. ``TlsConfigError`` is local misconfiguration.
-``InvalidXNetPayload`` covers payload-level validation rules; ``RegistryVersionUnavailable``
-signals a registry that has not caught up (transient); ``CorruptPastPayload``,
-``InvalidBuildRequest`` and ``InvalidPoolRequest`` are local faults.
+``InvalidSliceRequest``); the gRPC server maps each of them to a status code. ``FetchError``
+is what a client call raises to its caller; the gRPC client maps status codes and bad bodies
+to it, so callers never see ``grpc`` exceptions. ``TlsConfigError`` is local
+misconfiguration. ``InvalidXNetPayload`` covers payload-level validation rules;
+``RegistryVersionUnavailable`` signals a registry that has not caught up (transient);
+``CorruptPastPayload``, ``InvalidBuildRequest`` and ``InvalidPoolRequest`` are local faults.
+Two families live beside the rules they name, also under ``XNetError``: ``InvalidSlice``
+(``slice_validation``, one subclass per rule) and ``FetchedSliceRejected`` (``fetched_slice``).
 """
 
 from __future__ import annotations

@@ -31,6 +31,8 @@ from typing import ClassVar
 from consensus_stub.ingress_pool import Admission
 from state_manager.messages import Ingress
 
+from replica.errors import ReplicaError
+
 __all__ = [
     "IngressRefused", "MalformedIngress", "IngressTooLarge", "BadIngressSignature", "ExpiredIngress",
     "IngressExpiryTooFar", "DuplicateIngress", "UnknownCanister", "CanisterNotOnSubnet", "IngressPoolFull",
@@ -38,7 +40,7 @@ __all__ = [
 ]
 
 
-class IngressRefused(ValueError):
+class IngressRefused(ReplicaError, ValueError):
     """A submission the replica refuses; nothing about it enters the replica. ``reason`` is
     the stable machine-readable code of the refusal (module docstring)."""
 

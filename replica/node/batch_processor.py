@@ -20,6 +20,7 @@ from message_routing.batch import Batch
 from message_routing.executor import Executor
 from message_routing.limits import Limits
 from message_routing.state_machine import execute_round
+from replica.errors import ReplicaError
 from replica.execution import CanisterRegistry, ExecutionEnvironment
 from state_manager.replicated_state import ReplicatedState
 from state_manager.routing_table import NetworkTopology
@@ -30,7 +31,7 @@ from xnet.xnet_payload import DecodedXNetPayload
 __all__ = ["CanisterCodeNotFound", "canister_classes", "canister_executor", "process_batch", "process_block"]
 
 
-class CanisterCodeNotFound(LookupError):
+class CanisterCodeNotFound(ReplicaError, LookupError):
     """A canister module named by a run or a testnet cannot be imported in this process."""
 
 

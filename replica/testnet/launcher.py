@@ -65,6 +65,7 @@ from examples.ping_pong import PingPong
 from message_routing.limits import DEFAULT, MINIMAL
 from replica.execution import install_canister, module_name_of
 from replica.client import UserKey
+from replica.errors import ReplicaError
 from replica.node.batch_processor import canister_classes
 from replica.progress import Progress
 from replica.testnet.naming import subnet_names
@@ -95,7 +96,7 @@ STOP_TIMEOUT_S = 20.0
 LAUNCHER_PID_ENV = "REPLICA_TESTNET_LAUNCHER_PID"
 
 
-class TestnetError(RuntimeError):
+class TestnetError(ReplicaError, RuntimeError):
     """The testnet directory or one of its processes is not usable."""
 
 

@@ -49,6 +49,7 @@ from xnet.grpc.server import SliceProvider
 from xnet.grpc.tls import TlsIdentity
 
 from replica.client import decode_signed_ingress, refusal_for
+from replica.errors import ReplicaError
 from replica.node.replica_node import NodeConfig, RegistryHolder, ReplicaNode
 
 __all__ = [
@@ -58,7 +59,7 @@ __all__ = [
 _log = logging.getLogger(__name__)
 
 
-class SubnetError(RuntimeError):
+class SubnetError(ReplicaError, RuntimeError):
     """The subnet cannot make progress."""
 
 

@@ -106,7 +106,7 @@ class _Launcher:
         return self.pid is not None and os.getppid() != self.pid
 
 
-class _Traffic:
+class _DemoTraffic:
     """The subnet's demo user: a ping, a cross-subnet transfer and an increment per tick.
     A refused call is counted by reason (``refused``) and logged; the traffic goes on."""
 
@@ -220,7 +220,7 @@ def run(root: Path, subnet: str) -> int:
                 break
             stop.wait(0.05)
         sub.start_fetching()
-        traffic = _Traffic(subnet, subnets)
+        traffic = _DemoTraffic(subnet, subnets)
         position = subnets.index(subnet)
         while not stop.wait(tick_s):
             if launcher.gone:

@@ -87,7 +87,7 @@ def _user(seed: int, n: int) -> bytes:
     return hashlib.sha256(f"workload-user/{seed}/{n}".encode()).digest()[:29] + b"\x02"
 
 
-class _Traffic:
+class _SeededTraffic:
     """Picks the seeded calls of one round."""
 
     def __init__(self, config: WorkloadConfig, apps: dict[str, dict[type, list[int]]]) -> None:
@@ -149,7 +149,7 @@ def generate_run(config: WorkloadConfig, progress: Callable[[int, int], None] | 
                          shuffle_tick_order=True)
     sim = Simulation(ranges, ExecutionEnvironment(classes), limits=LIMIT_PRESETS[config.limits], knobs=knobs,
                      seed=config.seed)
-    traffic = _Traffic(config, {})
+    traffic = _SeededTraffic(config, {})
     traffic.apps = _install(sim, config, traffic.users)
     checkpoints: dict[str, dict[int, bytes]] = {s: {} for s in sim.subnets}
     for tick in range(1, config.batches + 1):
