@@ -24,8 +24,10 @@ The HTTP client (httpx) ignores proxy settings: an agent talks to the endpoint i
 
 from __future__ import annotations
 
+import functools
 import json
 import secrets
+import ssl
 import threading
 import time
 from dataclasses import dataclass
@@ -57,6 +59,12 @@ __all__ = ["Agent", "RequestStatus", "reject_code_name"]
 SECOND_NS = 10**9
 #: Certified statuses of a message id (``unknown``: the tree proves the id absent).
 STATUSES = ("unknown", "received", "processing", "replied", "rejected", "done")
+
+
+@functools.cache
+def _tls_context() -> ssl.SSLContext:
+    """One default TLS context for every agent (making one per client costs ~50 ms)."""
+    return ssl.create_default_context()
 
 
 def reject_code_name(code: object) -> str:
@@ -103,7 +111,7 @@ class Agent:
         self._clock = clock
         self._lock = threading.Lock()
         self._verified_heights: dict[str, int] = {}
-        self._http = httpx.Client(timeout=timeout_s, trust_env=False, follow_redirects=False)
+        self._http = httpx.Client(timeout=timeout_s, trust_env=False, follow_redirects=False, verify=_tls_context())
 
     # -- lifecycle ----------------------------------------------------------------------------
 
@@ -162,11 +170,18 @@ class Agent:
         return self.wait(self.submit_call(canister_id, method, arg), canister_id, timeout_s)
 
     def wait(self, message_id: bytes, canister_id: int, timeout_s: float = 30.0) -> Any:
-        """Poll ``request_status`` (every answer verified) until replied or rejected."""
+        """Poll ``request_status`` (every answer verified) until replied or rejected; a 503
+        (``not_certified_yet``, ``unavailable``) is retried until ``timeout_s``."""
         deadline = time.monotonic() + timeout_s
         delay = self.poll_interval_s
         while True:
-            status = self.request_status(message_id, canister_id)
+            try:
+                status = self.request_status(message_id, canister_id)
+            except RequestRefused as refusal:
+                if refusal.status != 503 or time.monotonic() > deadline:  # 503: not certified yet, try again
+                    raise
+                time.sleep(delay)
+                continue
             if status.status == "replied":
                 try:
                     return decode_payload(status.reply or b"")

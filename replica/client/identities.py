@@ -135,14 +135,18 @@ class IdentityStore:
             raise UnknownIdentity(f"no identity {name!r} (known: {', '.join(self.list()) or 'none'})") from None
         except OSError as exc:
             raise IdentityUnreadable(f"cannot read {path}: {exc.strerror}") from exc
-        with os.fdopen(fd, "rb") as handle:
-            mode = os.fstat(handle.fileno()).st_mode
+        try:
+            mode = os.fstat(fd).st_mode
             if not stat.S_ISREG(mode):
                 raise IdentityUnreadable(f"{path} is not a regular file")
             if mode & 0o077:
                 raise IdentityFileTooOpen(
                     f"{path} has mode {stat.S_IMODE(mode):04o}: group and others may access it (chmod 600 it)")
-            data = handle.read(_MAX_KEY_FILE_BYTES + 1)
+            data = os.read(fd, _MAX_KEY_FILE_BYTES + 1)
+        except OSError as exc:
+            raise IdentityUnreadable(f"cannot read {path}: {exc.strerror}") from exc
+        finally:
+            os.close(fd)
         if len(data) > _MAX_KEY_FILE_BYTES:
             raise IdentityUnreadable(f"{path} is too large to be a key file")
         try:

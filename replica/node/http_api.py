@@ -184,7 +184,9 @@ class HttpApiServer:
         app.router.add_post(API_PREFIX + "/canister/{canister}/query", self._query)
         app.router.add_post(API_PREFIX + "/canister/{canister}/read_state", self._read_state)
         app.router.add_get(STATUS_PATH, self._status)
-        runner = web.AppRunner(app, access_log=None, shutdown_timeout=self.shutdown_timeout_s)
+        # A refused body is drained for at most a second (so its sender still reads the answer),
+        # then the connection is closed: a client announcing a huge body cannot hold it open.
+        runner = web.AppRunner(app, access_log=None, shutdown_timeout=self.shutdown_timeout_s, lingering_time=1.0)
         await runner.setup()
         site = web.TCPSite(runner, self.host, self.port)
         await site.start()

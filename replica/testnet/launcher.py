@@ -300,6 +300,7 @@ class Supervisor:
     def _start(self, subnet: str) -> None:
         layout = self.layout
         layout.addresses(subnet).unlink(missing_ok=True)
+        layout.http(subnet).unlink(missing_ok=True)
         layout.status(subnet).unlink(missing_ok=True)
         layout.log(subnet).parent.mkdir(parents=True, exist_ok=True)
         env = dict(os.environ)

@@ -237,6 +237,7 @@ def run(root: Path, subnet: str) -> int:
     finally:
         if http_apis is not None:
             http_apis.stop()
+            layout.http(subnet).unlink(missing_ok=True)  # nothing serves there any more
         sub.stop()
         _write_recording(layout, sub)
     _log.info("%s: stopped at height %d", subnet, sub.height)

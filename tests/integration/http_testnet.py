@@ -1,0 +1,154 @@
+"""A two-subnet testnet with every node's ingress HTTP API, stepped by a background ticker.
+
+Canisters (the README's ``Greeter`` and the ping-pong example) on each subnet:
+``GREETER`` and ``PINGER`` at offsets 1 and 2 of alpha's range (0-999) and beta's
+(1000-1999). The ingress pools hold at most ``POOL_MESSAGES`` messages, so a test can fill
+one while the ticker is paused.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import threading
+import time
+
+import httpx
+
+from consensus_stub.genesis import SubnetSpec
+from examples.ping_pong import PingPong
+from replica.client import UserKey, sign_ingress
+from replica.client.agent import Agent
+from replica.execution import ExecutionEnvironment, install_canister
+from replica.sdk import Canister, callback, query, update
+from replica.testnet.local import LocalTestnet
+from tests.integration.harness import CONFIG, LIMITS, SEED
+
+ALPHA, BETA = "alpha", "beta"
+RANGES = {ALPHA: (0, 999), BETA: (1000, 1999)}
+GREETER, PINGER = 1, 2
+POOL_MESSAGES = 4
+ALICE = UserKey.from_seed(b"alice-http")
+SEC = 10**9
+
+
+class Greeter(Canister):
+    """The README's canister, plus a method that traps."""
+
+    VERSION = 1
+
+    @update
+    def greet(self, name):
+        self.stable["greeted"] = self.stable.get("greeted", 0) + 1
+        return f"hello, {name}"
+
+    @update
+    def ask(self, other):
+        self.call(other, "greet", "friend", on_reply=self.got, on_reject=self.failed)
+
+    @callback
+    def got(self, reply, context):
+        self.reply(reply)
+
+    @callback
+    def failed(self, reject, context):
+        code, message = reject
+        self.reject(f"{code}: {message}")
+
+    @update
+    def fail(self):
+        raise RuntimeError("greeter failed on purpose")
+
+    @query
+    def greeted(self):
+        return self.stable.get("greeted", 0)
+
+
+def canister(subnet: str, offset: int) -> int:
+    return RANGES[subnet][0] + offset
+
+
+def _setup(subnet: str, state) -> None:
+    install_canister(state, canister(subnet, GREETER), Greeter)
+    install_canister(state, canister(subnet, PINGER), PingPong)
+
+
+def make_http_testnet() -> LocalTestnet:
+    specs = [SubnetSpec(s, 4, (RANGES[s],)) for s in (ALPHA, BETA)]
+    config = dataclasses.replace(CONFIG, ingress_pool_messages=POOL_MESSAGES)
+    return LocalTestnet(specs, ExecutionEnvironment([Greeter, PingPong]), LIMITS, seed=SEED, setup=_setup,
+                        config=config, http_api=True)
+
+
+class Ticker:
+    """Steps every subnet of ``net`` every ``interval_s`` on a thread; ``paused()`` holds it."""
+
+    def __init__(self, net: LocalTestnet, interval_s: float = 0.02) -> None:
+        self.net = net
+        self.interval_s = interval_s
+        self._hold = threading.Lock()
+        self._stop = threading.Event()
+        self.failure: BaseException | None = None
+        self._thread = threading.Thread(target=self._run, name="ticker", daemon=True)
+
+    def _run(self) -> None:
+        while not self._stop.wait(self.interval_s):
+            with self._hold:
+                try:
+                    self.net.step()
+                except BaseException as exc:  # noqa: BLE001 - reported by the test that stops us
+                    self.failure = exc
+                    return
+
+    def start(self) -> "Ticker":
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join(timeout=30)
+        if self.failure is not None:
+            raise self.failure
+
+    @contextlib.contextmanager
+    def paused(self):
+        with self._hold:
+            yield
+
+    def wait_for_heights(self, count: int, timeout_s: float = 20.0) -> None:
+        """Until every subnet made ``count`` more heights."""
+        start = {s: sub.height for s, sub in self.net.subnets.items()}
+        deadline = time.monotonic() + timeout_s
+        while any(sub.height < start[s] + count for s, sub in self.net.subnets.items()):
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"fewer than {count} heights in {timeout_s} s")
+            time.sleep(0.01)
+
+
+def first_endpoints(net: LocalTestnet) -> dict[str, str]:
+    """``{subnet: address of its first node's API}``."""
+    return {subnet: next(iter(nodes.values())) for subnet, nodes in net.http_endpoints.items()}
+
+
+def agent_for(net: LocalTestnet, endpoint: str | dict | None = None, **options) -> Agent:
+    return Agent(endpoint if endpoint is not None else first_endpoints(net), ALICE, net.current_registry, **options)
+
+
+_nonce = iter(range(1, 2**62))
+
+
+def envelope(receiver: int, method: str = "greet", arg=None, *, key: UserKey = ALICE,
+             expiry: int | None = None) -> bytes:
+    expiry = time.time_ns() + 60 * SEC if expiry is None else expiry
+    return sign_ingress(key, receiver, method, "bob" if arg is None else arg, next(_nonce), expiry)
+
+
+_client = httpx.Client(trust_env=False, timeout=10.0, verify=False)  # plain HTTP on 127.0.0.1
+
+
+def post(address: str, path: str, body: bytes) -> httpx.Response:
+    return _client.post(f"http://{address}{path}", content=body)
+
+
+def get(address: str, path: str) -> httpx.Response:
+    return _client.get(f"http://{address}{path}")

@@ -1,0 +1,58 @@
+"""Subnet processes serve the ingress HTTP API: each publishes ``http/<subnet>.json`` once its
+nodes listen, ``agent_for_testnet`` finds them through the directory, calls (also across
+subnets) come back with verified certified replies, and a stopped process withdraws its file."""
+
+from __future__ import annotations
+
+import io
+import time
+
+import pytest
+
+from replica.client import UserKey
+from replica.testnet import launcher as tn
+from replica.testnet.http_endpoints import agent_for_testnet, read_http_endpoints
+
+pytestmark = pytest.mark.timeout(120)
+
+SEED = b"http-process-test-seed-32-bytes!"
+
+
+def _wait_for(condition, timeout_s: float):
+    deadline = time.monotonic() + timeout_s
+    while not (value := condition()):
+        if time.monotonic() > deadline:
+            raise TimeoutError("condition not reached")
+        time.sleep(0.05)
+    return value
+
+
+def test_subnet_processes_serve_verified_calls(tmp_path):
+    layout = tn.create_testnet(tmp_path / "net", 2, 1, seed=SEED, tick_s=0.05)
+    layout.traffic_off.parent.mkdir(parents=True, exist_ok=True)
+    layout.traffic_off.write_bytes(b"")
+    supervisor = tn.Supervisor(layout, ["subnet-0", "subnet-1"], io.StringIO())
+    try:
+        supervisor.start_all()
+        supervisor.wait_published()
+        endpoints = _wait_for(lambda: len(read_http_endpoints(layout.root)) == 2 and read_http_endpoints(layout.root),
+                              60)
+        assert set(endpoints) == {"subnet-0", "subnet-1"}
+        assert all(address.startswith("127.0.0.1:") for nodes in endpoints.values() for address in nodes.values())
+        user = UserKey.from_seed(b"process-test-user")
+        base0, base1 = tn.canister_range(0)[0], tn.canister_range(1)[0]
+        with agent_for_testnet(layout.root, user) as agent:
+            assert agent.update_call(base0 + tn.COUNTER, "increment", 5, timeout_s=30) >= 5
+            counts = agent.update_call(base0 + tn.PINGER, "ping", {"target": base1 + tn.PINGER, "rounds": 1},
+                                       timeout_s=30)
+            assert counts["pongs_received"] == 1
+            assert agent.query_call(base1 + tn.PINGER, "stats")["pongs_sent"] == 1
+        with agent_for_testnet(layout.root, user, subnet="subnet-1") as pinned:
+            assert pinned.query_call(base1 + tn.COUNTER, "get") >= 0
+        with pytest.raises(tn.TestnetError):
+            agent_for_testnet(layout.root, user, subnet="subnet-9")
+    finally:
+        supervisor.stop()
+    assert read_http_endpoints(layout.root) == {}
+    with pytest.raises(tn.TestnetError):
+        agent_for_testnet(layout.root, UserKey.from_seed(b"x"))

@@ -1,0 +1,132 @@
+"""The HTTP API server on its own, over a fake ``NodeBackend`` (no testnet): each refusal a
+backend raises becomes its documented status and reason, queries and read_state answer in
+their wire formats, and the server runs in its own thread until stopped."""
+
+from __future__ import annotations
+
+import datetime
+import time
+
+import httpx
+import pytest
+
+from consensus_stub.genesis import SubnetSpec, genesis_registry
+from message_routing.limits import DEFAULT
+from replica.client import UserKey, sign_ingress
+from replica.client.agent import Agent
+from replica.client.agent_errors import InvalidCertificationSignature
+from replica.client.http_wire import QueryAnswer, canister_url, decode_certificate, decode_query_answer, \
+    encode_read_state_request
+from replica.client.refusals import (
+    CanisterNotOnSubnet, DuplicateIngress, IngressPoolFull, UnknownCanister, refusal_class,
+)
+from replica.node.api_errors import NodeUnavailable, NotCertifiedYet
+from replica.node.http_api import REFUSAL_STATUS, HttpApiServer, NodeBackend
+from state_manager import threshold_bls as bls
+from state_manager.certification import aggregate_certification, sign_certification_share
+from state_manager.hash_tree import reconstruct
+from state_manager.labeled_trie import build_from_sorted
+from state_manager.state_tree import leaf
+
+KEY = UserKey.from_seed(b"server-test")
+DEAL = bls.deal_threshold_key(1, 1, b"\x41" * 32)
+TRIE = build_from_sorted([(b"metadata", build_from_sorted([(b"height", leaf(3))])), (b"time", leaf(time.time_ns()))])
+SHARE = sign_certification_share(3, TRIE.digest(), 1, DEAL.secret_share(1))
+CERTIFICATION = aggregate_certification([SHARE], 1, DEAL.public_key, {1: DEAL.public_key_share(1)})
+
+
+class Fake:
+    """A backend whose submit raises ``self.refusal`` (if set) and records what it admitted."""
+
+    def __init__(self) -> None:
+        self.refusal: Exception | None = None
+        self.submitted: list = []
+        self.certified = (TRIE, CERTIFICATION)
+
+    def backend(self) -> NodeBackend:
+        def submit(ingress):
+            if self.refusal is not None:
+                raise self.refusal
+            self.submitted.append(ingress)
+
+        def query(canister, method, arg, caller):
+            if method == "echo":
+                return QueryAnswer(3, reply=repr((canister, arg, caller.hex())).encode())
+            if self.refusal is not None:
+                raise self.refusal
+            return QueryAnswer(3, reject_code="CANISTER_ERROR", reject_message=f"no {method}")
+
+        return NodeBackend("alpha", "alpha-node-1", DEFAULT, submit, query, lambda: self.certified,
+                           lambda: {"subnet_id": "alpha", "node_id": "alpha-node-1"})
+
+
+@pytest.fixture
+def served():
+    fake = Fake()
+    server = HttpApiServer(fake.backend())
+    address = server.start()
+    client = httpx.Client(trust_env=False, base_url=f"http://{address}", verify=False)
+    yield fake, client
+    client.close()
+    server.stop()
+
+
+def call(receiver: int = 7, method: str = "m", arg=None) -> bytes:
+    return sign_ingress(KEY, receiver, method, arg, time.time_ns(), time.time_ns() + 60 * 10**9)
+
+
+@pytest.mark.parametrize("refusal", [DuplicateIngress("d"), UnknownCanister("u"), CanisterNotOnSubnet("c"),
+                                     IngressPoolFull("p"), NodeUnavailable("n")])
+def test_backend_refusals_become_their_status(served, refusal):
+    fake, client = served
+    fake.refusal = refusal
+    response = client.post(canister_url(7, "call"), content=call())
+    assert response.status_code == REFUSAL_STATUS.get(refusal.reason, getattr(refusal, "status", None))
+    assert response.json() == {"reason": refusal.reason, "message": str(refusal)}
+
+
+def test_the_status_table_covers_every_refusal_class():
+    assert all(refusal_class(reason) is not None for reason in REFUSAL_STATUS)
+
+
+def test_an_accepted_call_reaches_the_backend(served):
+    fake, client = served
+    response = client.post(canister_url(7, "call"), content=call(arg={"x": 1}))
+    assert response.status_code == 202 and fake.submitted[0].message_id.hex() == response.json()["message_id"]
+    assert fake.submitted[0].source == KEY.source and fake.submitted[0].receiver == 7
+
+
+def test_queries_answer_in_msgpack(served):
+    fake, client = served
+    answer = decode_query_answer(client.post(canister_url(7, "query"), content=call(method="echo", arg=5)).content,
+                                 10**6)
+    assert answer == QueryAnswer(3, reply=repr((7, 5, KEY.source.hex())).encode())
+    rejected = decode_query_answer(client.post(canister_url(7, "query"), content=call(method="nope")).content, 10**6)
+    assert rejected.reject_code == "CANISTER_ERROR" and not rejected.replied
+    fake.refusal = NotCertifiedYet("later")
+    response = client.post(canister_url(7, "query"), content=call(method="nope"))
+    assert (response.status_code, response.json()["reason"]) == (503, "not_certified_yet")
+
+
+def test_read_state_reveals_the_paths_and_time_only(served):
+    _, client = served
+    body = client.post(canister_url(7, "read_state"), content=encode_read_state_request([[b"metadata", b"height"]]))
+    certificate = decode_certificate(body.content)
+    assert certificate.certification == CERTIFICATION and reconstruct(certificate.tree) == TRIE.digest()
+
+
+def test_an_agent_verifies_under_the_registry_key_only(served):
+    fake, client = served
+    registry, secrets = genesis_registry([SubnetSpec("alpha", 1, ((0, 99),))], b"\x42" * 32,
+                                         not_before=datetime.datetime.now(datetime.timezone.utc))
+    node = secrets["alpha-node-1"] if "alpha-node-1" in secrets else next(iter(secrets.values()))
+    share = sign_certification_share(3, TRIE.digest(), node.node_index, node.secret_share)
+    record = registry.latest().subnet("alpha")
+    fake.certified = (TRIE, aggregate_certification([share], record.threshold, record.public_key,
+                                                    record.key_shares_by_index()))
+    address = str(client.base_url).removeprefix("http://").rstrip("/")
+    with Agent(address, KEY, registry) as agent:
+        assert agent.read_state(7, [[b"time"]]).height == 3
+        fake.certified = (TRIE, CERTIFICATION)  # a valid certification under another key
+        with pytest.raises(InvalidCertificationSignature):
+            agent.read_state(7, [[b"time"]])
