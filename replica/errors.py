@@ -5,8 +5,10 @@
     ├── SubnetError            a subnet in one process cannot go on (replica.testnet.subnet)
     ├── TestnetError           a testnet directory or one of its processes is unusable
     │                          (replica.testnet.launcher)
-    └── IngressRefused         a submission the replica refuses, one subclass per reason
-                               (replica.client.refusals)
+    ├── IngressRefused         a submission the replica refuses, one subclass per reason
+    │                          (replica.client.refusals)
+    └── AgentError             a call through the agent without a verified answer
+                               (replica.client.agent_errors)
 
 Each keeps the built-in class it had before it had this root (``LookupError``,
 ``RuntimeError``, ``ValueError``). The deterministic rooms keep their own roots:

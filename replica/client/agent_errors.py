@@ -25,6 +25,8 @@ Ingress refusals (4xx answers to ``call`` and ``query``) are raised as the node'
 
 from __future__ import annotations
 
+from replica.errors import ReplicaError
+
 __all__ = [
     "AgentError", "TransportError", "UnexpectedAnswer", "RequestRefused", "CanisterNotRouted", "CallRejected",
     "CallTimeout", "ReplyUnavailable", "CertificateInvalid", "MalformedCertificate", "RootMismatch",
@@ -32,7 +34,7 @@ __all__ = [
 ]
 
 
-class AgentError(Exception):
+class AgentError(ReplicaError):
     """Root of the agent's errors."""
 
 
