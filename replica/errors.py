@@ -7,6 +7,10 @@
     │                          (replica.testnet.launcher)
     ├── IngressRefused         a submission the replica refuses, one subclass per reason
     │                          (replica.client.refusals)
+    ├── ApiError               a request the ingress HTTP API refuses for another reason
+    │                          (replica.node.api_errors)
+    ├── IdentityError          the identity store refuses a name or a key file
+    │                          (replica.client.identities)
     └── AgentError             a call through the agent without a verified answer
                                (replica.client.agent_errors)
 

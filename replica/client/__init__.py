@@ -3,6 +3,10 @@
 * ``identity``  a user's Ed25519 key and self-authenticating id
 * ``envelope``  signed call envelopes: message ids, signing, strict decoding
 * ``refusals``  one typed error per reason the replica refuses a submission
+* ``http_wire``  the ingress HTTP API's routes and bodies (shared with ``replica.node.http_api``)
+* ``agent``      submits calls over HTTP and verifies every certified answer (``certificate``,
+  errors in ``agent_errors``); imported on its own (it brings the HTTP client)
+* ``identities`` the user's named Ed25519 keys, PEM files with mode 0600
 """
 
 from .envelope import ENVELOPE_VERSION, compute_message_id, decode_signed_ingress, sign_ingress

@@ -19,21 +19,16 @@ canister and that subnet's threshold public key.
 
 Errors: ``replica.client.agent_errors`` (one class per cause), and a refused call or query
 raises the node's own ``IngressRefused`` subclass (``refusal_class`` of the answer's reason).
-The HTTP client (httpx) ignores proxy settings: an agent talks to the endpoint it is given.
+The HTTP transport (``http_transport``) ignores proxy settings: an agent talks to the endpoint it is given.
 """
 
 from __future__ import annotations
 
-import functools
-import json
 import secrets
-import ssl
 import threading
 import time
 from dataclasses import dataclass
 from typing import Any, Callable, Mapping, Sequence
-
-import httpx
 
 from consensus_stub.registry import Registry
 from replica.execution.codec import EncodingError, decode_payload
@@ -43,28 +38,22 @@ from state_manager.messages import RejectCode
 
 from .agent_errors import (
     AgentError, CallRejected, CallTimeout, CanisterNotRouted, MalformedCertificate,
-    PathNotProven, ReplyUnavailable, RequestRefused, TransportError, UnexpectedAnswer,
+    PathNotProven, ReplyUnavailable, RequestRefused, UnexpectedAnswer,
 )
 from .certificate import VerifiedCertificate, verify_certificate
 from .envelope import compute_message_id, sign_ingress
+from .http_transport import HttpTransport, error_for_answer, json_object
 from .http_wire import (
     MAX_CERTIFICATE_BYTES, STATUS_PATH, QueryAnswer, WireError, canister_url, decode_certificate, decode_query_answer,
     encode_read_state_request,
 )
 from .identity import UserKey
-from .refusals import IngressRefused, refusal_class
 
-__all__ = ["Agent", "RequestStatus", "reject_code_name"]
+__all__ = ["Agent", "RequestStatus", "reject_code_name", "error_for_answer"]
 
 SECOND_NS = 10**9
 #: Certified statuses of a message id (``unknown``: the tree proves the id absent).
 STATUSES = ("unknown", "received", "processing", "replied", "rejected", "done")
-
-
-@functools.cache
-def _tls_context() -> ssl.SSLContext:
-    """One default TLS context for every agent (making one per client costs ~50 ms)."""
-    return ssl.create_default_context()
 
 
 def reject_code_name(code: object) -> str:
@@ -111,7 +100,7 @@ class Agent:
         self._clock = clock
         self._lock = threading.Lock()
         self._verified_heights: dict[str, int] = {}
-        self._http = httpx.Client(timeout=timeout_s, trust_env=False, follow_redirects=False, verify=_tls_context())
+        self._http = HttpTransport(timeout_s)
 
     # -- lifecycle ----------------------------------------------------------------------------
 
@@ -159,8 +148,8 @@ class Agent:
         envelope, message_id = self._envelope(canister_id, method, arg)
         status, body = self._post(canister_id, "call", envelope)
         if status != 202:
-            raise self._refusal(status, body)
-        answer = _json(body, status)
+            raise error_for_answer(status, body)
+        answer = json_object(body, status)
         if answer.get("message_id") != message_id.hex():
             raise UnexpectedAnswer(f"the node accepted message {answer.get('message_id')!r}, not {message_id.hex()}")
         return message_id
@@ -202,7 +191,7 @@ class Agent:
         envelope, _ = self._envelope(canister_id, method, arg)
         status, body = self._post(canister_id, "query", envelope)
         if status != 200:
-            raise self._refusal(status, body)
+            raise error_for_answer(status, body)
         try:
             return decode_query_answer(body, MAX_CERTIFICATE_BYTES)
         except WireError as exc:
@@ -228,7 +217,7 @@ class Agent:
             raise CanisterNotRouted(f"subnet {subnet} is not in the registry")
         status, body = self._post(canister_id, "read_state", encode_read_state_request([list(p) for p in paths]))
         if status != 200:
-            raise self._refusal(status, body)
+            raise error_for_answer(status, body)
         try:
             certificate = decode_certificate(body)
         except WireError as exc:
@@ -273,54 +262,12 @@ class Agent:
             if not isinstance(self._endpoints, str):
                 raise AgentError("name the endpoint: this agent knows one per subnet")
             endpoint = self._endpoints
-        status, body = self._request("GET", endpoint, STATUS_PATH, None)
+        status, body = self._http.request("GET", endpoint, STATUS_PATH, None)
         if status != 200:
-            raise self._refusal(status, body)
-        return _json(body, status)
+            raise error_for_answer(status, body)
+        return json_object(body, status)
 
     # -- HTTP -------------------------------------------------------------------------------------
 
     def _post(self, canister_id: int, kind: str, body: bytes) -> tuple[int, bytes]:
-        return self._request("POST", self.endpoint_for(canister_id), canister_url(canister_id, kind), body)
-
-    def _request(self, method: str, endpoint: str, path: str, body: bytes | None) -> tuple[int, bytes]:
-        """Status and body of one request; the body is read up to ``MAX_CERTIFICATE_BYTES``."""
-        url = f"http://{endpoint}{path}"
-        headers = {"content-type": "application/msgpack"} if body is not None else {}
-        try:
-            with self._http.stream(method, url, content=body, headers=headers) as response:
-                chunks, size = [], 0
-                for chunk in response.iter_bytes():
-                    size += len(chunk)
-                    if size > MAX_CERTIFICATE_BYTES:
-                        raise UnexpectedAnswer(f"{url} answered more than {MAX_CERTIFICATE_BYTES} bytes")
-                    chunks.append(chunk)
-                return response.status_code, b"".join(chunks)
-        except httpx.HTTPError as exc:
-            raise TransportError(f"{method} {url}: {exc or type(exc).__name__}") from exc
-
-    @staticmethod
-    def _refusal(status: int, body: bytes) -> IngressRefused | AgentError:
-        """The error a non-success answer stands for: the node's ingress refusal by its reason,
-        else ``RequestRefused``; ``UnexpectedAnswer`` for a status the API does not define."""
-        if not 400 <= status < 600:
-            return UnexpectedAnswer(f"unexpected HTTP status {status}")
-        try:
-            answer = _json(body, status)
-        except UnexpectedAnswer as exc:
-            return exc
-        reason, message = answer.get("reason"), answer.get("message")
-        if not isinstance(reason, str) or not isinstance(message, str):
-            return UnexpectedAnswer(f"HTTP {status} without a reason")
-        refusal = refusal_class(reason)
-        return refusal(message) if refusal is not None else RequestRefused(status, reason, message)
-
-
-def _json(body: bytes, status: int) -> dict:
-    try:
-        value = json.loads(body)
-    except (ValueError, UnicodeDecodeError) as exc:
-        raise UnexpectedAnswer(f"HTTP {status} with a body that is not JSON") from exc
-    if not isinstance(value, dict):
-        raise UnexpectedAnswer(f"HTTP {status} with a body that is not a JSON object")
-    return value
+        return self._http.request("POST", self.endpoint_for(canister_id), canister_url(canister_id, kind), body)

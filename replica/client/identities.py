@@ -24,6 +24,8 @@ from pathlib import Path
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from cryptography.hazmat.primitives.serialization import Encoding, NoEncryption, PrivateFormat, load_pem_private_key
 
+from replica.errors import ReplicaError
+
 from .identity import UserKey
 
 __all__ = [
@@ -37,7 +39,7 @@ _NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}")
 _MAX_KEY_FILE_BYTES = 4096
 
 
-class IdentityError(Exception):
+class IdentityError(ReplicaError):
     """Root of the identity store's errors."""
 
 

@@ -8,13 +8,15 @@ from __future__ import annotations
 
 from typing import ClassVar
 
+from replica.errors import ReplicaError
+
 __all__ = [
     "ApiError", "InvalidCanisterId", "MalformedRequest", "PathNotAllowed", "RequestTooLarge", "BodyTimeout",
     "NotCertifiedYet", "NodeUnavailable",
 ]
 
 
-class ApiError(Exception):
+class ApiError(ReplicaError):
     """A request the API refuses; ``status`` and ``reason`` go into the answer."""
 
     status: ClassVar[int] = 500

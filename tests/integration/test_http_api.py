@@ -6,12 +6,13 @@ cleanly."""
 from __future__ import annotations
 
 import dataclasses
+import json
 import socket
 import time
 
 import pytest
 
-from replica.client.agent import Agent
+from replica.client.agent import Agent, error_for_answer
 from replica.client.agent_errors import CallRejected, CanisterNotRouted, RequestRefused
 from replica.client.envelope import compute_message_id
 from replica.client.http_wire import canister_url, decode_query_answer, encode_read_state_request
@@ -122,15 +123,10 @@ def test_every_refusal_reason_maps_back_to_its_class():
     for reason, status in REFUSAL_STATUS.items():
         cls = refusal_class(reason)
         assert cls is not None and cls.reason == reason and 400 <= status < 600
-        error = Agent._refusal(status, encode_json({"reason": reason, "message": "why"}))
+        error = error_for_answer(status, json.dumps({"reason": reason, "message": "why"}).encode())
         assert type(error) is cls and str(error) == "why"
-    other = Agent._refusal(400, encode_json({"reason": "path_not_allowed", "message": "no"}))
+    other = error_for_answer(400, json.dumps({"reason": "path_not_allowed", "message": "no"}).encode())
     assert isinstance(other, RequestRefused) and other.status == 400 and other.reason == "path_not_allowed"
-
-
-def encode_json(value) -> bytes:
-    import json
-    return json.dumps(value).encode()
 
 
 def test_the_agent_raises_the_nodes_refusals(net, agent):
