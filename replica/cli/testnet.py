@@ -1,22 +1,84 @@
-"""``replica testnet``: create a local testnet directory (or resume one) and launch it."""
+"""``replica testnet up | status | logs | down | run``: a local multi-subnet testnet.
+
+``up`` starts it in the background and returns once every subnet has certified a block;
+later commands find it through the directory (``--dir``, else ``$REPLICA_TESTNET``, else
+``.replica/testnet``). ``run`` is the scripted foreground run: demo traffic for
+``--duration`` seconds, then settle, check the ledgers' supply and stop.
+"""
 
 from __future__ import annotations
 
 import argparse
 import hashlib
+import json
 import sys
 from pathlib import Path
 
+from replica.errors import ReplicaError
+
 from .help import HelpFormatter, plain
 
-__all__ = ["register", "testnet_command"]
+__all__ = ["register"]
 
 
-def testnet_command(args: argparse.Namespace) -> int:
-    """Create the directory (unless it holds a testnet) and launch it."""
+def _up(args: argparse.Namespace) -> int:
+    from replica.testnet.lifecycle import testnet_directory, up
+
+    directory = testnet_directory(args.dir)
+    rows = up(directory, subnets=args.subnets, nodes=args.nodes, round_ms=args.round_ms, fresh=args.fresh,
+              restart=not args.no_restart)
+    print(f"{'subnet':<10} {'nodes':>5}  {'canister range':<15}  {'ingress endpoint':<28}  log")
+    for r in rows:
+        endpoint = next(iter(sorted(r.endpoints.items())), ("", "-"))[1]
+        ids = f"{r.canister_range[0]}-{r.canister_range[1]}"
+        print(f"{r.subnet:<10} {r.nodes:>5}  {ids:<15}  {'http://' + endpoint:<28}  {r.log}")
+    print(f"testnet up in {directory}; stop it with `replica testnet down`")
+    return 0
+
+
+def _down(args: argparse.Namespace) -> int:
+    from replica.testnet.lifecycle import down, testnet_directory
+
+    directory = testnet_directory(args.dir)
+    if down(directory):
+        print(f"testnet in {directory} stopped; its run log: {directory / 'run'}")
+    else:
+        print(f"no testnet is running in {directory}")
+    return 0
+
+
+def _status(args: argparse.Namespace) -> int:
+    from replica.testnet.lifecycle import status, testnet_directory
+
+    rows = status(testnet_directory(args.dir))
+    if args.json:
+        print(json.dumps([r.as_json() for r in rows], indent=2))
+        return 0
+    print(f"{'subnet':<10} {'state':<8} {'height':>7} {'certified':>9}  {'nodes':>5}  endpoints")
+    for r in rows:
+        endpoints = " ".join(f"{node}=http://{address}" for node, address in sorted(r.endpoints.items()))
+        print(f"{r.subnet:<10} {'running' if r.running else 'stopped':<8} {r.height or 0:>7} "
+              f"{r.certified_height or 0:>9}  {r.nodes:>5}  {endpoints or '-'}")
+    return 0
+
+
+def _logs(args: argparse.Namespace) -> int:
+    from replica.testnet.lifecycle import log_lines, testnet_directory
+
+    try:
+        for line in log_lines(testnet_directory(args.dir), args.node, args.follow):
+            print(line, flush=True)
+    except KeyboardInterrupt:
+        pass
+    return 0
+
+
+def _run(args: argparse.Namespace) -> int:
+    """Create the directory (unless it holds a testnet) and run it in the foreground."""
     from replica.testnet.launcher import TestnetLayout, create_testnet, launch
+    from replica.testnet.lifecycle import testnet_directory
 
-    layout = TestnetLayout(Path(args.dir))
+    layout = TestnetLayout(testnet_directory(args.dir))
     if layout.manifest.exists():
         manifest = layout.read_manifest()
         if (len(manifest["subnets"]), manifest["nodes"]) != (args.subnets, args.nodes):
@@ -24,26 +86,55 @@ def testnet_command(args: argparse.Namespace) -> int:
                   f"nodes; resuming it", file=sys.stderr)
     else:
         seed = hashlib.sha256(args.seed.encode()).digest()
-        create_testnet(layout.root, args.subnets, args.nodes, seed=seed, tick_s=args.tick)
+        create_testnet(layout.root, args.subnets, args.nodes, seed=seed, tick_s=args.round_ms / 1000)
     return launch(layout.root, duration_s=args.duration, traffic=not args.no_traffic, restart=not args.no_restart)
 
 
-def register(sub) -> None:
-    """``testnet``."""
-    from replica.testnet import launcher
+def _guarded(command):
+    """Run ``command``; a testnet error is one line on stderr and exit status 2, not a traceback."""
+    def run(args: argparse.Namespace) -> int:
+        try:
+            return command(args)
+        except ReplicaError as exc:
+            print(f"replica testnet {args.testnet_command}: {exc}", file=sys.stderr)
+            return 2
+    return run
 
-    parser = sub.add_parser(
-        "testnet", formatter_class=HelpFormatter,
-        help="run a local multi-process testnet: one process per subnet, XNet over 127.0.0.1",
-        description=plain(launcher.__doc__.split("\n\n")[0]))
-    parser.add_argument("--subnets", type=int, default=2, help="subnets (new testnets)")
-    parser.add_argument("--nodes", type=int, default=4, help="nodes per subnet")
-    parser.add_argument("--dir", required=True, help="testnet directory (created, or resumed if it holds one)")
-    parser.add_argument("--duration", type=float, default=None,
-                        help="seconds of traffic before settling and stopping (none: until Ctrl-C)")
-    parser.add_argument("--tick", type=float, default=0.5, help="seconds between heights (new testnets)")
-    parser.add_argument("--seed", default="replica-testnet", help="genesis seed text (new testnets)")
-    parser.add_argument("--no-traffic", action="store_true", help="do not submit demo traffic")
-    parser.add_argument("--no-restart", action="store_true",
-                        help="stop the testnet when a subnet process dies (otherwise it is restarted)")
-    parser.set_defaults(func=testnet_command)
+
+def register(sub) -> None:
+    """``testnet`` and its subcommands."""
+    from replica.testnet import lifecycle
+
+    parser = sub.add_parser("testnet", formatter_class=HelpFormatter, description=plain(__doc__),
+                            help="a local multi-subnet testnet: up, status, logs, down (or a scripted run)")
+    commands = parser.add_subparsers(dest="testnet_command", required=True)
+
+    def command(name: str, help_text: str, func) -> argparse.ArgumentParser:
+        p = commands.add_parser(name, formatter_class=HelpFormatter, help=help_text, description=help_text)
+        p.add_argument("--dir", default=None,
+                       help=f"testnet directory (none: $REPLICA_TESTNET, else {lifecycle.DEFAULT_DIRECTORY})")
+        p.set_defaults(func=_guarded(func))
+        return p
+
+    def shape(p: argparse.ArgumentParser) -> None:
+        p.add_argument("--subnets", type=int, default=2, help="subnets (new testnets)")
+        p.add_argument("--nodes", type=int, default=4, help="nodes per subnet (new testnets)")
+        p.add_argument("--round-ms", type=int, default=500, help="milliseconds between heights (new testnets)")
+        p.add_argument("--no-restart", action="store_true",
+                       help="stop the testnet when a subnet process dies (otherwise it is restarted)")
+
+    up = command("up", "start the testnet in the background; return once every subnet certified a block", _up)
+    shape(up)
+    up.add_argument("--fresh", action="store_true", help="delete the stopped testnet in the directory and start over")
+    command("down", "settle and stop every process of the testnet (a no-op if none runs)", _down)
+    status = command("status", "heights, certified heights and endpoints of every subnet", _status)
+    status.add_argument("--json", action="store_true", help="machine-readable output")
+    logs = command("logs", "print a log: the launcher's, or a subnet's (NODE: a subnet or node id)", _logs)
+    logs.add_argument("node", nargs="?", default=None, help="a subnet or node id (none: the launcher)")
+    logs.add_argument("--follow", "-f", action="store_true", help="keep printing new lines")
+    run = command("run", "the scripted foreground run: demo traffic, settle, check, stop", _run)
+    shape(run)
+    run.add_argument("--duration", type=float, default=None,
+                     help="seconds of traffic before settling and stopping (none: until Ctrl-C)")
+    run.add_argument("--seed", default="replica-testnet", help="genesis seed text (new testnets)")
+    run.add_argument("--no-traffic", action="store_true", help="do not submit demo traffic")

@@ -155,8 +155,8 @@ def test_stopping_the_launcher_stops_every_subnet_process(tmp_path, sig):
     root = tmp_path / "net"
     log = open(tmp_path / "launcher.out", "wb")
     launcher = subprocess.Popen(
-        [sys.executable, "-m", "replica.cli", "testnet", "--subnets", "2", "--nodes", "1", "--dir", str(root),
-         "--tick", "0.1"], stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+        [sys.executable, "-m", "replica.cli", "testnet", "run", "--subnets", "2", "--nodes", "1", "--dir", str(root),
+         "--round-ms", "100"], stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
     layout = tn.TestnetLayout(root)
     children: list[int] = []
     try:
@@ -219,8 +219,8 @@ def test_a_subnet_process_that_keeps_dying_stops_the_testnet(tmp_path, monkeypat
 def test_no_restart_stops_the_testnet_at_the_first_death(tmp_path, monkeypatch):
     from replica.cli import build_parser
 
-    assert build_parser().parse_args(["testnet", "--dir", "x", "--no-restart"]).no_restart
-    assert not build_parser().parse_args(["testnet", "--dir", "x"]).no_restart
+    assert build_parser().parse_args(["testnet", "run", "--dir", "x", "--no-restart"]).no_restart
+    assert not build_parser().parse_args(["testnet", "up", "--dir", "x"]).no_restart
     layout = tn.create_testnet(tmp_path / "net", 2, 1, seed=SEED, tick_s=0.1)
     _fake_children(monkeypatch, {"subnet-0": "import time; time.sleep(120)", "subnet-1": "import sys; sys.exit(1)"})
     with pytest.raises(tn.TestnetError, match="subnet-1 .* exited with exit code 1"):

@@ -1,0 +1,68 @@
+"""``replica testnet up | status | logs | down`` through the command line only: a testnet in the
+background, found through its directory, resumed with its state, stopped by pid."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from replica.testnet import launcher as tn
+from replica.testnet.lifecycle import running_launcher
+
+pytestmark = pytest.mark.timeout(300)
+
+
+def _replica(cwd: Path, *args: str, check: bool = True) -> subprocess.CompletedProcess:
+    env = dict(os.environ)
+    env.pop("REPLICA_TESTNET", None)
+    done = subprocess.run([sys.executable, "-m", "replica.cli", *args], cwd=cwd, env=env, capture_output=True,
+                          text=True, timeout=240)
+    if check and done.returncode != 0:
+        raise AssertionError(f"replica {' '.join(args)} exited {done.returncode}:\n{done.stdout}\n{done.stderr}")
+    return done
+
+
+def _alive(pid: int) -> bool:
+    return Path(f"/proc/{pid}").exists() and b"replica" in Path(f"/proc/{pid}/cmdline").read_bytes()
+
+
+def test_up_status_down_and_up_again_resumes(tmp_path):
+    layout = tn.TestnetLayout(tmp_path / ".replica" / "testnet")   # the default directory
+    try:
+        started = _replica(tmp_path, "testnet", "up", "--subnets", "2", "--nodes", "2", "--round-ms", "100")
+        assert "subnet-0" in started.stdout and "http://127.0.0.1:" in started.stdout
+        launcher = running_launcher(layout)
+        assert launcher is not None
+        children = [int(layout.pid(s).read_text()) for s in ("subnet-0", "subnet-1")]
+
+        rows = json.loads(_replica(tmp_path, "testnet", "status", "--json").stdout)
+        assert [r["subnet"] for r in rows] == ["subnet-0", "subnet-1"]
+        assert all(r["running"] and r["certified_height"] >= 1 and len(r["endpoints"]) == 2 for r in rows)
+
+        again = _replica(tmp_path, "testnet", "up", check=False)
+        assert again.returncode == 2 and "already running" in again.stderr
+        assert running_launcher(layout) == launcher
+
+        assert "subnet-1" in _replica(tmp_path, "testnet", "logs", "subnet-1-node-2").stdout
+        _replica(tmp_path, "testnet", "down")
+        assert running_launcher(layout) is None
+        assert not any(_alive(pid) for pid in children + [launcher])
+        assert "no testnet is running" in _replica(tmp_path, "testnet", "down").stdout
+        stopped = json.loads(_replica(tmp_path, "testnet", "status", "--json").stdout)
+        assert not any(r["running"] for r in stopped)
+        heights = {r["subnet"]: r["height"] for r in stopped}
+
+        _replica(tmp_path, "testnet", "up")   # resumes: same genesis, the block logs replayed
+        resumed = json.loads(_replica(tmp_path, "testnet", "status", "--json").stdout)
+        assert all(r["height"] > heights[r["subnet"]] for r in resumed)
+        assert layout.read_manifest()["nodes"] == 2
+    finally:
+        _replica(tmp_path, "testnet", "down", check=False)
+        pid = running_launcher(layout)
+        if pid is not None:
+            os.kill(pid, 9)
