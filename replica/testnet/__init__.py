@@ -4,6 +4,7 @@
 * ``local``                 several subnets in one process over real gRPC (``LocalTestnet``)
 * ``launcher``              ``replica testnet``: the directory, one process per subnet, supervision
 * ``subnet_process``        the entry point of one subnet process
+* ``http_endpoints``        a subnet's nodes' ingress HTTP APIs, and ``agent_for_testnet``
 * ``simulation``            in-process subnets over a deliberately hostile network, no crypto
 * ``workload``              seeded multi-subnet runs generated with the simulation
 * ``recording``             what a testnet or a simulation recorded → the audit's run log
