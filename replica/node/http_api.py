@@ -148,15 +148,24 @@ class HttpApiServer:
         self.address = f"{self.host}:{ready[0]}"
         return self.address
 
+    @property
+    def running(self) -> bool:
+        return self._thread is not None and self._thread.is_alive()
+
     def stop(self, timeout_s: float = 10.0) -> None:
-        """Stop listening, close every connection, join the thread (idempotent)."""
-        thread, self._thread = self._thread, None
+        """Stop listening, close every connection, join the thread (idempotent). A thread
+        still running after ``timeout_s`` is logged and left ``running``."""
+        thread = self._thread
         if thread is None:
             return
         loop = self._loop
-        if loop is not None:
+        if loop is not None and not loop.is_closed():
             loop.call_soon_threadsafe(loop.stop)
         thread.join(timeout=timeout_s)
+        if thread.is_alive():
+            _log.warning("%s: the HTTP API did not stop within %.1f s", self.backend.node_id, timeout_s)
+            return
+        self._thread = None
         if self._pool is not None:
             self._pool.shutdown(wait=True, cancel_futures=True)
 

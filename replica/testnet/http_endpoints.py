@@ -136,11 +136,11 @@ def agent_for_testnet(directory: Path | str, identity: UserKey, subnet: str | No
         raise TestnetError(f"{layout.root} holds no readable registry: {exc}") from exc
     endpoints = read_http_endpoints(directory)
     first: dict[str, str] = {}
-    for subnet_id in registry.latest().subnet_ids():
-        nodes = endpoints.get(subnet_id, {})
-        for node in registry.latest().subnet(subnet_id).node_ids:  # type: ignore[union-attr]
+    for record in registry.latest().subnets:
+        nodes = endpoints.get(record.subnet_id, {})
+        for node in record.node_ids:
             if node in nodes:
-                first[subnet_id] = nodes[node]
+                first[record.subnet_id] = nodes[node]
                 break
     if subnet is not None:
         if subnet not in first:
