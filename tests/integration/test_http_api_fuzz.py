@@ -10,6 +10,7 @@ import socket
 import time
 from urllib.parse import quote
 
+import httpx
 import msgpack
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -27,6 +28,7 @@ from tests.integration.harness import LIMITS
 pytestmark = pytest.mark.timeout(180)
 
 HOME = canister(ALPHA, GREETER)
+_http = httpx.Client(trust_env=False, timeout=10.0, verify=False)  # plain HTTP on 127.0.0.1
 ENDPOINTS = ("call", "query", "read_state")
 FUZZ = settings(max_examples=40, deadline=None, suppress_health_check=list(HealthCheck))
 
@@ -110,6 +112,17 @@ def test_random_read_state_paths(api, paths):
 def test_random_canister_ids(api, text, endpoint):
     response = post(api, f"/api/v2/canister/{quote(text, safe='')}/{endpoint}", encode_read_state_request([[b"time"]]))
     answered_cleanly(response)
+
+
+@FUZZ
+@given(method=st.sampled_from(["GET", "POST", "PUT", "DELETE", "HEAD", "OPTIONS"]), tail=st.text(max_size=30),
+       body=st.binary(max_size=50))
+def test_random_requests_on_status_and_unknown_routes(api, method, tail, body):
+    for path in ("/api/v2/status", f"/api/v2/{quote(tail, safe='/')}"):
+        response = _http.request(method, f"http://{api}{path}", content=body if method != "GET" else None)
+        assert response.status_code < 500, response.text
+        if method == "GET" and path == "/api/v2/status":
+            assert response.json()["subnet_id"] == ALPHA
 
 
 def _raw(address: str, request: bytes, *, close_write: bool = False, timeout_s: float = 5.0) -> bytes:
