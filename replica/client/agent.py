@@ -89,6 +89,7 @@ class Agent:
         timeout_s: float = 10.0,
         ingress_ttl_s: float = 240.0,
         poll_interval_s: float = 0.05,
+        max_poll_interval_s: float = 0.25,
         clock: Callable[[], int] = time.time_ns,
     ) -> None:
         self.identity = identity
@@ -96,6 +97,7 @@ class Agent:
         self.max_certificate_age_ns = int(max_certificate_age_s * SECOND_NS)
         self.ingress_ttl_ns = int(ingress_ttl_s * SECOND_NS)
         self.poll_interval_s = poll_interval_s
+        self.max_poll_interval_s = max_poll_interval_s
         self._endpoints = endpoint
         self._clock = clock
         self._lock = threading.Lock()
@@ -159,7 +161,8 @@ class Agent:
         return self.wait(self.submit_call(canister_id, method, arg), canister_id, timeout_s)
 
     def wait(self, message_id: bytes, canister_id: int, timeout_s: float = 30.0) -> Any:
-        """Poll ``request_status`` (every answer verified) until replied or rejected; a 503
+        """Poll ``request_status`` (every answer verified; every ``poll_interval_s``, growing by
+        half up to ``max_poll_interval_s``) until replied or rejected; a 503
         (``not_certified_yet``, ``unavailable``) is retried until ``timeout_s``."""
         deadline = time.monotonic() + timeout_s
         delay = self.poll_interval_s
@@ -184,7 +187,7 @@ class Agent:
             if remaining <= 0:
                 raise CallTimeout(f"message {message_id.hex()} is {status.status} after {timeout_s} s")
             time.sleep(min(delay, remaining))
-            delay = min(delay * 1.5, 0.5)
+            delay = min(delay * 1.5, self.max_poll_interval_s)
 
     def query_answer(self, canister_id: int, method: str, arg: Any = None) -> QueryAnswer:
         """A query's answer (reply bytes or reject) and the certified height it was run at."""

@@ -13,7 +13,7 @@ import time
 import pytest
 
 from replica.client.agent import Agent, error_for_answer
-from replica.client.agent_errors import CallRejected, CanisterNotRouted, RequestRefused
+from replica.client.agent_errors import CallRejected, CallTimeout, CanisterNotRouted, RequestRefused
 from replica.client.envelope import compute_message_id
 from replica.client.http_wire import canister_url, decode_query_answer, encode_read_state_request
 from replica.client.refusals import (
@@ -195,6 +195,8 @@ def test_reject_codes_reach_the_caller_unchanged(agent):
 def test_request_status_of_an_unknown_message_is_unknown(agent):
     status = agent.request_status(bytes(32), HOME)
     assert status.status == "unknown" and status.certificate.height > 0
+    with pytest.raises(CallTimeout):
+        agent.wait(bytes(32), HOME, timeout_s=0.3)
 
 
 # -- queries ------------------------------------------------------------------------------------------
