@@ -3,8 +3,8 @@
 Routes and bodies: ``replica.client.http_wire``. The server serves one node's view through
 a ``NodeBackend`` (small callables: submit, query, latest certified tree, status), so it
 runs without a testnet; ``replica.testnet.http_endpoints`` wires it to a ``Subnet``. Every
-backend call and all decoding run on a small thread pool, never on the event loop, so a
-slow subnet lock or a large body delays only its own request.
+backend call and all decoding run on a small thread pool, never on the event loop: a slow
+subnet lock delays answers, never the server accepting, reading and refusing requests.
 
 * ``call``: ``decode_signed_ingress`` (size, canonical form, signature), receiver = URL id,
   ``submit`` (the subnet's admission checks) → 202 ``{"message_id": hex}``.
@@ -39,6 +39,9 @@ Every refusal is JSON ``{"reason": code, "message": text}`` with one status per 
 ``unavailable``            503     no node of the subnet is online
 ``internal_error``         500     a bug (logged); fuzzing checks it never happens
 =========================  ======  =================================================
+
+Bytes that are not HTTP (a bad request line, header or content length) are answered 400 in
+plain text by aiohttp's parser before they reach the API.
 """
 
 from __future__ import annotations
