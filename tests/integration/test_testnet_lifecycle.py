@@ -20,6 +20,7 @@ pytestmark = pytest.mark.timeout(300)
 def _replica(cwd: Path, *args: str, check: bool = True) -> subprocess.CompletedProcess:
     env = dict(os.environ)
     env.pop("REPLICA_TESTNET", None)
+    env["REPLICA_HOME"] = str(cwd / "home")   # the identities of this test only
     done = subprocess.run([sys.executable, "-m", "replica.cli", *args], cwd=cwd, env=env, capture_output=True,
                           text=True, timeout=240)
     if check and done.returncode != 0:
@@ -49,6 +50,29 @@ def test_up_status_down_and_up_again_resumes(tmp_path):
         assert running_launcher(layout) == launcher
 
         assert "subnet-1" in _replica(tmp_path, "testnet", "logs", "subnet-1-node-2").stdout
+
+        # calls with certified replies, through the command line (the example apps are installed
+        # at genesis: counter 3 and ping-pong 2 on subnet-0, ping-pong 1002 on subnet-1)
+        whoami = _replica(tmp_path, "identity", "whoami").stdout.split()
+        assert whoami[0] == "default" and len(whoami[1]) == 60
+        assert oct((tmp_path / "home" / "identities" / "default.pem").stat().st_mode & 0o777) == "0o600"
+        assert _replica(tmp_path, "call", "3", "increment", "5").stdout.strip() == "5"
+        assert _replica(tmp_path, "call", "3", "get", "--query").stdout.strip() == "5"
+        pings = json.loads(_replica(tmp_path, "call", "1002", "ping", '{"target": 2, "rounds": 2}').stdout)
+        assert pings["pongs_received"] == 2   # a cross-subnet round trip, twice, answered and certified
+        message_id = _replica(tmp_path, "call", "3", "increment", "1", "--async").stdout.strip()
+        answered = _replica(tmp_path, "call", "3", "get", "--query")
+        assert answered.returncode == 0
+        status = {}
+        for _ in range(100):
+            status = json.loads(_replica(tmp_path, "request-status", message_id, "3").stdout)
+            if status["status"] == "replied":
+                break
+        assert status["status"] == "replied" and status["reply"] == 6
+        rejected = _replica(tmp_path, "call", "3", "nosuch", check=False)
+        assert rejected.returncode == 1 and "CANISTER_ERROR" in rejected.stderr
+        refused = _replica(tmp_path, "call", "5", "get", check=False)
+        assert refused.returncode == 2 and "UnknownCanister" in refused.stderr
         _replica(tmp_path, "testnet", "down")
         assert running_launcher(layout) is None
         assert not any(_alive(pid) for pid in children + [launcher])
