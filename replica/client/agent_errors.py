@@ -12,8 +12,8 @@ CallTimeout                    no certified answer within the caller's timeout
 ReplyUnavailable               the certified status is ``done``: the answer is gone (expired)
 CertificateInvalid             a read_state answer fails verification; one subclass per check:
   MalformedCertificate         - the answer does not decode, or a revealed leaf is not what it must be
-  RootMismatch                 - the tree's reconstructed root is not the certified root
-  InvalidCertificationSignature - the certification does not verify under the subnet's registry key
+  CertificateRootMismatch      - the tree's reconstructed root is not the certified root
+  CertificateSignatureInvalid  - the certification does not verify under the subnet's registry key
   CertificationRollback        - its height is below one already verified for that subnet
   CertificateTooOld            - its ``/time`` is older than the agent's ``max_certificate_age_s``
   PathNotProven                - the tree neither reveals nor proves absent a path that was asked for
@@ -29,8 +29,8 @@ from replica.errors import ReplicaError
 
 __all__ = [
     "AgentError", "TransportError", "UnexpectedAnswer", "RequestRefused", "CanisterNotRouted", "CallRejected",
-    "CallTimeout", "ReplyUnavailable", "CertificateInvalid", "MalformedCertificate", "RootMismatch",
-    "InvalidCertificationSignature", "CertificationRollback", "CertificateTooOld", "PathNotProven",
+    "CallTimeout", "ReplyUnavailable", "CertificateInvalid", "MalformedCertificate", "CertificateRootMismatch",
+    "CertificateSignatureInvalid", "CertificationRollback", "CertificateTooOld", "PathNotProven",
 ]
 
 
@@ -84,11 +84,11 @@ class MalformedCertificate(CertificateInvalid):
     reason = "malformed_certificate"
 
 
-class RootMismatch(CertificateInvalid):
+class CertificateRootMismatch(CertificateInvalid):
     reason = "root_mismatch"
 
 
-class InvalidCertificationSignature(CertificateInvalid):
+class CertificateSignatureInvalid(CertificateInvalid):
     reason = "invalid_signature"
 
 

@@ -3,9 +3,9 @@
 ``verify_certificate(certificate, subnet, public_key, now, max_age, min_height)`` checks, in
 order, each failure with its own ``CertificateInvalid`` subclass:
 
-1. ``reconstruct(tree) == certification.root``                          (``RootMismatch``)
+1. ``reconstruct(tree) == certification.root``                          (``CertificateRootMismatch``)
 2. ``e(pk, H(domain_sep("ic-state-root") ‖ height ‖ root)) == e(g1, σ)``  under the key of the
-   subnet whose registry ranges cover the canister            (``InvalidCertificationSignature``)
+   subnet whose registry ranges cover the canister            (``CertificateSignatureInvalid``)
 3. ``certification.height >= min_height`` (the highest height already verified for that
    subnet: no rollback)                                                (``CertificationRollback``)
 4. ``/time`` is revealed and ``now - time <= max_age``                   (``CertificateTooOld``)
@@ -25,8 +25,8 @@ from state_manager.encoding import EncodingError, decode
 from state_manager.hash_tree import Absent, Found, HashTree, Leaf, lookup_path, reconstruct
 
 from .agent_errors import (
-    CertificateTooOld, CertificationRollback, InvalidCertificationSignature, MalformedCertificate, PathNotProven,
-    RootMismatch,
+    CertificateTooOld, CertificationRollback, CertificateSignatureInvalid, MalformedCertificate, PathNotProven,
+    CertificateRootMismatch,
 )
 from .http_wire import Certificate
 
@@ -83,11 +83,11 @@ def verify_certificate(certificate: Certificate, *, subnet_id: str, public_key: 
     certification = certificate.certification
     root = reconstruct(certificate.tree)
     if root != certification.root:
-        raise RootMismatch(f"the tree's root {root.hex()} is not the certified root {certification.root.hex()}")
+        raise CertificateRootMismatch(f"the tree's root {root.hex()} is not the certified root {certification.root.hex()}")
     try:
         verify_certification(certification, public_key)
     except CertificationError as exc:
-        raise InvalidCertificationSignature(
+        raise CertificateSignatureInvalid(
             f"the certification of height {certification.height} does not verify under the key of "
             f"{subnet_id}: {exc}") from exc
     if certification.height < min_height:

@@ -9,8 +9,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from replica.client.agent_errors import (
-    CertificateInvalid, CertificateTooOld, CertificationRollback, InvalidCertificationSignature, MalformedCertificate,
-    PathNotProven, RootMismatch,
+    CertificateInvalid, CertificateTooOld, CertificationRollback, CertificateSignatureInvalid, MalformedCertificate,
+    PathNotProven, CertificateRootMismatch,
 )
 from replica.client.certificate import verify_certificate
 from replica.client.http_wire import Certificate, WireError, decode_certificate, encode_certificate
@@ -64,7 +64,7 @@ def test_an_honest_certificate_verifies_and_answers_lookups():
 def test_a_tree_that_does_not_match_the_root():
     honest = answer()
     forged = answer(trie=certified_tree(reply=b"\xa5evil!"))
-    with pytest.raises(RootMismatch):
+    with pytest.raises(CertificateRootMismatch):
         check(Certificate(forged.tree, honest.certification))
 
 
@@ -72,20 +72,20 @@ def test_a_root_rewritten_to_match_does_not_verify():
     forged = answer(trie=certified_tree(reply=b"\xa5evil!"))
     honest = answer()
     rewritten = Certification(7, forged.certification.root, honest.certification.signature)
-    with pytest.raises(InvalidCertificationSignature):
+    with pytest.raises(CertificateSignatureInvalid):
         check(Certificate(forged.tree, rewritten))
 
 
 def test_a_certification_under_another_key():
     trie = certified_tree()
-    with pytest.raises(InvalidCertificationSignature):
+    with pytest.raises(CertificateSignatureInvalid):
         check(Certificate(witness(trie, select([[b"time"]])), certify(trie, deal=OTHER)))
 
 
 def test_a_relabeled_height_does_not_verify():
     honest = answer()
     relabeled = Certification(8, honest.certification.root, honest.certification.signature)
-    with pytest.raises(InvalidCertificationSignature):
+    with pytest.raises(CertificateSignatureInvalid):
         check(Certificate(honest.tree, relabeled))
 
 

@@ -12,7 +12,7 @@ import time
 import pytest
 
 from replica.client.agent_errors import (
-    CertificateTooOld, CertificationRollback, InvalidCertificationSignature, PathNotProven, RootMismatch,
+    CertificateTooOld, CertificationRollback, CertificateSignatureInvalid, PathNotProven, CertificateRootMismatch,
 )
 from replica.client.http_wire import encode_certificate
 from replica.node.http_api import HttpApiServer
@@ -83,9 +83,9 @@ def test_wrong_reply_bytes_are_refused(net, tampering):
     with agent_for(net) as honest:
         message_id = _honest_reply_then(net, honest)
     with agent_for(net, address) as victim:
-        with pytest.raises(RootMismatch):
+        with pytest.raises(CertificateRootMismatch):
             victim.request_status(message_id, HOME)
-        with pytest.raises(RootMismatch):
+        with pytest.raises(CertificateRootMismatch):
             victim.update_call(HOME, "greet", "trent", timeout_s=20)
 
 
@@ -98,7 +98,7 @@ def test_wrong_reply_bytes_under_a_rewritten_root_are_refused(net, tampering):
     address = tampering(tamper)
     with agent_for(net) as honest:
         message_id = _honest_reply_then(net, honest)
-    with agent_for(net, address) as victim, pytest.raises(InvalidCertificationSignature):
+    with agent_for(net, address) as victim, pytest.raises(CertificateSignatureInvalid):
         victim.request_status(message_id, HOME)
 
 
@@ -106,7 +106,7 @@ def test_a_tree_of_another_height_is_refused(net, tampering):
     first = net.subnets[ALPHA].nodes["alpha-node-1"].state_manager.latest_certified()
     net.ticker.wait_for_heights(2)
     address = tampering(lambda honest: (first[0].certified, honest()[1]))
-    with agent_for(net, address) as victim, pytest.raises(RootMismatch):
+    with agent_for(net, address) as victim, pytest.raises(CertificateRootMismatch):
         victim.read_state(HOME, [[b"time"]])
 
 
@@ -118,7 +118,7 @@ def test_a_certification_of_another_subnet_is_refused(net, tampering):
         return trees.certified, certification
 
     address = tampering(tamper)
-    with agent_for(net, address) as victim, pytest.raises(InvalidCertificationSignature):
+    with agent_for(net, address) as victim, pytest.raises(CertificateSignatureInvalid):
         victim.read_state(HOME, [[b"time"]])
 
 

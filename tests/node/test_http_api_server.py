@@ -14,7 +14,7 @@ from consensus_stub.genesis import SubnetSpec, genesis_registry
 from message_routing.limits import DEFAULT
 from replica.client import UserKey, sign_ingress
 from replica.client.agent import Agent
-from replica.client.agent_errors import InvalidCertificationSignature
+from replica.client.agent_errors import CertificateSignatureInvalid
 from replica.client.http_wire import QueryAnswer, canister_url, decode_certificate, decode_query_answer, \
     encode_read_state_request
 from replica.client.refusals import (
@@ -128,5 +128,5 @@ def test_an_agent_verifies_under_the_registry_key_only(served):
     with Agent(address, KEY, registry) as agent:
         assert agent.read_state(7, [[b"time"]]).height == 3
         fake.certified = (TRIE, CERTIFICATION)  # a valid certification under another key
-        with pytest.raises(InvalidCertificationSignature):
+        with pytest.raises(CertificateSignatureInvalid):
             agent.read_state(7, [[b"time"]])
