@@ -10,7 +10,7 @@ __all__ = ["register"]
 
 
 def _demo(args: argparse.Namespace) -> int:
-    from replica.testnet.demo import run_demo
+    from replica.testnet.live_demo import run_demo
     return run_demo(args.out, subnets=args.subnets, nodes=args.nodes, duration_s=args.duration,
                     replicas=args.replicas, master=args.master)
 

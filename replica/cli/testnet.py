@@ -12,7 +12,6 @@ import argparse
 import hashlib
 import json
 import sys
-from pathlib import Path
 
 from replica.errors import ReplicaError
 

@@ -1,21 +1,13 @@
-"""The embedded default runs.
+"""``replica simulate`` (``run_simulation``): the example apps in the in-process simulation.
 
-``replica demo`` (``run_demo``): a local multi-process testnet — three subnets of four
-nodes, XNet over gRPC with mutual TLS on 127.0.0.1 — runs the example apps under signed user
-traffic, settles, checks the ledgers' supply, and then a Spark determinism audit replays
-the recorded run across many simulated replicas and prints its verdict.
-
-``replica simulate`` (``run_simulation``): the same apps in the in-process simulation, over a
-deliberately hostile network (delays, stale and duplicated slices, shuffled tick order),
-audited the same way. Faster; no processes or sockets.
+The apps of ``replica demo`` (``live_demo``), over a deliberately hostile network (delays,
+stale and duplicated slices, shuffled tick order), audited the same way. Faster; no
+processes or sockets.
 """
 
 from __future__ import annotations
 
-import hashlib
 import random
-import shutil
-import sys
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -32,7 +24,7 @@ from state_manager.encoding import decode
 from state_manager.ingress_history import IngressState
 from state_manager.messages import Reply
 
-__all__ = ["DemoNetwork", "build_demo", "run_demo", "run_simulation"]
+__all__ = ["DemoNetwork", "build_demo", "run_simulation"]
 
 SUBNETS = {subnet_name(i): (i * 1000, i * 1000 + 999) for i in range(3)}
 LEDGER, PINGER, COUNTER = 1, 2, 3
@@ -117,29 +109,6 @@ def ledger_totals(net: DemoNetwork) -> tuple[int, int]:
     return balances, escrow
 
 
-def run_demo(out: str = "runs/demo", *, subnets: int = 3, nodes: int = 4, duration_s: float = 20.0,
-             replicas: int = 1024, master: str = "local[*]") -> int:
-    """Testnet, apps, audit: exit status 0 when the supply held and every replica agreed."""
-    from replica.audit.job import AuditOptions
-    from replica.audit.run_log import load_run_log
-    from replica.audit.session import audit_run_log
-    from replica.testnet.launcher import TestnetLayout, create_testnet, launch
-
-    root = Path(out)
-    if root.exists():
-        if not TestnetLayout(root).manifest.exists():
-            print(f"{root} exists and is not a demo testnet directory; choose another --out", file=sys.stderr)
-            return 2
-        shutil.rmtree(root)  # the demo always starts from a fresh genesis
-    print(f"== Local testnet: {subnets} subnets x {nodes} nodes, {duration_s:.0f} s of traffic, in {root} ==")
-    create_testnet(root, subnets, nodes, seed=hashlib.sha256(b"replica-demo").digest())
-    supply_ok = launch(root, duration_s=duration_s) == 0
-    print("\n== Determinism audit of the recorded run ==")
-    audited = audit_run_log(load_run_log(root / "run"), run_dir=str(root / "run"), out=root / "audit",
-                            options=AuditOptions(replicas=replicas), master=master)
-    return 0 if supply_ok and audited == 0 else 1
-
-
 def run_simulation(seed: int = 7, ticks: int = 40, out: str = "runs/simulation") -> int:
     rng = random.Random(seed)
     net = build_demo(seed)
@@ -182,7 +151,3 @@ def run_simulation(seed: int = 7, ticks: int = 40, out: str = "runs/simulation")
     run_dir = Path(out) / "run"
     audited = audit_run_log(record_run(sim, run_dir), run_dir=str(run_dir), out=Path(out) / "audit")
     return 0 if ok and audited == 0 else 1
-
-
-if __name__ == "__main__":
-    sys.exit(run_demo())
