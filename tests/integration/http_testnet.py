@@ -125,6 +125,19 @@ class Ticker:
             time.sleep(0.01)
 
 
+@contextlib.contextmanager
+def running_http_testnet():
+    """A started ``make_http_testnet()`` with its ``ticker`` running, stopped on exit."""
+    testnet = make_http_testnet().start()
+    testnet.ticker = Ticker(testnet).start()
+    try:
+        testnet.ticker.wait_for_heights(1)
+        yield testnet
+    finally:
+        testnet.ticker.stop()
+        testnet.stop()
+
+
 def first_endpoints(net: LocalTestnet) -> dict[str, str]:
     """``{subnet: address of its first node's API}``."""
     return {subnet: next(iter(nodes.values())) for subnet, nodes in net.http_endpoints.items()}

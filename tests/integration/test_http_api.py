@@ -24,8 +24,8 @@ from replica.node.http_api import REFUSAL_STATUS, HttpApiServer
 from replica.testnet.http_endpoints import node_backend
 from state_manager.encoding import decode, encode
 from tests.integration.http_testnet import (
-    ALICE, ALPHA, BETA, GREETER, PINGER, POOL_MESSAGES, SEC, Ticker, agent_for, canister, envelope,
-    first_endpoints, make_http_testnet, post,
+    ALICE, ALPHA, BETA, GREETER, PINGER, POOL_MESSAGES, SEC, agent_for, canister, envelope,
+    first_endpoints, running_http_testnet, post,
 )
 from tests.integration.harness import LIMITS
 
@@ -34,15 +34,8 @@ pytestmark = pytest.mark.timeout(120)
 
 @pytest.fixture(scope="module")
 def net():
-    testnet = make_http_testnet().start()
-    ticker = Ticker(testnet).start()
-    testnet.ticker = ticker
-    try:
-        ticker.wait_for_heights(1)
+    with running_http_testnet() as testnet:
         yield testnet
-    finally:
-        ticker.stop()
-        testnet.stop()
 
 
 @pytest.fixture(scope="module")

@@ -21,7 +21,7 @@ from replica.node.http_api import HttpApiServer
 from replica.testnet.http_endpoints import node_backend
 from state_manager.encoding import decode, encode
 from tests.integration.http_testnet import (
-    ALPHA, GREETER, Ticker, agent_for, canister, envelope, first_endpoints, get, make_http_testnet, post,
+    ALPHA, GREETER, agent_for, canister, envelope, first_endpoints, get, running_http_testnet, post,
 )
 from tests.integration.harness import LIMITS
 
@@ -35,14 +35,8 @@ FUZZ = settings(max_examples=40, deadline=None, suppress_health_check=list(Healt
 
 @pytest.fixture(scope="module")
 def net():
-    testnet = make_http_testnet().start()
-    ticker = Ticker(testnet).start()
-    try:
-        ticker.wait_for_heights(1)
+    with running_http_testnet() as testnet:
         yield testnet
-    finally:
-        ticker.stop()
-        testnet.stop()
 
 
 @pytest.fixture(scope="module")

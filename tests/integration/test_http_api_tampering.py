@@ -20,7 +20,7 @@ from replica.testnet.http_endpoints import node_backend
 from state_manager.certification import Certification
 from state_manager.labeled_trie import LabeledTrie, select, witness
 from state_manager.state_tree import leaf as state_leaf
-from tests.integration.http_testnet import ALPHA, BETA, GREETER, SEC, Ticker, agent_for, canister, make_http_testnet
+from tests.integration.http_testnet import ALPHA, BETA, GREETER, SEC, agent_for, canister, running_http_testnet
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -29,15 +29,8 @@ HOME = canister(ALPHA, GREETER)
 
 @pytest.fixture(scope="module")
 def net():
-    testnet = make_http_testnet().start()
-    ticker = Ticker(testnet).start()
-    testnet.ticker = ticker
-    try:
-        ticker.wait_for_heights(1)
+    with running_http_testnet() as testnet:
         yield testnet
-    finally:
-        ticker.stop()
-        testnet.stop()
 
 
 @pytest.fixture
