@@ -24,7 +24,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from state_manager.canister_state import CanisterState  # noqa: E402
-from state_manager.labeled_trie import LabeledTrie, _Branch  # noqa: E402
+from state_manager.labeled_trie import pending_hashes  # noqa: E402
 from state_manager.messages import Request  # noqa: E402
 from state_manager.replicated_state import ReplicatedState  # noqa: E402
 from state_manager.routing_table import CanisterIdRange, NetworkTopology, RoutingTable  # noqa: E402
@@ -50,27 +50,6 @@ def commit(builder: StateTreeBuilder, state: ReplicatedState) -> None:
     trees = builder.update(state)
     trees.certified_root
     trees.full_hash
-
-
-def pending_hashes(trees) -> int:
-    """SHA-256 computations the next root computation needs: one per node created since the
-    last one (a fork, or a labeled node), plus one per new leaf value (counted from outside:
-    nodes cache their digest once computed). The full tree holds the certified tree under
-    ``/certified``, so walking it alone counts every node once."""
-    count = 0
-    stack = [trees.full.root]
-    while stack:
-        node = stack.pop()
-        if node is None or node.cached_digest is not None:
-            continue
-        count += 1
-        if isinstance(node, _Branch):
-            stack += [node.left, node.right]
-        elif isinstance(node.value, LabeledTrie):
-            stack.append(node.value.root)
-        elif isinstance(node.value, bytes):
-            count += 1
-    return count
 
 
 def commit_cost(leaves: int, changed: int, rounds: int, rng: random.Random) -> tuple[float, int]:
@@ -99,7 +78,7 @@ def commit_cost(leaves: int, changed: int, rounds: int, rng: random.Random) -> t
         for key in rng.sample(keys, changed):
             stable[key] = stable[key] + 1
         state.metadata.batch_number += 1
-        hashes.append(pending_hashes(builder.update(state)))
+        hashes.append(pending_hashes(builder.update(state).full))  # the full tree holds the certified one
         commit(builder, state)
     gc.unfreeze()
     return statistics.median(samples), int(statistics.median(hashes))

@@ -24,7 +24,7 @@ from message_routing.batch import Batch
 from state_manager.codec import (
     CodecError, check_bytes, check_str, check_tuple, check_u64, ingress_from_value, ingress_to_value,
 )
-from state_manager.encoding import EncodingError, decode, encode_unchecked
+from state_manager.encoding import EncodingError, decode, encode_unchecked, is_u64
 from state_manager.messages import Ingress
 from xnet.xnet_payload import DecodedXNetPayload, XNetPayload
 
@@ -51,10 +51,6 @@ class MalformedBlock(BlockError):
     """Bytes or fields that are not a canonical block."""
 
 
-def _is_u64(value: object) -> bool:
-    return type(value) is int and 0 <= value < 2**64
-
-
 @dataclass(frozen=True, slots=True)
 class Block:
     height: int
@@ -67,12 +63,12 @@ class Block:
     rank: int = 0
 
     def __post_init__(self) -> None:
-        if not _is_u64(self.height) or self.height < 1:
+        if not is_u64(self.height) or self.height < 1:
             raise MalformedBlock(f"height must be in [1, 2**64), got {self.height!r}")
         if not isinstance(self.parent_hash, bytes) or len(self.parent_hash) != 32:
             raise MalformedBlock("parent hash must be 32 bytes")
         for name in ("time", "registry_version", "rank"):
-            if not _is_u64(getattr(self, name)):
+            if not is_u64(getattr(self, name)):
                 raise MalformedBlock(f"{name} must be a u64")
         if not all(isinstance(i, Ingress) for i in self.ingress):
             raise MalformedBlock("ingress must hold Ingress values")

@@ -5,8 +5,9 @@ A ``CertificationShare`` is one node's signature share on the root at a height; 
 shares on the same (height, root) aggregate into a ``Certification`` that verifies under the
 subnet public key. The height is signed: consumers rely on it (the XNet slice pool refuses
 slices certified below the pooled one), so a relabeled height must not verify. Verification
-raises one ``CertificationError`` subclass per failure so the certified-slice decoder can map
-each to its own validation error.
+raises one error class per failure; a caller that verifies remote data for one protocol step
+(the certified-slice decoder) passes its own classes (``SignatureErrors``) and gets them
+raised directly.
 
 Encodings (canonical msgpack, version first):
 
@@ -26,6 +27,7 @@ from dataclasses import dataclass
 
 from state_manager import encoding
 from state_manager import threshold_bls as bls
+from state_manager.errors import StateManagerError
 
 __all__ = [
     "CERTIFICATION_VERSION",
@@ -42,6 +44,8 @@ __all__ = [
     "InvalidPublicKey",
     "NotEnoughValidShares",
     "ConflictingShares",
+    "SignatureErrors",
+    "CERTIFICATION_ERRORS",
     "Certification",
     "CertificationShare",
     "encode_certification",
@@ -64,7 +68,7 @@ MAX_NODE_INDEX = 2**32 - 1
 _MAX_ENCODED_BYTES = 1024
 
 
-class CertificationError(ValueError):
+class CertificationError(StateManagerError, ValueError):
     """Base class of every error raised by this module."""
 
 
@@ -104,12 +108,26 @@ class ConflictingShares(CertificationError):
     """More than one (height, root) has ``t`` valid shares, which honest nodes never produce."""
 
 
+@dataclass(frozen=True, slots=True)
+class SignatureErrors:
+    """The class raised for each way a signature check fails (defaults: this module's)."""
+
+    invalid_key: type[Exception] = InvalidPublicKey
+    empty: type[Exception] = EmptySignature
+    identity: type[Exception] = IdentitySignature
+    malformed: type[Exception] = MalformedSignature
+    invalid: type[Exception] = InvalidSignature
+
+
+CERTIFICATION_ERRORS = SignatureErrors()
+
+
 def _is_int(value: object) -> bool:
     return isinstance(value, int) and not isinstance(value, bool)
 
 
 def _check_fields(height: object, root: object) -> None:
-    if not _is_int(height) or not 0 <= height <= MAX_HEIGHT:
+    if not encoding.is_u64(height):
         raise MalformedCertification(f"height must be an integer in [0, 2**64), got {height!r}")
     if not isinstance(root, bytes) or len(root) != bls.ROOT_BYTES:
         raise MalformedCertification(f"root must be {bls.ROOT_BYTES} bytes")
@@ -216,35 +234,39 @@ def certification_message(height: int, root: bytes) -> bytes:
     return bls.state_root_message(height, root)
 
 
-def _parse_public_key(public_key: bytes, what: str):
+def _parse_public_key(public_key: bytes, what: str, errors: SignatureErrors = CERTIFICATION_ERRORS):
     try:
         return bls.parse_g1(public_key)
     except bls.PointError as exc:
-        raise InvalidPublicKey(f"{what}: {exc}") from exc
+        raise errors.invalid_key(f"{what}: {exc}") from exc
 
 
-def _check_signature(height: int, root: bytes, signature: bytes, public_key, what: str) -> None:
+def _check_signature(height: int, root: bytes, signature: bytes, public_key, what: str,
+                     errors: SignatureErrors = CERTIFICATION_ERRORS) -> None:
     """Raise the first failure among: empty, malformed, identity, not verifying."""
     if not any(signature):
-        raise EmptySignature(f"{what} is empty or all zero")
+        raise errors.empty(f"{what} is empty or all zero")
     try:
         point = bls.parse_g2(signature)
     except bls.IdentityPointError as exc:
-        raise IdentitySignature(f"{what} is the identity point") from exc
+        raise errors.identity(f"{what} is the identity point") from exc
     except bls.PointError as exc:
-        raise MalformedSignature(f"{what}: {exc}") from exc
+        raise errors.malformed(f"{what}: {exc}") from exc
     if not bls.verify_points(public_key, certification_message(height, root), point):
-        raise InvalidSignature(f"{what} does not verify for height {height} and this root")
+        raise errors.invalid(f"{what} does not verify for height {height} and this root")
 
 
-def verify_certification(cert: Certification, subnet_public_key: bytes) -> None:
+def verify_certification(cert: Certification, subnet_public_key: bytes,
+                         errors: SignatureErrors = CERTIFICATION_ERRORS) -> None:
     """Check ``e(pk, H(domain_sep("ic-state-root") || height || root)) == e(g1, signature)``.
 
-    Returns ``None`` on success; raises ``EmptySignature``, ``IdentitySignature``,
-    ``MalformedSignature``, ``InvalidSignature`` (or ``InvalidPublicKey`` for a bad key).
+    Returns ``None`` on success; raises ``errors.empty``, ``errors.identity``,
+    ``errors.malformed``, ``errors.invalid`` (or ``errors.invalid_key`` for a bad key): by
+    default ``EmptySignature``, ``IdentitySignature``, ``MalformedSignature``,
+    ``InvalidSignature`` and ``InvalidPublicKey``.
     """
-    key = _parse_public_key(subnet_public_key, "subnet public key")
-    _check_signature(cert.height, cert.root, cert.signature, key, "certification signature")
+    key = _parse_public_key(subnet_public_key, "subnet public key", errors)
+    _check_signature(cert.height, cert.root, cert.signature, key, "certification signature", errors)
 
 
 def sign_certification_share(height: int, root: bytes, node_index: int, secret_share: bytes) -> CertificationShare:

@@ -13,7 +13,8 @@ import msgpack
 from mypy_extensions import mypyc_attr
 
 from .canister_state import CallContext, Callback, CanisterOrigin, IngressOrigin
-from .encoding import EncodingError, decode, encode, packb
+from .encoding import EncodingError, decode, encode, is_u64, packb
+from .errors import StateManagerError
 from .ingress_history import IngressState, IngressStatus
 from .messages import Ingress, Reject, RejectCode, Reply, Request, Response
 from .stable_map import StableValueError, check_stable_value
@@ -33,12 +34,12 @@ U64 = 2**64
 # An ordinary Python class even when this module is compiled (see setup.py): callers
 # subclass, pickle and match it like any exception.
 @mypyc_attr(native_class=False)
-class CodecError(ValueError):
+class CodecError(StateManagerError, ValueError):
     """A value that is not the canonical form of the expected state object."""
 
 
 def check_u64(value: Any, what: str) -> int:
-    if type(value) is not int or not 0 <= value < U64:
+    if not is_u64(value):
         raise CodecError(f"{what}: expected u64, got {value!r}")
     return value
 

@@ -13,7 +13,9 @@ from typing import Any
 import msgpack
 from mypy_extensions import mypyc_attr
 
-__all__ = ["EncodingError", "encode", "decode", "packb", "MAX_DECODE_BYTES", "MIN_INT", "MAX_INT", "PLAIN_SCALARS"]
+from .errors import StateManagerError
+
+__all__ = ["EncodingError", "encode", "decode", "packb", "is_u64", "MAX_DECODE_BYTES", "MIN_INT", "MAX_INT", "PLAIN_SCALARS"]
 
 MAX_DECODE_BYTES = 64 * 1024 * 1024
 #: The integers msgpack has an encoding for.
@@ -21,12 +23,18 @@ MIN_INT, MAX_INT = -(2**63), 2**64 - 1
 #: The exact scalar types values are made of (what decoding yields and apps build); checks
 #: accept them with one set lookup and leave subclasses to the slower ``isinstance`` path.
 PLAIN_SCALARS = frozenset((type(None), bool, int, str, bytes))
+_U64_END = 2**64
+
+
+def is_u64(value: object) -> bool:
+    """``value`` is an ``int`` in ``[0, 2**64)`` — exactly ``int``: ``True`` is no index."""
+    return type(value) is int and 0 <= value < _U64_END
 
 
 # An ordinary Python class even when this module is compiled (see setup.py): callers
 # subclass, pickle and match it like any exception.
 @mypyc_attr(native_class=False)
-class EncodingError(ValueError):
+class EncodingError(StateManagerError, ValueError):
     """Bytes that are not the canonical encoding of a value."""
 
 

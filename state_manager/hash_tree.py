@@ -16,10 +16,12 @@ same root. Every walk here uses an explicit stack: remote trees may be deep.
 
 from __future__ import annotations
 
-from state_manager.sha256 import sha256_of
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Union
+
+from state_manager.errors import StateManagerError
+from state_manager.sha256 import sha256_of
 
 __all__ = [
     "HashTreeError",
@@ -27,6 +29,7 @@ __all__ = [
     "LabelTypeError",
     "LeafValueTypeError",
     "DigestError",
+    "DomainSeparatorError",
     "PathError",
     "MalformedTreeError",
     "UnsortedLabelsError",
@@ -69,7 +72,7 @@ DIGEST_LENGTH = 32
 # --------------------------------------------------------------------------- errors
 
 
-class HashTreeError(ValueError):
+class HashTreeError(StateManagerError, ValueError):
     """Base of every error raised by this module."""
 
 
@@ -87,6 +90,10 @@ class LeafValueTypeError(HashTreeError):
 
 class DigestError(HashTreeError):
     """A digest is not 32 ``bytes``."""
+
+
+class DomainSeparatorError(HashTreeError):
+    """A domain separator longer than 255 bytes."""
 
 
 class PathError(HashTreeError):
@@ -218,8 +225,11 @@ def pruned(digest: bytes) -> Pruned:
 
 
 def domain_sep(name: str) -> bytes:
-    """``domain_sep(s) = byte(len(s)) · s``."""
+    """``domain_sep(s) = byte(len(s)) · s`` (``s`` ASCII, at most 255 bytes): the prefix of
+    every domain-separated hash and signed message of the state manager."""
     raw = name.encode("ascii")
+    if len(raw) > 255:
+        raise DomainSeparatorError(f"domain separator of {len(raw)} bytes; at most 255 fit its length byte")
     return bytes((len(raw),)) + raw
 
 

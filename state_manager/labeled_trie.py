@@ -3,9 +3,11 @@
 A ``LabeledTrie`` maps labels (bytes) to values: a leaf (``bytes``), ``Empty`` or a nested
 ``LabeledTrie``. Its hash tree is::
 
-    to_hash_tree({})            = Empty
-    to_hash_tree({l: v})        = Labeled(l, value_tree(v))
-    to_hash_tree(m), |m| >= 2   = Fork(to_hash_tree(m0), to_hash_tree(m1))
+    tree({})            = Empty
+    tree({l: v})        = Labeled(l, value_tree(v))
+    tree(m), |m| >= 2   = Fork(tree(m0), tree(m1))
+
+    value_tree(bytes v) = Leaf(v);  value_tree(Empty) = Empty;  value_tree(trie t) = tree(t)
 
 where ``m0``/``m1`` split ``m`` at the first bit where the *label encodings* of ``m`` stop
 agreeing (``m0`` has a 0 there). A label ``b0 … b(n-1)`` is encoded as the bit string
@@ -18,21 +20,25 @@ caches its digest the first time it is needed, so a new version rehashes only it
 ``update`` applies many changes in one call, creating a node that several changed paths
 share once rather than once per change.
 
+The nodes are public: a ``TrieBranch`` is a ``Fork`` of the hash tree and a ``TrieLeaf`` a
+``Labeled`` child, so witnesses (``trie_witness``) walk them directly. The tests hold the
+definition above as an oracle built from scratch, and compare digests with it.
+
 ``setup.py`` compiles this module with mypyc (the same source; it runs unchanged when not
 compiled), so its annotations must hold at run time.
 """
 
 from __future__ import annotations
 
-from bisect import bisect_left
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from typing import Optional, Union
 
 from mypy_extensions import mypyc_attr
 
 from state_manager import hash_tree as ht
-from state_manager.hash_tree import Empty, HashTree
+from state_manager.errors import StateManagerError
+from state_manager.hash_tree import Empty
 from state_manager.sha256 import sha256_of
 
 # Labels and values are checked on the way in and digests are its own, so the trie applies
@@ -48,22 +54,14 @@ __all__ = [
     "InvalidValueError",
     "LabelNotFoundError",
     "UnsortedItemsError",
-    "InvalidSelectionError",
     "Value",
+    "TrieLeaf",
+    "TrieBranch",
+    "TrieNode",
     "LabeledTrie",
     "build_from_sorted",
-    "to_hash_tree",
-    "value_digest",
-    "Selection",
-    "REVEAL_ALL",
-    "REVEAL_NOTHING",
-    "select_path",
-    "select_range",
-    "union_selections",
-    "select",
-    "witness",
-    "reference_hash_tree",
-    "reference_digest",
+    "node_digest",
+    "pending_hashes",
 ]
 
 
@@ -73,7 +71,7 @@ __all__ = [
 # Errors stay ordinary Python classes when the module is compiled (mypyc cannot compile
 # LabelNotFoundError's second built-in base, and a compiled base would forbid it).
 @mypyc_attr(native_class=False)
-class LabeledTrieError(ValueError):
+class LabeledTrieError(StateManagerError, ValueError):
     """Base of every error raised by this module."""
 
 
@@ -92,10 +90,6 @@ class LabelNotFoundError(LabeledTrieError, KeyError):
 
 class UnsortedItemsError(LabeledTrieError):
     """Bulk-build items are not in strictly increasing label order."""
-
-
-class InvalidSelectionError(LabeledTrieError):
-    """A witness selection is malformed."""
 
 
 # --------------------------------------------------------------------------- label bits
@@ -125,11 +119,11 @@ def _crit_bit(a: bytes, b: bytes) -> int:
 # --------------------------------------------------------------------------- nodes
 
 
-class _Leaf:
+class TrieLeaf:
     """One child of the map: ``Labeled(label, value_tree(value))``.
 
     Immutable by convention (plain slots: node creation is the hot path of every commit);
-    only ``cached_digest`` is ever written, once, by ``_node_digest``."""
+    only ``cached_digest`` is ever written, once, by ``node_digest``."""
 
     __slots__ = ("label", "value", "cached_digest")
 
@@ -151,15 +145,15 @@ class _Leaf:
         return 1
 
 
-class _Branch:
+class TrieBranch:
     """``Fork(left, right)``: the labels below agree on all bits before ``bit``; those with
     bit 0 there are on the left. ``first``/``last`` are the smallest and largest label.
-    Immutable by convention, like ``_Leaf``, except while the ``LabeledTrie.update`` call
+    Immutable by convention, like ``TrieLeaf``, except while the ``LabeledTrie.update`` call
     named by ``batch`` that created it is running (no other version can see it yet)."""
 
     __slots__ = ("bit", "left", "right", "size", "first", "last", "cached_digest", "batch")
 
-    def __init__(self, bit: int, left: "_Node", right: "_Node", size: int, first: bytes, last: bytes,
+    def __init__(self, bit: int, left: "TrieNode", right: "TrieNode", size: int, first: bytes, last: bytes,
                  batch: Optional[_Batch] = None) -> None:
         self.bit = bit
         self.left = left
@@ -177,14 +171,14 @@ class _Batch:
     __slots__ = ()
 
 
-_Node = Union[_Leaf, _Branch]
+TrieNode = Union[TrieLeaf, TrieBranch]
 
 
-def _branch(bit: int, left: _Node, right: _Node, batch: Optional[_Batch] = None) -> _Branch:
-    return _Branch(bit, left, right, left.size + right.size, left.first, right.last, batch)
+def _branch(bit: int, left: TrieNode, right: TrieNode, batch: Optional[_Batch] = None) -> TrieBranch:
+    return TrieBranch(bit, left, right, left.size + right.size, left.first, right.last, batch)
 
 
-def _rebuild(path: list[tuple[_Branch, int]], node: _Node, batch: Optional[_Batch]) -> _Node:
+def _rebuild(path: list[tuple[TrieBranch, int]], node: TrieNode, batch: Optional[_Batch]) -> TrieNode:
     """Copy the branches of ``path`` (root first) bottom-up around the new ``node``.
 
     Within a batch, a branch the batch created is relinked in place instead: the batch
@@ -206,11 +200,11 @@ def _rebuild(path: list[tuple[_Branch, int]], node: _Node, batch: Optional[_Batc
     return node
 
 
-def _seal(root: Optional[_Node], batch: _Batch) -> None:
+def _seal(root: Optional[TrieNode], batch: _Batch) -> None:
     """End ``batch``: recompute the sizes and bounds of the branches it created (children
     first; its other children are older, with correct ones) and release them."""
-    stack: list[tuple[_Branch, bool]] = []
-    if isinstance(root, _Branch) and root.batch is batch:
+    stack: list[tuple[TrieBranch, bool]] = []
+    if isinstance(root, TrieBranch) and root.batch is batch:
         stack.append((root, False))
     while stack:
         node, children_done = stack.pop()
@@ -222,15 +216,15 @@ def _seal(root: Optional[_Node], batch: _Batch) -> None:
             continue
         stack.append((node, True))
         for child in (node.left, node.right):
-            if isinstance(child, _Branch) and child.batch is batch:
+            if isinstance(child, TrieBranch) and child.batch is batch:
                 stack.append((child, False))
 
 
-def _walk(root: _Node, label: bytes, path: list[tuple[_Branch, int]]) -> _Leaf:
+def _walk(root: TrieNode, label: bytes, path: list[tuple[TrieBranch, int]]) -> TrieLeaf:
     """Follow ``label``'s own bits from ``root`` to a leaf, recording ``(branch, went_right)``."""
     node = root
     size = len(label)
-    while isinstance(node, _Branch):
+    while isinstance(node, TrieBranch):
         index, offset = divmod(node.bit, 9)  # inlined _bit: this loop is every commit's hot path
         went_right = 0 if index >= size else 1 if offset == 0 else (label[index] >> (8 - offset)) & 1
         path.append((node, went_right))
@@ -238,19 +232,19 @@ def _walk(root: _Node, label: bytes, path: list[tuple[_Branch, int]]) -> _Leaf:
     return node
 
 
-def _insert(root: Optional[_Node], label: bytes, value: Value, batch: Optional[_Batch]) -> _Node:
-    new_leaf = _Leaf(label, value)
+def _insert(root: Optional[TrieNode], label: bytes, value: Value, batch: Optional[_Batch]) -> TrieNode:
+    new_leaf = TrieLeaf(label, value)
     if root is None:
         return new_leaf
     # The leaf reached by the label's own bits shares the longest encoding prefix with it.
-    path: list[tuple[_Branch, int]] = []
+    path: list[tuple[TrieBranch, int]] = []
     reached = _walk(root, label, path)
     if reached.label == label:
         return _rebuild(path, new_leaf, batch)
     # The new branch goes above the first node of that walk that splits at a later bit
     # (bits grow along any walk), i.e. where the walk leaves the shared prefix.
     crit = _crit_bit(label, reached.label)
-    node: _Node = reached
+    node: TrieNode = reached
     depth = 0
     while depth < len(path) and path[depth][0].bit < crit:
         depth += 1
@@ -264,10 +258,10 @@ def _insert(root: Optional[_Node], label: bytes, value: Value, batch: Optional[_
     return _rebuild(path, replacement, batch)
 
 
-def _remove(root: Optional[_Node], label: bytes, batch: Optional[_Batch]) -> Optional[_Node]:
+def _remove(root: Optional[TrieNode], label: bytes, batch: Optional[_Batch]) -> Optional[TrieNode]:
     if root is None:
         raise LabelNotFoundError(label)
-    path: list[tuple[_Branch, int]] = []
+    path: list[tuple[TrieBranch, int]] = []
     if _walk(root, label, path).label != label:
         raise LabelNotFoundError(label)
     if not path:
@@ -276,22 +270,22 @@ def _remove(root: Optional[_Node], label: bytes, batch: Optional[_Batch]) -> Opt
     return _rebuild(path, parent.left if went_right else parent.right, batch)
 
 
-def _node_digest(node: _Node) -> bytes:
+def node_digest(node: TrieNode) -> bytes:
     """Digest of a node, computing (post-order, no recursion) and caching missing ones.
 
     ``digest(Branch) = hash_fork(digest(left), digest(right))``;
-    ``digest(Leaf) = hash_labeled(label, value_digest(value))``.
+    ``digest(Leaf) = hash_labeled(label, reconstruct(value_tree(value)))``.
     """
     cached = node.cached_digest
     if cached is not None:
         return cached
-    stack: list[_Node] = [node]
+    stack: list[TrieNode] = [node]
     while stack:
         current = stack[-1]
         if current.cached_digest is not None:
             stack.pop()
             continue
-        if isinstance(current, _Branch):
+        if isinstance(current, TrieBranch):
             left, right = current.left.cached_digest, current.right.cached_digest
             if left is None or right is None:
                 if right is None:
@@ -337,29 +331,13 @@ def _check_value(value: object) -> Value:
     return value
 
 
-def _find_leaf(root: Optional[_Node], label: bytes) -> Optional[_Leaf]:
+def _find_leaf(root: Optional[TrieNode], label: bytes) -> Optional[TrieLeaf]:
     node = root
     if node is None:
         return None
-    while isinstance(node, _Branch):
+    while isinstance(node, TrieBranch):
         node = node.right if _bit(label, node.bit) else node.left
     return node if node.label == label else None
-
-
-def _predecessor(root: _Node, label: bytes) -> Optional[bytes]:
-    """The largest label below ``label``: the right side holds one iff its first is below."""
-    node = root
-    while isinstance(node, _Branch):
-        node = node.right if node.right.first < label else node.left
-    return node.label if node.label < label else None
-
-
-def _successor(root: _Node, label: bytes) -> Optional[bytes]:
-    """The smallest label above ``label``: the left side holds one iff its last is above."""
-    node = root
-    while isinstance(node, _Branch):
-        node = node.left if node.left.last > label else node.right
-    return node.label if node.label > label else None
 
 
 # --------------------------------------------------------------------------- the map
@@ -369,7 +347,7 @@ def _successor(root: _Node, label: bytes) -> Optional[bytes]:
 class LabeledTrie:
     """An immutable map ``label -> value``; every update returns a new trie sharing nodes."""
 
-    root: Optional[_Node] = None
+    root: Optional[TrieNode] = None
 
     @classmethod
     def empty(cls) -> LabeledTrie:
@@ -385,10 +363,25 @@ class LabeledTrie:
     def __contains__(self, label: object) -> bool:
         return isinstance(label, bytes) and _find_leaf(self.root, label) is not None
 
-    def get(self, label: object, default: object = None) -> object:
-        """The value under ``label`` (bytes), or ``default``."""
+    def get_leaf(self, label: object) -> Optional[bytes]:
+        """The leaf value under ``label`` (bytes); ``None`` if the label is absent or holds
+        a subtree or ``Empty``."""
         found = _find_leaf(self.root, _check_label(label))
-        return default if found is None else found.value
+        if found is None:
+            return None
+        value = found.value
+        return value if isinstance(value, bytes) else None
+
+    def get_subtree(self, label: object) -> Optional[LabeledTrie]:
+        """The subtree under ``label`` (bytes), ``Empty`` being the empty trie (both hash to
+        ``Empty``); ``None`` if the label is absent or holds a leaf."""
+        found = _find_leaf(self.root, _check_label(label))
+        if found is None:
+            return None
+        value = found.value
+        if isinstance(value, LabeledTrie):
+            return value
+        return _EMPTY_TRIE if isinstance(value, Empty) else None
 
     def __getitem__(self, label: object) -> Value:
         found = _find_leaf(self.root, _check_label(label))
@@ -430,6 +423,28 @@ class LabeledTrie:
         return _iter_range(self.root, None if lo is None else _check_label(lo),
                            None if hi is None else _check_label(hi))
 
+    def label_before(self, label: object) -> Optional[bytes]:
+        """The largest label below ``label`` (bytes), or ``None``: descend right exactly when
+        the right side's smallest label is below it."""
+        bound = _check_label(label)
+        node = self.root
+        if node is None:
+            return None
+        while isinstance(node, TrieBranch):
+            node = node.right if node.right.first < bound else node.left
+        return node.label if node.label < bound else None
+
+    def label_after(self, label: object) -> Optional[bytes]:
+        """The smallest label above ``label`` (bytes), or ``None``: descend left exactly when
+        the left side's largest label is above it."""
+        bound = _check_label(label)
+        node = self.root
+        if node is None:
+            return None
+        while isinstance(node, TrieBranch):
+            node = node.left if node.left.last > bound else node.right
+        return node.label if node.label > bound else None
+
     def first_label(self) -> Optional[bytes]:
         """The smallest label, or ``None`` when empty."""
         return None if self.root is None else self.root.first
@@ -442,42 +457,30 @@ class LabeledTrie:
         """``reconstruct(to_hash_tree(self))``, reusing every cached node digest."""
         if self.root is None:
             return ht.hash_empty()
-        return _node_digest(self.root)
+        return node_digest(self.root)
 
 
 _EMPTY_TRIE = LabeledTrie(None)
 
 
-def _trie(root: Optional[_Node]) -> LabeledTrie:
+def _trie(root: Optional[TrieNode]) -> LabeledTrie:
     return _EMPTY_TRIE if root is None else LabeledTrie(root)
 
 
 Value = Union[bytes, Empty, LabeledTrie]
 
 
-def _iter_range(root: Optional[_Node], lo: Optional[bytes], hi: Optional[bytes]) -> Iterator[tuple[bytes, Value]]:
-    stack: list[_Node] = [] if root is None else [root]
+def _iter_range(root: Optional[TrieNode], lo: Optional[bytes], hi: Optional[bytes]) -> Iterator[tuple[bytes, Value]]:
+    stack: list[TrieNode] = [] if root is None else [root]
     while stack:
         node = stack.pop()
         if (lo is not None and node.last < lo) or (hi is not None and node.first >= hi):
             continue
-        if isinstance(node, _Branch):
+        if isinstance(node, TrieBranch):
             stack.append(node.right)
             stack.append(node.left)
         else:
             yield node.label, node.value
-
-
-def value_digest(value: object) -> bytes:
-    """``reconstruct(value_tree(value))``: ``hash_leaf`` of bytes, ``hash_empty`` of Empty,
-    the trie digest of a nested trie."""
-    if isinstance(value, LabeledTrie):
-        return value.digest()
-    if isinstance(value, Empty):
-        return ht.hash_empty()
-    if isinstance(value, bytes):
-        return ht.hash_leaf(value)
-    raise InvalidValueError(f"value must be bytes, Empty or LabeledTrie, got {type(value).__name__}")
 
 
 def build_from_sorted(items: Iterable[tuple[object, object]]) -> LabeledTrie:
@@ -487,12 +490,12 @@ def build_from_sorted(items: Iterable[tuple[object, object]]) -> LabeledTrie:
     labels (smallest bit at the top), built here with one stack of open left parts.
     """
     # Each entry is (bit, left subtree) of a branch whose right side is still being built.
-    open_branches: list[tuple[int, _Node]] = []
-    current: Optional[_Node] = None
+    open_branches: list[tuple[int, TrieNode]] = []
+    current: Optional[TrieNode] = None
     previous: Optional[bytes] = None
     for item_label, item_value in items:
         label = _check_label(item_label)
-        new_leaf = _Leaf(label, _check_value(item_value))
+        new_leaf = TrieLeaf(label, _check_value(item_value))
         if current is None:
             current = new_leaf
             previous = label
@@ -514,271 +517,25 @@ def build_from_sorted(items: Iterable[tuple[object, object]]) -> LabeledTrie:
     return LabeledTrie(current)
 
 
-# --------------------------------------------------------------------------- witnesses
-
-
-@dataclass(frozen=True, slots=True)
-class Selection:
-    """What a witness reveals of one value.
-
-    ``reveal_all``: the whole value. ``children``: ``(label, Selection)`` pairs in strictly
-    increasing label order; a present child is revealed as its selection says, a missing
-    one is proven absent by revealing its neighbours' labels. ``ranges``: ``(lo, hi)``
-    pairs; every child with ``lo <= label < hi`` (``hi`` ``None`` = unbounded) is revealed
-    whole. Everything else becomes ``Pruned``.
-    """
-
-    reveal_all: bool = False
-    children: tuple[tuple[bytes, Selection], ...] = ()
-    ranges: tuple[tuple[bytes, Optional[bytes]], ...] = ()
-
-    def __post_init__(self) -> None:
-        previous: Optional[bytes] = None
-        for entry in self.children:
-            if not (isinstance(entry, tuple) and len(entry) == 2):
-                raise InvalidSelectionError("children must be (label, Selection) pairs")
-            label, sub = entry
-            if not isinstance(label, bytes):
-                raise InvalidSelectionError(f"child label must be bytes, got {type(label).__name__}")
-            if not isinstance(sub, Selection):
-                raise InvalidSelectionError(f"child selection must be a Selection, got {type(sub).__name__}")
-            if previous is not None and label <= previous:
-                raise InvalidSelectionError("child labels must be strictly increasing")
-            previous = label
-        for range_entry in self.ranges:
-            if not (isinstance(range_entry, tuple) and len(range_entry) == 2):
-                raise InvalidSelectionError("ranges must be (lo, hi) pairs")
-            lo, hi = range_entry
-            if not isinstance(lo, bytes) or not (hi is None or isinstance(hi, bytes)):
-                raise InvalidSelectionError("range bounds must be bytes (hi may be None)")
-            if hi is not None and hi < lo:
-                raise InvalidSelectionError(f"range [{lo!r}, {hi!r}) has hi below lo")
-
-    def is_nothing(self) -> bool:
-        """True when nothing is revealed."""
-        return not (self.reveal_all or self.children or self.ranges)
-
-
-REVEAL_ALL = Selection(reveal_all=True)
-REVEAL_NOTHING = Selection()
-
-
-def _check_path(path: Sequence[bytes]) -> None:
-    if isinstance(path, (bytes, str)):
-        raise InvalidSelectionError("path must be a sequence of labels, not a single label")
-    for label in path:
-        if not isinstance(label, bytes):
-            raise InvalidSelectionError(f"path labels must be bytes, got {type(label).__name__}")
-
-
-def _under_path(path: Sequence[bytes], selection: Selection) -> Selection:
-    _check_path(path)
-    for label in reversed(path):
-        selection = Selection(children=((label, selection),))
-    return selection
-
-
-def select_path(path: Sequence[bytes]) -> Selection:
-    """Reveal the value at ``path`` whole (or prove the path absent)."""
-    return _under_path(path, REVEAL_ALL)
-
-
-def select_range(path: Sequence[bytes], lo: bytes, hi: Optional[bytes]) -> Selection:
-    """Reveal whole every child with ``lo <= label < hi`` of the trie at ``path``."""
-    return _under_path(path, Selection(ranges=((lo, hi),)))
-
-
-def _range_key(entry: tuple[bytes, Optional[bytes]]) -> tuple[bytes, bool, bytes]:
-    lo, hi = entry
-    return (lo, hi is None, b"" if hi is None else hi)
-
-
-def union_selections(a: Selection, b: Selection) -> Selection:
-    """A selection revealing everything that ``a`` or ``b`` reveals."""
-    if a.reveal_all or b.reveal_all:
-        return REVEAL_ALL
-    merged: dict[bytes, Selection] = dict(a.children)
-    for label, sub in b.children:
-        merged[label] = union_selections(merged[label], sub) if label in merged else sub
-    children = tuple((label, merged[label]) for label in sorted(merged))
-    ranges = tuple(sorted(set(a.ranges) | set(b.ranges), key=_range_key))
-    return Selection(children=children, ranges=ranges)
-
-
-def select(
-    paths: Iterable[Sequence[bytes]] = (),
-    ranges: Iterable[tuple[Sequence[bytes], bytes, Optional[bytes]]] = (),
-) -> Selection:
-    """The union of ``select_path`` over ``paths`` and ``select_range`` over ``(path, lo, hi)``."""
-    result = REVEAL_NOTHING
-    for path in paths:
-        result = union_selections(result, select_path(path))
-    for path, lo, hi in ranges:
-        result = union_selections(result, select_range(path, lo, hi))
-    return result
-
-
-@dataclass(frozen=True, slots=True)
-class _Level:
-    """A selection prepared against one trie: which labels to reveal and how."""
-
-    exact: dict  # label -> Selection, or None to reveal the label with its value pruned
-    labels: list  # sorted keys of exact, for overlap tests
-    ranges: tuple
-
-    def overlaps(self, first: bytes, last: bytes) -> bool:
-        index = bisect_left(self.labels, first)
-        if index < len(self.labels) and self.labels[index] <= last:
-            return True
-        for lo, hi in self.ranges:
-            if lo <= last and (hi is None or first < hi):
-                return True
-        return False
-
-    def in_range(self, label: bytes) -> bool:
-        for lo, hi in self.ranges:
-            if lo <= label and (hi is None or label < hi):
-                return True
-        return False
-
-
-def _prepare_level(root: _Node, selection: Selection) -> _Level:
-    exact: dict[bytes, Optional[Selection]] = {}
-    for label, sub in selection.children:
-        if _find_leaf(root, label) is not None:
-            exact[label] = sub
+def pending_hashes(trie: LabeledTrie) -> int:
+    """SHA-256 computations the next ``digest()`` needs: one per node (nested tries included)
+    whose digest is not cached yet, plus one per leaf value under such a node. For
+    measurements: a commit should add O(changes × depth) of them, not O(size)."""
+    count = 0
+    stack: list[TrieNode] = [] if trie.root is None else [trie.root]
+    while stack:
+        node = stack.pop()
+        if node.cached_digest is not None:
             continue
-        # Absence proof: the neighbours become adjacent revealed labels in the witness.
-        for neighbour in (_predecessor(root, label), _successor(root, label)):
-            if neighbour is not None and neighbour not in exact:
-                exact[neighbour] = None
-    return _Level(exact, sorted(exact), selection.ranges)
-
-
-# Task codes of the witness builder's explicit stack.
-_VALUE, _NODE, _FULL, _LABELED, _FORK = range(5)
-
-
-def witness(trie: LabeledTrie, selection: Selection) -> HashTree:
-    """The hash tree of ``trie`` with everything ``selection`` does not reveal pruned, so
-    ``reconstruct(witness(trie, s)) == trie.digest()``. Built without recursion."""
-    if not isinstance(trie, LabeledTrie):
-        raise InvalidValueError(f"expected a LabeledTrie, got {type(trie).__name__}")
-    if not isinstance(selection, Selection):
-        raise InvalidSelectionError(f"expected a Selection, got {type(selection).__name__}")
-    out: list[HashTree] = []
-    tasks: list[tuple] = [(_VALUE, trie, selection)]
-    while tasks:
-        task = tasks.pop()
-        op = task[0]
-        if op == _VALUE:
-            _, value, sel = task
-            if sel is None or sel.is_nothing():
-                out.append(ht.pruned(value_digest(value)))
-            elif isinstance(value, LabeledTrie):
-                root = value.root
-                if root is None:
-                    out.append(ht.empty())
-                elif sel.reveal_all:
-                    tasks.append((_FULL, root))
-                else:
-                    tasks.append((_NODE, root, _prepare_level(root, sel)))
-            elif isinstance(value, Empty):
-                out.append(ht.empty())
-            else:
-                # A leaf is revealed whole; deeper selected paths are thereby proven absent.
-                out.append(ht.leaf(value))
-        elif op == _NODE:
-            _, node, level = task
-            if not level.overlaps(node.first, node.last):
-                out.append(ht.pruned(_node_digest(node)))
-            elif isinstance(node, _Branch):
-                tasks.append((_FORK,))
-                tasks.append((_NODE, node.right, level))
-                tasks.append((_NODE, node.left, level))
-            else:
-                sub = REVEAL_ALL if level.in_range(node.label) else level.exact[node.label]
-                tasks.append((_LABELED, node.label))
-                tasks.append((_VALUE, node.value, sub))
-        elif op == _FULL:
-            node = task[1]
-            if isinstance(node, _Branch):
-                tasks.append((_FORK,))
-                tasks.append((_FULL, node.right))
-                tasks.append((_FULL, node.left))
-            else:
-                tasks.append((_LABELED, node.label))
-                tasks.append((_VALUE, node.value, REVEAL_ALL))
-        elif op == _LABELED:
-            out.append(ht.labeled(task[1], out.pop()))
+        count += 1
+        if isinstance(node, TrieBranch):
+            stack.append(node.left)
+            stack.append(node.right)
         else:
-            right = out.pop()
-            out.append(ht.fork(out.pop(), right))
-    return out[0]
-
-
-def to_hash_tree(trie: LabeledTrie) -> HashTree:
-    """The full hash tree of ``trie`` (nothing pruned)."""
-    return witness(trie, REVEAL_ALL)
-
-
-# --------------------------------------------------------------------------- reference
-
-
-def _encoding_bits(label: bytes) -> str:
-    """The label encoding ``1·b0 1·b1 … 1·b(n-1) 0`` as a string of '0'/'1'."""
-    return "".join("1" + format(byte, "08b") for byte in label) + "0"
-
-
-def reference_hash_tree(mapping: Mapping) -> HashTree:
-    """The hash tree of a plain nested mapping, built from scratch by the definition in
-    the module docstring (independent of the trie code; for tests and audits).
-
-    Values: ``bytes`` (leaf), ``Empty``, or a nested ``Mapping`` (an empty one is ``Empty``).
-    """
-    out: list[HashTree] = []
-    tasks: list[tuple] = [("value", mapping)]
-    while tasks:
-        task = tasks.pop()
-        op = task[0]
-        if op == "value":
-            value = task[1]
-            if isinstance(value, bytes):
-                out.append(ht.leaf(value))
-            elif isinstance(value, Empty):
-                out.append(ht.empty())
-            elif isinstance(value, Mapping):
-                for label in value:
-                    _check_label(label)
-                if value:
-                    tasks.append(("group", sorted((_encoding_bits(k), k, v) for k, v in value.items())))
-                else:
-                    out.append(ht.empty())
-            else:
-                raise InvalidValueError(f"reference values must be bytes, Empty or Mapping, got {type(value).__name__}")
-        elif op == "group":
-            entries = task[1]
-            if len(entries) == 1:
-                _, label, value = entries[0]
-                tasks.append(("labeled", label))
-                tasks.append(("value", value))
-                continue
-            low, high = entries[0][0], entries[-1][0]
-            split_bit = 0
-            while low[split_bit] == high[split_bit]:
-                split_bit += 1
-            split = next(i for i, entry in enumerate(entries) if entry[0][split_bit] == "1")
-            tasks.append(("fork",))
-            tasks.append(("group", entries[split:]))
-            tasks.append(("group", entries[:split]))
-        elif op == "labeled":
-            out.append(ht.labeled(task[1], out.pop()))
-        else:
-            right = out.pop()
-            out.append(ht.fork(out.pop(), right))
-    return out[0]
-
-
-def reference_digest(mapping: Mapping) -> bytes:
-    """``reconstruct(reference_hash_tree(mapping))``."""
-    return ht.reconstruct(reference_hash_tree(mapping))
+            value = node.value
+            if isinstance(value, LabeledTrie):
+                if value.root is not None:
+                    stack.append(value.root)
+            elif isinstance(value, bytes):
+                count += 1
+    return count

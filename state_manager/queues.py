@@ -14,6 +14,7 @@ from typing import Generic, Iterable, Iterator, TypeVar
 
 from mypy_extensions import mypyc_attr
 
+from .errors import StateManagerError
 from .key_ordered import KeyOrderedDict
 from .messages import CanisterId, Ingress, Request, RequestOrResponse, Response
 
@@ -24,7 +25,7 @@ T = TypeVar("T")
 
 # The errors stay ordinary Python classes when this module is compiled (see setup.py).
 @mypyc_attr(native_class=False)
-class QueueError(Exception):
+class QueueError(StateManagerError):
     """A queue operation that would break a queue invariant."""
 
 

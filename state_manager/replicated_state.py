@@ -8,9 +8,9 @@ from .canister_state import CanisterState
 from .ingress_history import IngressHistory
 from .messages import CanisterId, SubnetId
 from .routing_table import NetworkTopology, RoutingTable
-from .streams import ExpectedIndices, Stream
+from .streams import Stream
 
-__all__ = ["SystemMetadata", "ReplicatedState", "expected_xnet_indices"]
+__all__ = ["SystemMetadata", "ReplicatedState"]
 
 #: Counter names the state machine increments (kept in the state so they are hashed too).
 COUNTERS = (
@@ -94,17 +94,3 @@ class ReplicatedState:
             f"ReplicatedState(subnet={self.own_subnet_id!r}, batch={self.metadata.batch_number}, "
             f"canisters={len(self.canisters)}, streams={list(self.streams)})"
         )
-
-
-def expected_xnet_indices(state: ReplicatedState) -> dict[SubnetId, ExpectedIndices]:
-    """Per peer subnet ``X`` (from the state alone, no past payloads):
-
-    ``message_index = streams[X].signals_end`` (the next message of X's stream to us) and
-    ``signal_index = streams[X].begin`` (signals below it already garbage-collected our messages).
-    """
-    own = state.own_subnet_id
-    return {
-        subnet: ExpectedIndices(stream.signals_end, stream.begin)
-        for subnet, stream in state.streams.items()
-        if subnet != own
-    }

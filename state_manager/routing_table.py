@@ -5,6 +5,7 @@ from __future__ import annotations
 from bisect import bisect_right
 from dataclasses import dataclass, field
 
+from .errors import StateManagerError
 from .messages import CanisterId, SubnetId
 
 __all__ = ["CanisterIdRange", "RoutingTable", "CanisterMigrations", "NetworkTopology", "RoutingTableError"]
@@ -12,7 +13,7 @@ __all__ = ["CanisterIdRange", "RoutingTable", "CanisterMigrations", "NetworkTopo
 MAX_CANISTER_ID = 2**64 - 1
 
 
-class RoutingTableError(ValueError):
+class RoutingTableError(StateManagerError, ValueError):
     pass
 
 

@@ -15,6 +15,7 @@ from mypy_extensions import mypyc_attr
 from sortedcontainers import SortedDict
 
 from .encoding import MAX_INT, MIN_INT, PLAIN_SCALARS
+from .errors import StateManagerError
 
 __all__ = ["StableMap", "StableValueError", "check_stable_value"]
 
@@ -22,7 +23,7 @@ _ABSENT = object()
 
 
 @mypyc_attr(native_class=False)  # an ordinary class when compiled (see setup.py)
-class StableValueError(TypeError):
+class StableValueError(StateManagerError, TypeError):
     """A key or value the stable state cannot hold deterministically."""
 
 

@@ -10,28 +10,29 @@ certified one, so the XNet endpoint can serve slices from it while the next roun
 from __future__ import annotations
 
 from .certification import Certification, verify_certification
+from .errors import StateManagerError
 from .replicated_state import ReplicatedState
 from .state_tree import StateTreeBuilder, StateTrees
 
-__all__ = ["StateManager", "StateManagerError", "HeightMismatch", "CertificationMismatch"]
+__all__ = ["StateManager", "StateManagerError", "InvalidKeepHeights", "HeightMismatch", "CertificationMismatch"]
 
 
-class StateManagerError(ValueError):
-    pass
+class InvalidKeepHeights(StateManagerError, ValueError):
+    """``keep_heights`` is below 1."""
 
 
-class HeightMismatch(StateManagerError):
-    pass
+class HeightMismatch(StateManagerError, ValueError):
+    """A commit of a height that does not follow the last committed one."""
 
 
-class CertificationMismatch(StateManagerError):
-    pass
+class CertificationMismatch(StateManagerError, ValueError):
+    """A certification of a height with no kept snapshot, or that signs another root than it."""
 
 
 class StateManager:
     def __init__(self, state: ReplicatedState, *, keep_heights: int = 8) -> None:
         if keep_heights < 1:
-            raise StateManagerError("keep_heights must be at least 1")
+            raise InvalidKeepHeights("keep_heights must be at least 1")
         self.keep_heights = keep_heights
         self._builder = StateTreeBuilder()
         self._snapshots: dict[int, StateTrees] = {}

@@ -363,8 +363,8 @@ class StateTreeBuilder:
     def _update_streams(self, state: ReplicatedState) -> LabeledTrie:
         own = state.own_subnet_id
         previous_streams = self._streams
-        found = self._trees.certified.get(b"streams") if self._trees is not None else EMPTY
-        trees = found if isinstance(found, LabeledTrie) else EMPTY
+        found = self._trees.certified.get_subtree(b"streams") if self._trees is not None else None
+        trees = EMPTY if found is None else found
         current: dict[str, tuple] = {}
         for dst, stream in state.streams.items():
             if dst == own:
@@ -429,5 +429,5 @@ class StateTreeBuilder:
 
 
 def _header_unchanged(streams: LabeledTrie, dst: str, stream: Stream) -> bool:
-    subtree = streams.get(subnet_label(dst))
-    return isinstance(subtree, LabeledTrie) and subtree.get(b"header") == encode_header_leaf(stream.header())
+    subtree = streams.get_subtree(subnet_label(dst))
+    return subtree is not None and subtree.get_leaf(b"header") == encode_header_leaf(stream.header())

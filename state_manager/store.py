@@ -18,6 +18,7 @@ from pathlib import Path
 
 from .codec import CodecError, check_bytes, check_tuple, check_u64
 from .encoding import EncodingError, decode, encode
+from .errors import StateManagerError
 from .replicated_state import ReplicatedState
 from .state_codec import decode_state, encode_state
 from .state_tree import build_state_trees
@@ -28,7 +29,7 @@ MANIFEST_VERSION = 1
 _TMP_PREFIX = "tmp-"
 
 
-class CheckpointError(Exception):
+class CheckpointError(StateManagerError):
     pass
 
 

@@ -12,6 +12,7 @@ from collections import deque
 from dataclasses import dataclass
 from typing import Iterable
 
+from .errors import StateManagerError
 from .messages import RejectCode, RequestOrResponse
 
 __all__ = [
@@ -20,7 +21,7 @@ __all__ = [
 ]
 
 
-class StreamError(Exception):
+class StreamError(StateManagerError):
     """A stream operation that would break the gap-free or signal invariants."""
 
 

@@ -11,7 +11,7 @@ A subnet key is a Shamir sharing of a secret ``s = f(0)`` with a polynomial ``f`
 signature shares ``sigma_i = s_i * H(m)`` combine into ``sigma = sum(lambda_i * sigma_i)``,
 which equals ``s * H(m)`` by Lagrange interpolation at zero.
 
-Conventions for remote bytes (the certified-slice decoder maps these at its boundary):
+Conventions for remote bytes (``certification`` turns these into its signature errors):
 
 * ``parse_g1`` / ``parse_g2`` raise a ``PointError`` subclass for bytes that are not a valid,
   canonical, non-identity point of the prime-order subgroup.
@@ -30,6 +30,10 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 from blspy import BasicSchemeMPL, G1Element, G2Element, PrivateKey
+
+from state_manager.encoding import is_u64
+from state_manager.errors import StateManagerError
+from state_manager.hash_tree import domain_sep
 
 __all__ = [
     "BLS12_381_R",
@@ -54,7 +58,6 @@ __all__ = [
     "ThresholdKeyDeal",
     "threshold_for",
     "deal_threshold_key",
-    "domain_sep",
     "state_root_message",
     "parse_g1",
     "parse_g2",
@@ -84,7 +87,7 @@ _WINDOW_MASK = (1 << _WINDOW_BITS) - 1
 _DEAL_SALT = b"\x15ic-threshold-bls-deal"
 
 
-class ThresholdBlsError(ValueError):
+class ThresholdBlsError(StateManagerError, ValueError):
     """Base class of every error raised by this module."""
 
 
@@ -247,18 +250,10 @@ def deal_threshold_key(n: int, t: int, seed: bytes) -> ThresholdKeyDeal:
     )
 
 
-def domain_sep(name: str) -> bytes:
-    """``domain_sep(s) = len(s) as one byte || s`` (ASCII)."""
-    raw = name.encode("ascii")
-    if len(raw) > 255:
-        raise MessageError("domain separator longer than 255 bytes")
-    return bytes([len(raw)]) + raw
-
-
 def state_root_message(height: int, root: bytes) -> bytes:
     """Message signed by certifications: ``domain_sep("ic-state-root") || height || root``,
     the height as 8 bytes big-endian, so that the height consumers rely on is signed too."""
-    if type(height) is not int or not 0 <= height < 2**64:
+    if not is_u64(height):
         raise MessageError(f"height must be an integer in [0, 2**64), got {height!r}")
     root = _require_bytes(root, "state root")
     if len(root) != ROOT_BYTES:

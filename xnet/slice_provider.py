@@ -17,7 +17,6 @@ from typing import Callable, Optional
 
 from state_manager import certified_slice as cs
 from state_manager.certification import Certification
-from state_manager.labeled_trie import LabeledTrie
 from state_manager.state_tree import StateTrees
 
 __all__ = ["CertifiedSliceProvider", "LatestCertified"]
@@ -57,8 +56,8 @@ class CertifiedSliceProvider:
         latest = self._latest_certified()
         if latest is None:
             return []
-        streams = latest[0].certified.get(cs.STREAMS_LABEL)
-        if not isinstance(streams, LabeledTrie):
+        streams = latest[0].certified.get_subtree(cs.STREAMS_LABEL)
+        if streams is None:
             return []
         names = (label.decode("utf-8", "replace") for label, _ in streams.items())
         return sorted(name for name in names if name != self.own_subnet)

@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from state_manager.certification import Certification, CertificationError, decode_certification, encode_certification
-from state_manager.encoding import EncodingError, decode, encode
+from state_manager.encoding import EncodingError, decode, encode, is_u64
 from state_manager.hash_tree import HashTree
 from state_manager.tree_encoding import TreeDecodeError, decode_tree, encode_tree
 
@@ -164,16 +164,12 @@ def decode_query_answer(body: bytes, max_bytes: int) -> QueryAnswer:
     status = value.get("status") if isinstance(value, dict) else None
     if status == "replied":
         value = _record(value, {"height", "reply", "status"}, "query reply")
-        if isinstance(value["reply"], bytes) and _is_u64(value["height"]):
+        if isinstance(value["reply"], bytes) and is_u64(value["height"]):
             return QueryAnswer(value["height"], reply=value["reply"])
     elif status == "rejected":
         value = _record(value, {"height", "reject_code", "reject_message", "status"}, "query reject")
-        if _is_u64(value["height"]) and isinstance(value["reject_code"], str) \
+        if is_u64(value["height"]) and isinstance(value["reject_code"], str) \
                 and isinstance(value["reject_message"], str):
             return QueryAnswer(value["height"], reject_code=value["reject_code"],
                                reject_message=value["reject_message"])
     raise WireError("query answer must be a replied or rejected record")
-
-
-def _is_u64(value: object) -> bool:
-    return type(value) is int and 0 <= value < 2**64

@@ -19,8 +19,9 @@ from __future__ import annotations
 from typing import Sequence
 
 from state_manager.certification import Certification
-from state_manager.labeled_trie import LabeledTrie, select, witness
+from state_manager.labeled_trie import LabeledTrie
 from state_manager.state_tree import canister_label
+from state_manager.trie_witness import plan_paths, witness_tree
 
 from replica.client.http_wire import encode_certificate
 
@@ -55,5 +56,5 @@ def check_path(path: Sequence[bytes], canister_id: int) -> None:
 
 def certificate_for(certified: LabeledTrie, certification: Certification, paths: Sequence[Sequence[bytes]]) -> bytes:
     """The encoded read_state answer: the witness of ``paths`` and ``/time``, and ``certification``."""
-    selection = select([list(path) for path in paths] + [[b"time"]])
-    return encode_certificate(witness(certified, selection), certification)
+    plan = plan_paths([list(path) for path in paths] + [[b"time"]])
+    return encode_certificate(witness_tree(certified, plan), certification)

@@ -16,7 +16,8 @@ from replica.client.certificate import verify_certificate
 from replica.client.http_wire import Certificate, WireError, decode_certificate, encode_certificate
 from state_manager import threshold_bls as bls
 from state_manager.certification import Certification, aggregate_certification, sign_certification_share
-from state_manager.labeled_trie import build_from_sorted, select, witness
+from state_manager.labeled_trie import build_from_sorted
+from state_manager.trie_witness import plan_paths, witness_tree
 from state_manager.state_tree import leaf
 
 NOW = 1_700_000_000 * 10**9
@@ -43,7 +44,7 @@ def certify(trie, height: int = 7, deal=KEY) -> Certification:
 
 def answer(paths=([b"request_status", MID],), trie=None, height: int = 7) -> Certificate:
     trie = trie if trie is not None else certified_tree()
-    return Certificate(witness(trie, select([list(p) for p in paths] + [[b"time"]])), certify(trie, height))
+    return Certificate(witness_tree(trie, plan_paths([list(p) for p in paths] + [[b"time"]])), certify(trie, height))
 
 
 def check(certificate: Certificate, *, key: bytes = KEY.public_key, now: int = NOW, min_height: int = 0):
@@ -79,7 +80,7 @@ def test_a_root_rewritten_to_match_does_not_verify():
 def test_a_certification_under_another_key():
     trie = certified_tree()
     with pytest.raises(CertificateSignatureInvalid):
-        check(Certificate(witness(trie, select([[b"time"]])), certify(trie, deal=OTHER)))
+        check(Certificate(witness_tree(trie, plan_paths([[b"time"]])), certify(trie, deal=OTHER)))
 
 
 def test_a_relabeled_height_does_not_verify():
@@ -103,12 +104,12 @@ def test_a_stale_time():
 
 def test_time_must_be_revealed_and_leaves_well_formed():
     trie = certified_tree()
-    without_time = Certificate(witness(trie, select([[b"metadata", b"height"]])), certify(trie))
+    without_time = Certificate(witness_tree(trie, plan_paths([[b"metadata", b"height"]])), certify(trie))
     with pytest.raises(PathNotProven):
         check(without_time)
     odd = build_from_sorted([(b"time", b"\x92\x02\x01")])  # [2, 1]: an unknown leaf version
     with pytest.raises(MalformedCertificate):
-        check(Certificate(witness(odd, select([[b"time"]])), certify(odd)))
+        check(Certificate(witness_tree(odd, plan_paths([[b"time"]])), certify(odd)))
 
 
 def test_the_wire_form_round_trips():

@@ -18,7 +18,8 @@ from replica.client.http_wire import encode_certificate
 from replica.node.http_api import HttpApiServer
 from replica.testnet.http_endpoints import node_backend
 from state_manager.certification import Certification
-from state_manager.labeled_trie import LabeledTrie, select, witness
+from state_manager.labeled_trie import LabeledTrie
+from state_manager.trie_witness import plan_paths, witness_tree
 from state_manager.state_tree import leaf as state_leaf
 from tests.integration.http_testnet import ALPHA, BETA, GREETER, SEC, agent_for, canister, running_http_testnet
 
@@ -143,7 +144,7 @@ def test_a_stale_time_is_refused(net):
 def test_a_pruned_path_is_not_proven(net, monkeypatch):
     """A node that prunes what was asked for: neither revealed nor proven absent."""
     trees, certification = net.subnets[ALPHA].nodes["alpha-node-1"].state_manager.latest_certified()
-    tree = witness(trees.certified, select([[b"time"]]))
+    tree = witness_tree(trees.certified, plan_paths([[b"time"]]))
     with agent_for(net) as victim:
         monkeypatch.setattr(victim, "_post", lambda *a: (200, encode_certificate(tree, certification)))
         with pytest.raises(PathNotProven):

@@ -23,10 +23,11 @@ from state_manager import hash_tree as ht
 from state_manager import threshold_bls as bls
 from state_manager.codec import encode_header_leaf, encode_message_leaf
 from state_manager.hash_tree import Empty, Fork, HashTree, Labeled, Leaf, Pruned
-from state_manager.labeled_trie import LabeledTrie, build_from_sorted, select, select_path, witness
+from state_manager.labeled_trie import LabeledTrie, build_from_sorted
 from state_manager.messages import Reject, RejectCode, Reply, Request, Response
 from state_manager.streams import RejectReason, RejectSignal, StreamHeader, StreamSlice
 from state_manager.tree_encoding import decode_tree, encode_tree
+from tests.state_manager.trie_reference import leaf_digest_witness
 
 OWN = "subnet-own"
 REMOTE = "subnet-remote"
@@ -97,16 +98,6 @@ def certify(tree: LabeledTrie, deal: bls.ThresholdKeyDeal, height: int = HEIGHT)
     return cm.aggregate_certification(shares, deal.t, deal.public_key, key_shares)
 
 
-def prune_leaves(tree: HashTree) -> HashTree:
-    if type(tree) is Fork:
-        return Fork(prune_leaves(tree.left), prune_leaves(tree.right))
-    if type(tree) is Labeled:
-        return Labeled(tree.label, prune_leaves(tree.subtree))
-    if type(tree) is Leaf:
-        return Pruned(ht.hash_leaf(tree.value))
-    return tree
-
-
 def group(nodes: list) -> HashTree:
     """Right-leaning forks over ``nodes`` (the payload fork layout is free)."""
     tree = nodes[-1]
@@ -138,7 +129,7 @@ def hand_made(tree: LabeledTrie, payload_labels: list, witness_labels: list, dst
         children.append(Labeled(MESSAGES, group([Labeled(l, Leaf(messages[l])) for l in payload_labels])))
     payload = Labeled(STREAMS, Labeled(dst.encode(), group(children)))
     paths = [(STREAMS, dst.encode(), HEADER)] + [(STREAMS, dst.encode(), MESSAGES, l) for l in witness_labels]
-    return payload, prune_leaves(witness(tree, select(paths=paths)))
+    return payload, leaf_digest_witness(tree, paths)
 
 
 # --------------------------------------------------------------------------- fixtures
@@ -398,7 +389,7 @@ def _tampered_message_with_matching_witness(w):
 
 def _witness_of_other_subtree(w):
     payload, _, c = split(w.encode(msg_limit=0))  # small enough for the witness to hold
-    return join(payload, prune_leaves(witness(w.tree, select_path([b"time"]))), c), {}
+    return join(payload, leaf_digest_witness(w.tree, [(b"time",)]), c), {}
 
 
 def _witness_of_other_stream(w):
@@ -416,15 +407,16 @@ def _witness_with_only_header(w):
 def _position_supplied_twice(w):
     payload, _, c = split(w.encode(msg_limit=3))
     # Witness reveals message 6 whole (as a Leaf), the others as pruned leaves.
-    full = witness(w.tree, select(paths=[(STREAMS, OWN.encode(), HEADER)] +
-                                  [(STREAMS, OWN.encode(), MESSAGES, idx(i)) for i in (5, 6, 7)]))
+    revealed = leaf_digest_witness(w.tree, [(STREAMS, OWN.encode(), HEADER)] +
+                                   [(STREAMS, OWN.encode(), MESSAGES, idx(i)) for i in (5, 6, 7)])
+    message_6 = w.tree[STREAMS][OWN.encode()][MESSAGES][idx(6)]
     def walk(node):
         if type(node) is Fork:
             return Fork(walk(node.left), walk(node.right))
         if type(node) is Labeled:
-            return node if node.label == idx(6) else Labeled(node.label, walk(node.subtree))
-        return Pruned(ht.hash_leaf(node.value)) if type(node) is Leaf else node
-    return join(payload, walk(full), c), {}
+            return Labeled(idx(6), Leaf(message_6)) if node.label == idx(6) else Labeled(node.label, walk(node.subtree))
+        return node
+    return join(payload, walk(revealed), c), {}
 
 
 def _witness_with_time_leaf(w):

@@ -1,5 +1,6 @@
 """The decoders' fast paths (msgpack's C unpacker plus a canonical re-encoding check) accept
-exactly what the checking decoders accept, and decode it to the same value."""
+exactly what the checking decoders accept, and decode it to the same value. (Hash trees have
+one reader, ``tree_encoding.parse_tree``: see test_tree_encoding.)"""
 
 from __future__ import annotations
 
@@ -9,13 +10,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from state_manager import codec
-from state_manager import tree_encoding as te
 from state_manager.encoding import EncodingError, decode, encode_unchecked, packb
-from state_manager.hash_tree import empty, fork, labeled, leaf, pruned
 from state_manager.messages import Reject, RejectCode, Request, Response
 from state_manager.state_codec import decode_state, encode_state, state_from_value, state_to_value
 
-TREE = te.encode_tree(fork(labeled(b"a", leaf(b"x" * 40)), fork(pruned(bytes(32)), labeled(b"b", empty()))))
 LEAVES = [
     codec.encode_message_leaf(Request(1, 2, "method", b"p" * 20, 7)),
     codec.encode_message_leaf(Response(3, 4, 5, Reject(RejectCode.CANISTER_ERROR, "no"))),
@@ -26,40 +24,6 @@ def _mutations(base: bytes, position: int, byte: int, noise: bytes):
     mutated = bytearray(base)
     mutated[position % len(base)] = byte
     return (bytes(mutated), base + noise, noise, base[: position % len(base)], bytes(mutated) + noise)
-
-
-def _reader(data: bytes):
-    try:
-        return te._decode_with_reader(data, 64)
-    except te.TreeDecodeError:
-        return None
-
-
-@settings(max_examples=300, deadline=None)
-@given(st.integers(0, 10_000), st.integers(0, 255), st.binary(max_size=40))
-def test_tree_fast_path_never_accepts_more_than_the_reader(position, byte, noise):
-    for data in _mutations(TREE, position, byte, noise):
-        fast = te._decode_fast(data, 64)
-        if fast is not None:
-            assert _reader(data) == fast
-        assert (_reader(data) is None) == _tree_raises(data)
-
-
-def _tree_raises(data: bytes) -> bool:
-    try:
-        te.decode_tree(data, max_bytes=1 << 20, max_depth=64)
-    except te.TreeDecodeError:
-        return True
-    return False
-
-
-def test_tree_fast_path_respects_the_depth_bound():
-    deep = leaf(b"v")
-    for _ in range(10):
-        deep = labeled(b"l", deep)
-    data = te.encode_tree(deep)
-    assert te._decode_fast(data, 11) is not None
-    assert te._decode_fast(data, 10) is None
 
 
 def _strict_message(data: bytes):

@@ -1,4 +1,4 @@
-"""LabeledTrie: layout golden vectors, incremental == from-scratch, persistence, witnesses."""
+"""LabeledTrie: layout golden vectors, incremental == from-scratch, persistence; its witnesses."""
 
 from __future__ import annotations
 
@@ -8,20 +8,11 @@ from hypothesis import strategies as st
 
 from state_manager import hash_tree as ht
 from state_manager import labeled_trie as lt
+from state_manager.errors import StateManagerError
 from state_manager.hash_tree import ABSENT, UNKNOWN, Found, empty, fork, labeled, leaf, lookup_path, reconstruct
-from state_manager.labeled_trie import (
-    LabeledTrie,
-    Selection,
-    build_from_sorted,
-    reference_digest,
-    reference_hash_tree,
-    select,
-    select_path,
-    select_range,
-    to_hash_tree,
-    witness,
-)
-from state_manager.tree_encoding import decode_tree, encode_tree
+from state_manager.labeled_trie import LabeledTrie, build_from_sorted, pending_hashes
+from state_manager.tree_encoding import encode_nested, tree_from_nested_arrays
+from state_manager.trie_witness import PRUNED_VALUE, REVEAL, WitnessPlan, plan_paths, witness, witness_tree
 from tests.state_manager.tree_strategies import (
     EMPTY,
     labels,
@@ -30,6 +21,13 @@ from tests.state_manager.tree_strategies import (
     models,
     trie_from_model,
     value_tree,
+)
+from tests.state_manager.trie_reference import (
+    encoding_bits,
+    leaf_digest_plan,
+    reference_digest,
+    reference_hash_tree,
+    trie_hash_tree as to_hash_tree,
 )
 
 
@@ -46,7 +44,7 @@ def uncached_nodes(trie: LabeledTrie) -> int:
         if node.cached_digest is not None:
             continue
         count += 1
-        if isinstance(node, lt._Branch):
+        if isinstance(node, lt.TrieBranch):
             stack.extend((node.left, node.right))
         elif isinstance(node.value, LabeledTrie) and node.value.root is not None:
             stack.append(node.value.root)
@@ -59,7 +57,7 @@ def uncached_nodes(trie: LabeledTrie) -> int:
 @settings(max_examples=500, deadline=None)
 @given(st.binary(max_size=6), st.binary(max_size=6))
 def test_label_encoding_orders_like_bytes_and_crit_bit_is_first_difference(a, b):
-    ea, eb = lt._encoding_bits(a), lt._encoding_bits(b)
+    ea, eb = encoding_bits(a), encoding_bits(b)
     assert (ea < eb) == (a < b)
     for position in range(max(len(ea), len(eb)) + 3):
         assert lt._bit(a, position) == (int(ea[position]) if position < len(ea) else 0)
@@ -248,11 +246,19 @@ def test_range_items(model, lo, hi):
         assert trie.first_label() == min(model) and trie.last_label() == max(model)
 
 
-def test_get_and_getitem():
-    trie = build_from_sorted([(b"a", b"1"), (b"ab", b"2")])
-    assert trie.get(b"a") == b"1"
-    assert trie.get(b"b") is None
-    assert trie.get(b"b", b"d") == b"d"
+def test_typed_getters_and_getitem():
+    inner = build_from_sorted([(b"x", b"y")])
+    trie = build_from_sorted([(b"a", b"1"), (b"ab", b"2"), (b"e", empty()), (b"t", inner)])
+    assert trie.get_leaf(b"a") == b"1"
+    assert trie.get_leaf(b"b") is None
+    assert trie.get_leaf(b"t") is None and trie.get_leaf(b"e") is None
+    assert trie.get_subtree(b"t") is inner
+    assert trie.get_subtree(b"e") is LabeledTrie.empty()  # Empty hashes like the empty trie
+    assert trie.get_subtree(b"a") is None and trie.get_subtree(b"b") is None
+    with pytest.raises(lt.InvalidLabelError):
+        trie.get_leaf("a")
+    with pytest.raises(lt.InvalidLabelError):
+        trie.get_subtree("t")
     assert trie[b"ab"] == b"2"
     with pytest.raises(lt.LabelNotFoundError):
         trie[b"abc"]
@@ -275,16 +281,10 @@ def test_invalid_arguments_raise_typed_errors():
         build_from_sorted([(b"b", b""), (b"a", b"")])
     with pytest.raises(lt.UnsortedItemsError):
         build_from_sorted([(b"a", b""), (b"a", b"")])
-    with pytest.raises(lt.InvalidSelectionError):
-        Selection(children=((b"b", lt.REVEAL_ALL), (b"a", lt.REVEAL_ALL)))
-    with pytest.raises(lt.InvalidSelectionError):
-        Selection(ranges=((b"b", b"a"),))
-    with pytest.raises(lt.InvalidSelectionError):
-        select_path(b"abc")
     for name in lt.__all__:
         obj = getattr(lt, name)
         if isinstance(obj, type) and issubclass(obj, Exception):
-            assert issubclass(obj, lt.LabeledTrieError)
+            assert issubclass(obj, lt.LabeledTrieError) and issubclass(obj, StateManagerError)
 
 
 # --------------------------------------------------------------------------- caching
@@ -319,8 +319,6 @@ def test_deep_tries_need_no_recursion():
     for trie in (chain, nested, chain.insert(b"z", nested)):
         tree = to_hash_tree(trie)
         assert reconstruct(tree) == trie.digest()
-        data = encode_tree(tree)
-        assert decode_tree(data, max_bytes=len(data), max_depth=10_000) == tree
     assert lookup_path(to_hash_tree(nested), [b"n"] * 3000 + [b"v"]) == Found(leaf(b"bottom"))
     shorter = chain.remove(b"a" * 1500)
     assert shorter.digest() == build_from_sorted((b"a" * k, b"") for k in range(3000) if k != 1500).digest()
@@ -328,12 +326,24 @@ def test_deep_tries_need_no_recursion():
     assert small.remove(b"a" * 150).digest() == reference_digest({b"a" * k: b"" for k in range(300) if k != 150})
 
 
-# --------------------------------------------------------------------------- witnesses
+# --------------------------------------------------------------------------- pending hashes
+
+
+def test_pending_hashes_counts_uncached_nodes_and_new_leaf_values():
+    trie = build_from_sorted((be(i), b"m") for i in range(100))
+    assert pending_hashes(trie) == uncached_nodes(trie) + 100  # 199 nodes, 100 leaf values
+    trie.digest()
+    assert pending_hashes(trie) == 0
+    nested = trie.insert(be(5), build_from_sorted([(b"x", b"y")]))
+    assert pending_hashes(nested) == uncached_nodes(nested) + 1  # the new inner leaf's value
+
+
+# --------------------------------------------------------------------------- witnesses (trie_witness)
 
 
 def probe_paths(model):
     present = [path for path, _ in model_paths(model)]
-    absent = [p[:-1] + (p[-1] + b"\x00",) for p in present] + [(b"\x10",), (b"\xff\xff\xff\xff",), ()]
+    absent = [p[:-1] + (p[-1] + b"\x00",) for p in present] + [(b"\x10",), (b"\xff\xff\xff\xff",)]
     return present, absent
 
 
@@ -346,6 +356,15 @@ def model_lookup(model, path):
     return node
 
 
+def _revealed(tree, path):
+    """The node a witness holds at ``path`` (``None`` if its labels are not revealed)."""
+    parent = lookup_path(tree, path[:-1]) if len(path) > 1 else Found(tree)
+    if not isinstance(parent, Found):
+        return None
+    found = ht.find_label(path[-1], ht.flatten_forks(parent.tree))
+    return found.tree if isinstance(found, Found) else None
+
+
 @settings(max_examples=300, deadline=None)
 @given(st.data())
 def test_witness_of_any_paths(data):
@@ -353,11 +372,11 @@ def test_witness_of_any_paths(data):
     trie = trie_from_model(model)
     present, absent = probe_paths(model)
     chosen = data.draw(st.lists(st.sampled_from(present + absent), max_size=5))
-    tree = witness(trie, select(paths=chosen))
+    tree = witness_tree(trie, plan_paths(chosen))
     assert reconstruct(tree) == trie.digest()
     ht.validate_well_formed(tree)
     for path in chosen:
-        value = model_lookup(model, path) if path else model
+        value = model_lookup(model, path)
         result = lookup_path(tree, path)
         if value is None:
             assert result == ABSENT, path
@@ -370,49 +389,65 @@ def test_witness_of_any_paths(data):
             isinstance(result, Found) and reconstruct(result.tree) == reconstruct(value_tree(model_lookup(model, path)))
         )
     for path in absent:
-        if path and model_lookup(model, path) is None:
+        if model_lookup(model, path) is None:
             assert lookup_path(tree, path) in (ABSENT, UNKNOWN)
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=300, deadline=None)
 @given(st.data())
-def test_witness_of_a_range(data):
+def test_witness_reveals_pruned_values(data):
     model = data.draw(models)
     trie = trie_from_model(model)
-    nested = [path for path, value in model_paths(model) if isinstance(value, dict)]
-    path = data.draw(st.sampled_from(nested + [()]))
-    lo = data.draw(labels)
-    hi = data.draw(st.one_of(st.none(), labels.filter(lambda h: h >= lo)))
-    tree = witness(trie, select_range(path, lo, hi))
+    leaves = [(path, value) for path, value in model_paths(model) if isinstance(value, bytes)]
+    chosen = data.draw(st.lists(st.sampled_from(leaves), max_size=5, unique_by=lambda item: item[0])) if leaves else []
+    tree = witness_tree(trie, leaf_digest_plan(path for path, _ in chosen))
     assert reconstruct(tree) == trie.digest()
     ht.validate_well_formed(tree)
-    under = model_lookup(model, path) if path else model
-    for label, value in under.items():
-        result = lookup_path(tree, path + (label,))
-        if lo <= label and (hi is None or label < hi):
-            assert result == Found(value_tree(value))
-        else:
-            assert result == UNKNOWN or isinstance(result, Found)
+    for path, value in chosen:
+        assert _revealed(tree, path) == ht.pruned(ht.hash_leaf(value)), path
+    # The witness never carries data: every leaf value is pruned to its digest.
+    stack = [tree]
+    while stack:
+        node = stack.pop()
+        assert not isinstance(node, ht.Leaf)
+        stack += [node.left, node.right] if isinstance(node, ht.Fork) else [node.subtree] if isinstance(
+            node, ht.Labeled) else []
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.integers(1, 300), st.data())
+def test_a_range_witness_equals_the_one_listing_every_label(size, data):
+    """The walker's shortcut for a subtree wholly inside the range (``covers``) builds what
+    the plan listing each label of the range builds node by node."""
+    trie = build_from_sorted((be(i), b"m%d" % i) for i in range(size))
+    lo = data.draw(st.integers(0, size))
+    hi = data.draw(st.integers(lo + 1, size + 2))  # plans hold non-empty ranges only
+    by_range = witness(trie, WitnessPlan({}, be(lo), be(hi)))
+    listed = {be(i): PRUNED_VALUE for i in range(lo, min(hi, size))}
+    assert by_range == witness(trie, WitnessPlan(listed) if listed else WitnessPlan({}, be(lo), be(hi)))
+    assert reconstruct(tree_from_nested_arrays(by_range)) == trie.digest()
 
 
 def test_stream_slice_witness():
     messages = build_from_sorted((be(i), b"msg%d" % i) for i in range(1000))
     stream = build_from_sorted([(b"header", b"h"), (b"messages", messages)])
     state = LabeledTrie.empty().insert(b"streams", LabeledTrie.empty().insert(b"\x07", stream))
-    selection = select(paths=[[b"streams", b"\x07", b"header"]], ranges=[([b"streams", b"\x07", b"messages"], be(100), be(110))])
-    tree = witness(state, selection)
+    plan = WitnessPlan({b"streams": WitnessPlan({b"\x07": WitnessPlan({
+        b"header": PRUNED_VALUE, b"messages": WitnessPlan({}, be(100), be(110))})})})
+    value = witness(state, plan)
+    tree = tree_from_nested_arrays(value)
     assert reconstruct(tree) == state.digest()
     for i in range(100, 110):
-        assert lookup_path(tree, [b"streams", b"\x07", b"messages", be(i)]) == Found(leaf(b"msg%d" % i))
-    assert lookup_path(tree, [b"streams", b"\x07", b"messages", be(99)]) == UNKNOWN
-    assert lookup_path(tree, [b"streams", b"\x07", b"header"]) == Found(leaf(b"h"))
+        assert _revealed(tree, [b"streams", b"\x07", b"messages", be(i)]) == ht.pruned(ht.hash_leaf(b"msg%d" % i))
+    assert _revealed(tree, [b"streams", b"\x07", b"messages", be(99)]) is None
+    assert _revealed(tree, [b"streams", b"\x07", b"header"]) == ht.pruned(ht.hash_leaf(b"h"))
     # Small: 10 revealed messages plus O(log n) pruned siblings, not 1000 messages.
-    assert len(encode_tree(tree)) < 2000
+    assert len(encode_nested(value)) < 2000
 
 
 def test_absence_proof_in_big_trie():
     trie = build_from_sorted((be(2 * i), b"") for i in range(1000))
-    tree = witness(trie, select_path([be(501)]))
+    tree = witness_tree(trie, plan_paths([[be(501)]]))
     assert reconstruct(tree) == trie.digest()
     assert lookup_path(tree, [be(501)]) == ABSENT
     # The neighbours are revealed as adjacent labels with their values pruned.
@@ -423,13 +458,16 @@ def test_absence_proof_in_big_trie():
 
 
 def test_witness_edge_cases():
-    trie = build_from_sorted([(b"a", b"1"), (b"b", b"2")])
-    assert witness(trie, lt.REVEAL_NOTHING) == ht.pruned(trie.digest())
-    assert witness(trie, lt.REVEAL_ALL) == to_hash_tree(trie)
-    assert witness(LabeledTrie.empty(), select_path([b"x"])) == empty()
+    inner = build_from_sorted([(b"x", b"y")])
+    trie = build_from_sorted([(b"a", b"1"), (b"b", b"2"), (b"t", inner)])
+    assert witness_tree(trie, WitnessPlan()) == ht.pruned(trie.digest())
+    assert witness_tree(trie, WitnessPlan({b"a": REVEAL, b"b": REVEAL, b"t": REVEAL})) == to_hash_tree(trie)
+    assert witness(LabeledTrie.empty(), plan_paths([[b"x"]])) == (0,)
     # A path running through a leaf reveals the leaf, which proves the rest absent.
-    tree = witness(trie, select_path([b"a", b"deeper"]))
-    assert lookup_path(tree, [b"a", b"deeper"]) == ABSENT
-    assert lt.union_selections(select_path([b"a"]), lt.REVEAL_ALL) == lt.REVEAL_ALL
-    merged = lt.union_selections(select_path([b"a", b"x"]), select_range([b"a"], b"p", None))
-    assert merged == Selection(children=((b"a", Selection(children=((b"x", lt.REVEAL_ALL),), ranges=((b"p", None),))),))
+    assert lookup_path(witness_tree(trie, plan_paths([[b"a", b"deeper"]])), [b"a", b"deeper"]) == ABSENT
+    # A prefix path reveals everything below it, whatever the order of the paths.
+    assert plan_paths([[b"t", b"x"], [b"t"]]) == plan_paths([[b"t"], [b"t", b"x"]]) == WitnessPlan({b"t": REVEAL})
+    # A pruned value of a subtree is its digest.
+    assert _revealed(witness_tree(trie, WitnessPlan({b"t": PRUNED_VALUE})), [b"t"]) == ht.pruned(inner.digest())
+    assert trie.label_before(b"b") == b"a" and trie.label_after(b"b") == b"t"
+    assert trie.label_before(b"a") is None and trie.label_after(b"z") is None

@@ -10,10 +10,10 @@ from message_routing.limits import DEFAULT
 from state_manager.canister_state import CanisterState, CanisterStatus, IngressOrigin
 from state_manager.hash_tree import Found, lookup_path
 from state_manager.ingress_history import IngressState, IngressStatus
-from state_manager.labeled_trie import to_hash_tree
 from state_manager.state_tree import StateTreeBuilder, build_state_trees, index_label, leaf
 from state_manager.streams import RejectReason, Stream
 from tests.builders import A, B, C, ingress, reply, request, state
+from tests.state_manager.trie_reference import trie_hash_tree
 
 
 def test_certified_layout_holds_the_specified_paths():
@@ -21,7 +21,7 @@ def test_certified_layout_holds_the_specified_paths():
     s.metadata.batch_number, s.metadata.batch_time = 7, 123
     s.streams[B] = Stream(begin=4, messages=[request(1, 100)], signals_end=2)
     s.ingress_history.set(bytes(32), IngressStatus(IngressState.REPLIED, 1, b"u", 5, 9, reply=b"yes"))
-    tree = to_hash_tree(build_state_trees(s).certified)
+    tree = trie_hash_tree(build_state_trees(s).certified)
 
     def found(*path):
         result = lookup_path(tree, [p.encode() if isinstance(p, str) else p for p in path])
@@ -42,8 +42,8 @@ def test_loopback_stream_is_not_certified_but_is_in_the_full_state():
     s = state(A, canisters=[1])
     s.streams[A] = Stream(messages=[request(1, 1)])
     trees = build_state_trees(s)
-    assert b"subnet-a" not in trees.certified.get(b"streams")
-    assert trees.full.get(b"loopback") is not None
+    assert b"subnet-a" not in trees.certified.get_subtree(b"streams")
+    assert trees.full.get_subtree(b"loopback") is not None
 
 
 def test_a_garbage_collected_stream_front_does_not_rehash_the_rest():
@@ -51,14 +51,14 @@ def test_a_garbage_collected_stream_front_does_not_rehash_the_rest():
     s.streams[B] = Stream(messages=[request(1, 100, callback=i, payload=b"x" * 10) for i in range(2000)])
     builder = StateTreeBuilder()
     first = builder.update(s)
-    messages_before = first.certified.get(b"streams").get(b"subnet-b").get(b"messages")
+    messages_before = first.certified.get_subtree(b"streams").get_subtree(b"subnet-b").get_subtree(b"messages")
     s.streams[B].discard_messages_before(100)
     for i in range(100):
         s.streams[B].push(request(1, 100, callback=5000 + i))
     second = builder.update(s)
-    messages_after = second.certified.get(b"streams").get(b"subnet-b").get(b"messages")
+    messages_after = second.certified.get_subtree(b"streams").get_subtree(b"subnet-b").get_subtree(b"messages")
     # untouched message leaves are the very same objects, shared between the two heights
-    assert messages_after.get(index_label(1000)) is messages_before.get(index_label(1000))
+    assert messages_after.get_leaf(index_label(1000)) is messages_before.get_leaf(index_label(1000))
     assert second.full_hash == build_state_trees(s).full_hash
     assert first.full_hash == first.full.digest() != second.full_hash
 

@@ -1,4 +1,5 @@
-"""Canonical msgpack of hash trees: golden bytes, round trips, one test per rejection."""
+"""Canonical msgpack of hash trees: golden bytes, round trips, one test per rejection of the
+one reader (``parse_tree``, under ``decode_tree``)."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ from hypothesis import strategies as st
 
 from state_manager import hash_tree as ht
 from state_manager import tree_encoding as te
+from state_manager.errors import StateManagerError
 from state_manager.hash_tree import empty, fork, labeled, leaf, pruned
 from state_manager.tree_encoding import decode_tree, encode_tree
 from tests.state_manager.tree_strategies import arbitrary_layout_trees, prunings
@@ -63,15 +65,32 @@ def test_round_trip_and_msgpack_agreement(data):
     assert decode(encoded) == tree
 
 
-def test_deep_tree_round_trip_without_recursion():
+def chain(depth: int) -> ht.HashTree:
+    """A tree of ``depth`` nested nodes: labels above a leaf."""
+    tree = leaf(b"bottom")
+    for _ in range(depth - 1):
+        tree = labeled(b"k", tree)
+    return tree
+
+
+def test_encoding_deep_trees_needs_no_recursion():
     depth = 100_000
     tree = leaf(b"bottom")
     for _ in range(depth):
         tree = labeled(b"k", fork(empty(), tree))
     encoded = encode_tree(tree)
-    decoded = decode_tree(encoded, max_bytes=len(encoded), max_depth=2 * depth + 1)
-    assert decoded == tree
-    assert ht.reconstruct(decoded) == ht.reconstruct(tree)
+    assert encoded == b"\x93\x02\xc4\x01k\x93\x01\x91\x00" * depth + encode_tree(leaf(b"bottom"))
+    assert te.encode_nested(te.parse_tree(encode_tree(chain(te.MAX_PARSE_DEPTH)))) == encode_tree(
+        chain(te.MAX_PARSE_DEPTH))  # deeper than msgpack's packer goes: the explicit stack
+
+
+def test_the_reader_reads_up_to_its_parse_depth():
+    deepest = chain(te.MAX_PARSE_DEPTH)
+    data = encode_tree(deepest)
+    assert decode(data, max_depth=te.MAX_PARSE_DEPTH) == deepest
+    assert ht.reconstruct(decode(data, max_depth=te.MAX_PARSE_DEPTH)) == ht.reconstruct(deepest)
+    with pytest.raises(te.TreeTooDeepError):
+        decode(encode_tree(chain(te.MAX_PARSE_DEPTH + 1)), max_depth=10**6)
 
 
 # --------------------------------------------------------------------------- rejections
@@ -182,6 +201,19 @@ def test_rejects_non_bytes_label_and_leaf():
         decode(msgpack.packb([4, 7], use_bin_type=True))
 
 
+def test_rejects_maps_strings_and_extension_types_by_name():
+    with pytest.raises(te.ExpectedNodeError):
+        decode(msgpack.packb([1, [0], {"a": 1}], use_bin_type=True))
+    with pytest.raises(te.ExpectedBytesError):
+        decode(bytes.fromhex("9203d6ff00000000"))  # a timestamp extension as the leaf value
+    with pytest.raises(te.ArityError):
+        decode(msgpack.packb([1, [0], [0], [0]], use_bin_type=True))
+    with pytest.raises(te.ExpectedNodeError):
+        decode(bytes.fromhex("c1"))  # msgpack's reserved byte
+    with pytest.raises(te.ExpectedNodeError):
+        decode(bytes.fromhex("c0"))  # nil at the root
+
+
 def test_rejects_non_node_where_node_expected():
     with pytest.raises(te.ExpectedNodeError):
         decode(msgpack.packb({"t": 0}))
@@ -204,7 +236,7 @@ def test_error_classes_are_distinct_and_share_a_base():
     classes = [getattr(te, name) for name in te.__all__ if name.endswith("Error")]
     assert len(set(classes)) == len(classes)
     for cls in classes:
-        assert issubclass(cls, te.TreeDecodeError)
+        assert issubclass(cls, te.TreeDecodeError) and issubclass(cls, StateManagerError)
 
 
 @settings(max_examples=300, deadline=None)

@@ -11,6 +11,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from state_manager import certified_slice as cs
+from state_manager.certified_slice import bounded_parse as bp
 from state_manager import encoding
 from state_manager import hash_tree as ht
 from state_manager import tree_encoding as te
@@ -53,9 +54,9 @@ def parsed(monkeypatch):
     """How many nodes each parse handed to its hook, and whether it returned a tree (only
     then do the walks over the tree run)."""
     seen = {"payload": 0, "witness": 0, "payload parsed": False, "witness parsed": False}
-    original = cs._unpack
+    original = bp.parse_nodes
 
-    def unpack(data, hook, not_canonical):
+    def parse_nodes(data, hook, not_canonical):
         kind = "payload" if not_canonical is cs.PayloadNotCanonical else "witness"
 
         def counting(node):
@@ -66,7 +67,7 @@ def parsed(monkeypatch):
         seen[f"{kind} parsed"] = True
         return value
 
-    monkeypatch.setattr(cs, "_unpack", unpack)
+    monkeypatch.setattr(bp, "parse_nodes", parse_nodes)
     return seen
 
 
@@ -196,9 +197,9 @@ def test_restricted_and_appended_slices_stay_within_the_default_budget(world):
 
 def _parse(data: bytes):
     """The slice decoder's tree parse (node checks while parsing, canonical form after)."""
-    value = cs._unpack(data, lambda node: (cs._check_node(node, cs.WitnessNotCanonical), node)[1],
-                       cs.WitnessNotCanonical)
-    cs._check_canonical(value, data, cs.WitnessNotCanonical)
+    value = bp.parse_nodes(data, lambda node: (te.node_tag(node), node)[1], cs.WitnessNotCanonical)
+    if te.encode_nested(value) != data:
+        raise cs.WitnessNotCanonical("not canonical")
     return te.tree_from_nested_arrays(value)
 
 

@@ -50,7 +50,7 @@ def model_paths(model: dict, prefix: tuple = ()) -> list[tuple[tuple[bytes, ...]
 
 def value_tree(value: object) -> ht.HashTree:
     """The full hash tree of one model value (via the from-scratch reference layout)."""
-    from state_manager.labeled_trie import reference_hash_tree
+    from tests.state_manager.trie_reference import reference_hash_tree
 
     if isinstance(value, dict):
         return reference_hash_tree(value)
