@@ -10,8 +10,9 @@ A block on top of the chain tip (whose state is ``state``) holds:
 * ingress from the maker's pool, in arrival order, at most ``max_ingress_messages`` and half
   the block payload budget, skipping messages the state's ingress history already knows and
   messages whose receiver ``routing_table`` (at the block's registry version) does not route
-  to this subnet — what the notary refuses, so a canister that moved away after its message
-  was pooled cannot stall the chain;
+  to this subnet (the management canister, ``MANAGEMENT_CANISTER_ID``, is every subnet's) —
+  what the notary refuses, so a canister that moved away after its message was pooled
+  cannot stall the chain;
 * the XNet payload ``get_xnet_payload(state, past_payloads, slice_pool, remaining budget,
   limits, seed)`` with ``seed = parent hash ‖ height`` (the builder's rotation).
 """
@@ -22,7 +23,7 @@ from dataclasses import dataclass
 from typing import Sequence
 
 from message_routing.limits import Limits
-from state_manager.messages import Ingress
+from state_manager.messages import MANAGEMENT_CANISTER_ID, Ingress
 from state_manager.replicated_state import ReplicatedState
 from state_manager.routing_table import RoutingTable
 from xnet.payload_builder import get_xnet_payload
@@ -83,7 +84,9 @@ def build_block(
     own = state.own_subnet_id
 
     def excluded(ingress: Ingress) -> bool:
-        return ingress.message_id in history or routing_table.lookup(ingress.receiver) != own
+        if ingress.message_id in history:
+            return True
+        return ingress.receiver != MANAGEMENT_CANISTER_ID and routing_table.lookup(ingress.receiver) != own
 
     ingress = ingress_pool.select(time, budget // 2, max_ingress_messages, excluded)
     remaining = budget - sum(i.count_bytes() for i in ingress)

@@ -11,7 +11,8 @@ decoded into stream slices (ready for the batch). Rules, in order:
 5. payload bytes (ingress ``count_bytes`` + slice lengths) ``<= limits.max_block_payload_bytes``;
 6. each ingress message: unique id in the block, not in the state's ingress history,
    ``time <= expiry <= time + limits.max_ingress_ttl_ns``, ``count_bytes <= limits.max_ingress_bytes``,
-   receiver routed to this subnet at the block's registry version;
+   receiver routed to this subnet at the block's registry version, or the management
+   canister (``MANAGEMENT_CANISTER_ID``: every subnet executes the calls sent to it);
 7. ``validate_xnet_payload`` against our state at the tip and the past payloads, keys from
    the registry at the block's version (``Invalid`` → ``InvalidXNetPayloadInBlock``,
    ``Transient`` → ``BlockNotYetValid``).
@@ -22,6 +23,7 @@ from __future__ import annotations
 from typing import Callable, Optional, Sequence
 
 from message_routing.limits import Limits
+from state_manager.messages import MANAGEMENT_CANISTER_ID
 from state_manager.replicated_state import ReplicatedState
 from xnet.errors import RegistryVersionUnavailable
 from xnet.payload_validator import Invalid, Transient, validate_xnet_payload
@@ -119,7 +121,7 @@ def _check_ingress(block: Block, state: ReplicatedState, registry: Registry, lim
             raise InvalidIngressInBlock(f"message {mid.hex()} expires too far in the future")
         if ingress.count_bytes() > limits.max_ingress_bytes:
             raise InvalidIngressInBlock(f"message {mid.hex()} exceeds the ingress size limit")
-        if table.lookup(ingress.receiver) != own:
+        if ingress.receiver != MANAGEMENT_CANISTER_ID and table.lookup(ingress.receiver) != own:
             raise InvalidIngressInBlock(f"message {mid.hex()} is for canister {ingress.receiver}, not on this subnet")
 
 

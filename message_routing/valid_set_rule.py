@@ -2,7 +2,8 @@
 
 A message is inducted iff its id is new, it has not expired (and its expiry is not too far
 ahead), it fits the size limit, its receiver is a running canister of this subnet and the
-canister's ingress queue has room. A failed check never raises: it yields a typed reason
+canister's ingress queue has room — or its receiver is the management canister
+(``MANAGEMENT_CANISTER_ID``, which every subnet hosts) and ``management_queue`` has room. A failed check never raises: it yields a typed reason
 and, unless the id is a duplicate (whose existing status must stay untouched), a
 ``rejected`` status in the ingress history, kept until ``min(expiry, now + max_ingress_ttl)``
 plus the retention period (so a far-future expiry cannot pin it). Nothing else in the state
@@ -15,7 +16,7 @@ import enum
 
 from state_manager.canister_state import CanisterStatus
 from state_manager.ingress_history import IngressState, IngressStatus
-from state_manager.messages import Ingress, RejectCode, truncate_reject_message
+from state_manager.messages import MANAGEMENT_CANISTER_ID, Ingress, RejectCode, truncate_reject_message
 from state_manager.replicated_state import ReplicatedState
 
 from .limits import Limits
@@ -53,6 +54,10 @@ def compute_ingress_failure(state: ReplicatedState, ingress: Ingress, limits: Li
         return IngressInductionFailure.EXPIRY_TOO_FAR
     if ingress.count_bytes() > limits.max_ingress_bytes:
         return IngressInductionFailure.PAYLOAD_TOO_LARGE
+    if ingress.receiver == MANAGEMENT_CANISTER_ID:
+        if not state.management_queue.has_room(limits.queue_capacity):
+            return IngressInductionFailure.QUEUE_FULL
+        return None
     canister = state.canisters.get(ingress.receiver)
     if canister is None:
         return IngressInductionFailure.CANISTER_NOT_FOUND
@@ -68,7 +73,10 @@ def induct_ingress(state: ReplicatedState, ingress: Ingress, limits: Limits) -> 
     failure = compute_ingress_failure(state, ingress, limits)
     now = state.metadata.batch_time
     if failure is None:
-        state.canisters[ingress.receiver].queues.push_ingress(ingress)
+        if ingress.receiver == MANAGEMENT_CANISTER_ID:
+            state.management_queue.push(ingress)
+        else:
+            state.canisters[ingress.receiver].queues.push_ingress(ingress)
         state.ingress_history.set(
             ingress.message_id,
             IngressStatus(IngressState.RECEIVED, ingress.receiver, ingress.source, now, ingress.expiry_time),

@@ -127,12 +127,21 @@ class IdMap(KeyOrderedDict):
 class CanisterState:
     """One canister. Writes mark it ``dirty`` (scalars via properties, call contexts and
     callbacks via tracked maps, queues and stable state via their own records), so a commit
-    rehashes only canisters that changed."""
+    rehashes only canisters that changed; whoever replaces the module sets ``dirty`` itself.
+
+    The module is one of three kinds:
+
+    * builtin: ``module_name`` is ``"package.module:Class"``, a class the process knows, and
+      ``module_hash`` derives from the name and the class's ``VERSION``; ``module_source`` is "";
+    * source: ``module_source`` is the module's Python source, ``module_name`` the class in it
+      and ``module_hash = SHA-256(module_source as UTF-8)`` — the code lives in the state;
+    * none yet (created, nothing installed): all three are empty.
+    """
 
     __slots__ = (
         "canister_id", "module_name", "module_hash", "_status", "_certified_data", "queues",
         "call_contexts", "callbacks", "next_call_context_id", "next_callback_id", "stable",
-        "controller", "dirty",
+        "controller", "module_source", "dirty",
     )
 
     def __init__(
@@ -143,10 +152,12 @@ class CanisterState:
         *,
         status: CanisterStatus = CanisterStatus.RUNNING,
         controller: bytes = b"",
+        module_source: str = "",
     ) -> None:
         self.canister_id = canister_id
         self.module_name = module_name
         self.module_hash = module_hash
+        self.module_source = module_source
         self._status = status
         self.controller = controller
         self._certified_data = b""

@@ -1,7 +1,8 @@
 """Messages that travel between canisters and from users: frozen values.
 
 Identifiers: a canister id is an unsigned 64-bit integer (labelled in the state tree as 8
-big-endian bytes); a subnet id is a short text name (labelled as its UTF-8 bytes).
+big-endian bytes); a subnet id is a short text name (labelled as its UTF-8 bytes). The
+largest id, ``MANAGEMENT_CANISTER_ID``, is reserved for the management canister.
 """
 
 from __future__ import annotations
@@ -13,11 +14,17 @@ from typing import Union
 __all__ = [
     "CanisterId", "SubnetId", "RejectCode", "Reply", "Reject", "Request", "Response",
     "RequestOrResponse", "Ingress", "MAX_REJECT_MESSAGE_BYTES", "truncate_reject_message",
-    "MESSAGE_OVERHEAD_BYTES",
+    "MESSAGE_OVERHEAD_BYTES", "MANAGEMENT_CANISTER_ID",
 ]
 
 CanisterId = int
 SubnetId = str
+
+#: The management canister (the IC's ``aaaaa-aa``): ``2**64 - 1``, the one canister id no
+#: canister ever has. It is not looked up in routing tables: every subnet accepts ingress for
+#: it and the subnet a user sends it to executes it (``ReplicatedState.management_queue``).
+#: The top id was chosen over 0 because testnet ranges start at 0 and never reach it.
+MANAGEMENT_CANISTER_ID = 2**64 - 1
 
 #: Reject messages are capped so a synthetic reject can never outgrow its reserved slot.
 MAX_REJECT_MESSAGE_BYTES = 255

@@ -6,7 +6,8 @@ from sortedcontainers import SortedDict
 
 from .canister_state import CanisterState
 from .ingress_history import IngressHistory
-from .messages import CanisterId, SubnetId
+from .messages import CanisterId, Ingress, SubnetId
+from .queues import Queue
 from .routing_table import NetworkTopology, RoutingTable
 from .streams import Stream
 
@@ -50,13 +51,16 @@ class SystemMetadata:
 
 
 class ReplicatedState:
-    __slots__ = ("canisters", "streams", "ingress_history", "metadata")
+    __slots__ = ("canisters", "streams", "ingress_history", "metadata", "management_queue")
 
     def __init__(self, own_subnet_id: SubnetId, network_topology: NetworkTopology) -> None:
         self.canisters: SortedDict = SortedDict()   # CanisterId -> CanisterState
         self.streams: SortedDict = SortedDict()     # SubnetId -> Stream (ours to that subnet)
         self.ingress_history = IngressHistory()
         self.metadata = SystemMetadata(own_subnet_id, network_topology)
+        # Inducted ingress for the management canister (``MANAGEMENT_CANISTER_ID``), executed
+        # at the start of the next rounds' execution, before any canister's messages.
+        self.management_queue: Queue[Ingress] = Queue()
 
     @property
     def own_subnet_id(self) -> SubnetId:
@@ -87,6 +91,7 @@ class ReplicatedState:
             and dict(self.streams) == dict(other.streams)
             and self.ingress_history == other.ingress_history
             and self.metadata == other.metadata
+            and self.management_queue == other.management_queue
         )
 
     def __repr__(self) -> str:

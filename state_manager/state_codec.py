@@ -2,10 +2,19 @@
 
 ``decode_state(encode_state(s)) == s`` and the decoded state hashes to the same full-state
 hash. Decoding is strict (``CodecError``), since checkpoints come from disk.
+
+Versions (the first item of the value):
+
+* 2 — a canister ends with its ``module_source`` (text, "" for builtin modules, and then
+  ``module_hash == SHA-256(module_source)`` is checked); the state ends with its
+  ``management_queue``.
+* 1 — neither (no source canisters, an empty management queue); still decoded, so testnet
+  directories and recorded runs written before version 2 keep loading.
 """
 
 from __future__ import annotations
 
+import hashlib
 from typing import Any
 
 from .canister_state import CanisterState, CanisterStatus
@@ -22,9 +31,12 @@ from .stable_map import StableValueError
 from .streams import Stream
 
 __all__ = ["STATE_ENCODING_VERSION", "encode_state", "decode_state", "state_to_value", "state_from_value",
-           "topology_to_value", "topology_from_value"]
+           "state_encoding_version", "topology_to_value", "topology_from_value"]
 
-STATE_ENCODING_VERSION = 1
+STATE_ENCODING_VERSION = 2
+#: Versions ``decode_state`` reads: the items of a state and of a canister in each.
+_STATE_ARITY = {1: 10, 2: 11}
+_CANISTER_ARITY = {1: 15, 2: 16}
 
 
 def topology_to_value(topology: NetworkTopology) -> tuple:
@@ -83,18 +95,24 @@ def _canister_to_value(c: CanisterState) -> tuple:
         tuple((r, _queue_to_value(x, message_to_value)) for r, x in q.output_queues.items()),
         q.input_schedule,
         tuple(c.stable.items()),
+        c.module_source,
     )
 
 
-def _canister_from_value(value: Any) -> CanisterState:
+def _canister_from_value(value: Any, version: int) -> CanisterState:
+    fields = check_tuple(value, "canister", _CANISTER_ARITY[version])
     (cid, module_name, module_hash, status, controller, certified_data, next_ctx, next_cb, contexts, callbacks,
-     ingress_queue, input_queues, output_queues, input_schedule, stable) = check_tuple(value, "canister", 15)
+     ingress_queue, input_queues, output_queues, input_schedule, stable) = fields[:15]
+    module_source = check_str(fields[15], "module source") if version >= 2 else ""
     try:
         status = CanisterStatus(check_u64(status, "status"))
     except ValueError as exc:
         raise CodecError(f"canister status: unknown value {status!r}") from exc
     c = CanisterState(check_u64(cid, "canister id"), check_str(module_name, "module name"),
-                      check_bytes(module_hash, "module hash"), status=status, controller=check_bytes(controller, "controller"))
+                      check_bytes(module_hash, "module hash"), status=status, controller=check_bytes(controller, "controller"),
+                      module_source=module_source)
+    if module_source and hashlib.sha256(module_source.encode("utf-8")).digest() != c.module_hash:
+        raise CodecError(f"canister {c.canister_id}: module hash is not the SHA-256 of its source")
     c.certified_data = check_bytes(certified_data, "certified data")
     c.next_call_context_id = check_u64(next_ctx, "next call context id")
     c.next_callback_id = check_u64(next_cb, "next callback id")
@@ -142,14 +160,24 @@ def state_to_value(state: ReplicatedState) -> tuple:
         tuple(_canister_to_value(c) for c in state.canisters.values()),
         tuple((dst, _stream_to_value(s)) for dst, s in state.streams.items()),
         tuple((mid, ingress_status_to_value(s)) for mid, s in state.ingress_history.statuses.items()),
+        _queue_to_value(state.management_queue, ingress_to_value),
     )
 
 
-def state_from_value(value: Any) -> ReplicatedState:
-    (version, own, batch_number, batch_time, prev_hash, topology, counters, canisters, streams,
-     history) = check_tuple(value, "state", 10)
-    if type(version) is not int or version != STATE_ENCODING_VERSION:
+def state_encoding_version(value: Any) -> int:
+    """The version of a ``state_to_value`` form (``CodecError`` if it is none that decodes)."""
+    if not isinstance(value, tuple) or not value:
+        raise CodecError("state: expected an array")
+    version = value[0]
+    if type(version) is not int or version not in _STATE_ARITY:
         raise CodecError(f"state: unknown encoding version {version!r}")
+    return version
+
+
+def state_from_value(value: Any) -> ReplicatedState:
+    version = state_encoding_version(value)
+    fields = check_tuple(value, "state", _STATE_ARITY[version])
+    (_, own, batch_number, batch_time, prev_hash, topology, counters, canisters, streams, history) = fields[:10]
     state = ReplicatedState(check_str(own, "own subnet"), topology_from_value(topology))
     m = state.metadata
     m.batch_number = check_u64(batch_number, "batch number")
@@ -159,7 +187,7 @@ def state_from_value(value: Any) -> ReplicatedState:
         name, count = check_tuple(entry, "counter", 2)
         m.counters[check_str(name, "counter name")] = check_u64(count, "counter")
     for entry in check_tuple(canisters, "canisters"):
-        c = _canister_from_value(entry)
+        c = _canister_from_value(entry, version)
         state.canisters[c.canister_id] = c
     for entry in check_tuple(streams, "streams"):
         dst, stream = check_tuple(entry, "stream entry", 2)
@@ -167,6 +195,8 @@ def state_from_value(value: Any) -> ReplicatedState:
     for entry in check_tuple(history, "ingress history"):
         mid, status = check_tuple(entry, "ingress history entry", 2)
         state.ingress_history.set(check_bytes(mid, "message id", 32), ingress_status_from_value(status))
+    if version >= 2:
+        state.management_queue = _queue_from_value(fields[10], ingress_from_value)
     return state
 
 

@@ -10,7 +10,7 @@ Certified tree (what certifications sign; what users and peers verify)::
                                 /reject_message     [1, text]             (rejected only)
     /streams/<subnet>/header                        stream header leaf    (codec)
     /streams/<subnet>/messages/<8-byte BE index>    message leaf          (codec)
-    /canister/<8-byte id>/module_hash, /certified_data
+    /canister/<8-byte id>/module_hash, /certified_data   (no module_hash while no code is installed)
     /subnet/<subnet>/public_key, /canister_ranges
 
 Full tree (everything that determines future behaviour)::
@@ -20,9 +20,11 @@ Full tree (everything that determines future behaviour)::
     /ingress_history/<expiry><id>   the complete status record (8-byte BE expiry, then the id)
     /loopback/{header, messages/<index>}
     /canister_state/<id>/meta       module, status, controller, id counters, input schedule
+                        /module/source                 the module's Python source (source canisters only)
                         /call_contexts/<id>, /callbacks/<id>
                         /queues/ingress/<index>, /queues/{input,output}/<remote>/{reserved, messages/<index>}
                         /stable/<key>
+    /management_queue/<index>       ingress to the management canister not executed yet (absent if none)
 
 Every leaf is canonical msgpack ``[version, value]``. ``StateTreeBuilder`` keeps the tries of
 the last commit and applies only what changed: streams by their index bounds (messages are
@@ -187,23 +189,39 @@ def _canister_meta(canister: CanisterState) -> bytes:
                  canister.next_call_context_id, canister.next_callback_id, canister.queues.input_schedule))
 
 
-def _canister_tree(canister: CanisterState, stable_tree: LabeledTrie) -> LabeledTrie:
-    return build_from_sorted([
+def _module_tree(source: str) -> LabeledTrie:
+    """``/canister_state/<id>/module``: a subtree (not a leaf) so that its digest, computed
+    once, is reused while the canister's other parts change."""
+    return build_from_sorted([(b"source", leaf(source))])
+
+
+def _canister_tree(canister: CanisterState, stable_tree: LabeledTrie, module_tree: LabeledTrie | None) -> LabeledTrie:
+    items: list[tuple[bytes, LabeledTrie | bytes]] = [
         (b"call_contexts", build_from_sorted(
             (index_label(i), leaf(call_context_to_value(c))) for i, c in canister.call_contexts.items())),
         (b"callbacks", build_from_sorted(
             (index_label(i), leaf(callback_to_value(c))) for i, c in canister.callbacks.items())),
         (b"meta", _canister_meta(canister)),
-        (b"queues", _queues_tree(canister.queues)),
-        (b"stable", stable_tree),
-    ])
+    ]
+    if module_tree is not None:  # builtin modules have no source: their trees are as before
+        items.append((b"module", module_tree))
+    items.append((b"queues", _queues_tree(canister.queues)))
+    items.append((b"stable", stable_tree))
+    return build_from_sorted(items)
 
 
 def _certified_canister_tree(canister: CanisterState) -> LabeledTrie:
+    if not canister.module_hash:
+        return build_from_sorted([(b"certified_data", leaf(canister.certified_data))])
     return build_from_sorted([
         (b"certified_data", leaf(canister.certified_data)),
         (b"module_hash", leaf(canister.module_hash)),
     ])
+
+
+def _management_queue_tree(state: ReplicatedState) -> LabeledTrie | None:
+    queue = state.management_queue
+    return _queue_tree(queue, ingress_to_value) if queue.elements else None
 
 
 def _metadata_full_tree(state: ReplicatedState) -> LabeledTrie:
@@ -243,6 +261,9 @@ def _full_top(state: ReplicatedState, certified: LabeledTrie, ingress_history: L
     ]
     if loopback is not None:
         items.append((b"loopback", loopback))
+    management_queue = _management_queue_tree(state)
+    if management_queue is not None:
+        items.append((b"management_queue", management_queue))
     items.append((b"metadata", _metadata_full_tree(state)))
     return build_from_sorted(items)
 
@@ -262,7 +283,9 @@ def build_state_trees(state: ReplicatedState) -> StateTrees:
     loopback = _stream_tree(loop, _messages_tree(loop.begin, loop.messages)) if loop is not None else None
     canisters = build_from_sorted((canister_label(c), _certified_canister_tree(cs)) for c, cs in state.canisters.items())
     canister_state = build_from_sorted(
-        (canister_label(c), _canister_tree(cs, _stable_tree(cs.stable))) for c, cs in state.canisters.items())
+        (canister_label(c), _canister_tree(cs, _stable_tree(cs.stable),
+                                           _module_tree(cs.module_source) if cs.module_source else None))
+        for c, cs in state.canisters.items())
     certified = _certified_top(state, request_status, streams, canisters, _subnet_tree(state.metadata.network_topology))
     full = _full_top(state, certified, ingress_history, loopback, canister_state)
     return StateTrees(state.metadata.batch_number, certified, full)
@@ -294,6 +317,8 @@ class StateTreeBuilder:
         self._loopback: tuple[Stream, int, int, LabeledTrie] | None = None
         self._canisters: dict[int, CanisterState] = {}
         self._stable: dict[int, LabeledTrie] = {}
+        # /canister_state/<id>/module of source canisters, with the module hash it was built for.
+        self._modules: dict[int, tuple[bytes, LabeledTrie]] = {}
         # (certified_data, module_hash) under /canister/<id>: most commits change neither.
         self._certified_values: dict[int, tuple[bytes, bytes]] = {}
         self._history: IngressHistory | None = None
@@ -416,16 +441,29 @@ class StateTreeBuilder:
             if self._certified_values.get(cid) != certified_value:
                 self._certified_values[cid] = certified_value
                 certified = certified.insert(label, _certified_canister_tree(canister))
-            full = full.insert(label, _canister_tree(canister, stable))
+            full = full.insert(label, _canister_tree(canister, stable, self._module_subtree(cid, canister)))
             canister.mark_clean()
         for cid in previous:
             if cid not in current:
                 certified = certified.remove(canister_label(cid))
                 full = full.remove(canister_label(cid))
                 self._stable.pop(cid, None)
+                self._modules.pop(cid, None)
                 self._certified_values.pop(cid, None)
         self._canisters = current
         self._certified_canisters, self._canister_state = certified, full
+
+
+    def _module_subtree(self, cid: int, canister: CanisterState) -> LabeledTrie | None:
+        if not canister.module_source:
+            self._modules.pop(cid, None)
+            return None
+        cached = self._modules.get(cid)
+        if cached is not None and cached[0] == canister.module_hash:
+            return cached[1]
+        tree = _module_tree(canister.module_source)
+        self._modules[cid] = (canister.module_hash, tree)
+        return tree
 
 
 def _header_unchanged(streams: LabeledTrie, dst: str, stream: Stream) -> bool:

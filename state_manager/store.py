@@ -23,7 +23,7 @@ from .replicated_state import ReplicatedState
 from .state_codec import decode_state, encode_state
 from .state_tree import build_state_trees
 
-__all__ = ["CheckpointStore", "CheckpointError", "CorruptCheckpoint", "Checkpoint"]
+__all__ = ["CheckpointStore", "CheckpointError", "CorruptCheckpoint", "Checkpoint", "encode_manifest"]
 
 MANIFEST_VERSION = 1
 _TMP_PREFIX = "tmp-"
@@ -42,6 +42,11 @@ class Checkpoint:
     height: int
     full_hash: bytes
     state: ReplicatedState
+
+
+def encode_manifest(height: int, full_hash: bytes, data: bytes) -> bytes:
+    """``manifest.bin`` of the checkpoint of ``height`` whose ``state.bin`` is ``data``."""
+    return encode([MANIFEST_VERSION, height, full_hash, hashlib.sha256(data).digest(), len(data)])
 
 
 def _fsync_dir(path: Path) -> None:
@@ -80,7 +85,7 @@ class CheckpointStore:
         if final.exists():
             return final
         data = encode_state(state)
-        manifest = encode([MANIFEST_VERSION, height, full_hash, hashlib.sha256(data).digest(), len(data)])
+        manifest = encode_manifest(height, full_hash, data)
         tmp = self.root / f"{_TMP_PREFIX}{height:020d}"
         shutil.rmtree(tmp, ignore_errors=True)
         tmp.mkdir()

@@ -22,15 +22,18 @@ from message_routing.batch import Batch
 from state_manager.codec import CodecError, check_tuple
 from state_manager.encoding import EncodingError, decode
 from state_manager.replicated_state import ReplicatedState
-from state_manager.state_codec import state_from_value
+from state_manager.state_codec import state_encoding_version, state_from_value
 
 from .errors import ReplayError
 
 __all__ = ["shuffled_state", "shuffle_state_value", "present_xnet_payload", "shuffled"]
 
-# Positions in ``state_codec.state_to_value`` / ``_canister_to_value``.
+# Positions in ``state_codec.state_to_value`` / ``_canister_to_value`` (the same in every
+# version; later versions append items), and the number of items per version.
 _TOPOLOGY, _COUNTERS, _CANISTERS, _STREAMS, _HISTORY = 5, 6, 7, 8, 9
 _CONTEXTS, _CALLBACKS, _INPUT_QUEUES, _OUTPUT_QUEUES, _STABLE = 8, 9, 11, 12, 14
+_STATE_ITEMS = {1: 10, 2: 11}
+_CANISTER_ITEMS = {1: 15, 2: 16}
 
 
 def shuffled(items: Sequence[Any], rng: random.Random) -> tuple:
@@ -40,8 +43,8 @@ def shuffled(items: Sequence[Any], rng: random.Random) -> tuple:
     return tuple(items)
 
 
-def _shuffle_canister(value: Any, rng: random.Random) -> tuple:
-    fields_ = list(check_tuple(value, "canister", 15))
+def _shuffle_canister(value: Any, rng: random.Random, version: int) -> tuple:
+    fields_ = list(check_tuple(value, "canister", _CANISTER_ITEMS[version]))
     for position in (_CONTEXTS, _CALLBACKS, _INPUT_QUEUES, _OUTPUT_QUEUES, _STABLE):
         fields_[position] = shuffled(check_tuple(fields_[position], "canister container"), rng)
     return tuple(fields_)
@@ -49,12 +52,13 @@ def _shuffle_canister(value: Any, rng: random.Random) -> tuple:
 
 def shuffle_state_value(value: Any, rng: random.Random) -> tuple:
     """The ``state_to_value`` form with every keyed container's entries shuffled."""
-    fields_ = list(check_tuple(value, "state", 10))
+    encoding_version = state_encoding_version(value)
+    fields_ = list(check_tuple(value, "state", _STATE_ITEMS[encoding_version]))
     version, table, migrations, keys = check_tuple(fields_[_TOPOLOGY], "topology", 4)
     fields_[_TOPOLOGY] = (version, shuffled(check_tuple(table, "routing table"), rng), migrations, keys)
     fields_[_COUNTERS] = shuffled(check_tuple(fields_[_COUNTERS], "counters"), rng)
     fields_[_CANISTERS] = shuffled(
-        [_shuffle_canister(c, rng) for c in check_tuple(fields_[_CANISTERS], "canisters")], rng)
+        [_shuffle_canister(c, rng, encoding_version) for c in check_tuple(fields_[_CANISTERS], "canisters")], rng)
     fields_[_STREAMS] = shuffled(check_tuple(fields_[_STREAMS], "streams"), rng)
     fields_[_HISTORY] = shuffled(check_tuple(fields_[_HISTORY], "ingress history"), rng)
     return tuple(fields_)

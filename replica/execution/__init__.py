@@ -10,18 +10,22 @@ Modules, one job each:
 * ``scheduler``         fair, bounded choice of the next canister and input queue
 * ``environment``       ``ExecutionEnvironment.execute_round`` (message_routing's Protocol)
 * ``query``             read-only queries
-* ``management``        install / stop / start
-* ``registry``          module names, module hashes, name → class
+* ``management``        the management canister (create_canister, install_code), direct
+                        installs at genesis, stop / start
+* ``registry``          builtin modules: module names, module hashes, name → class
+* ``source_modules``    modules given as source: hash, load, per-process cache
 * ``codec``             values on the wire
 * ``errors``            the exceptions
 """
 
 from .environment import ExecutionEnvironment
-from .management import install_canister, start_canister, stop_canister
+from .management import MANAGEMENT_CANISTER_ID, install_canister, install_code, start_canister, stop_canister
 from .query import run_query
 from .registry import CanisterRegistry, module_hash, module_name_of
+from .source_modules import SourceModules, source_module_hash
 
 __all__ = [
     "ExecutionEnvironment", "CanisterRegistry", "module_name_of", "module_hash", "install_canister",
-    "stop_canister", "start_canister", "run_query",
+    "stop_canister", "start_canister", "run_query", "MANAGEMENT_CANISTER_ID", "install_code", "SourceModules",
+    "source_module_hash",
 ]

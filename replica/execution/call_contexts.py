@@ -18,7 +18,7 @@ from state_manager.messages import (
 from state_manager.queues import NoReservedSlotError
 from state_manager.replicated_state import ReplicatedState
 
-__all__ = ["deliver_answer", "settle_call_context", "reject_ingress", "did_not_reply"]
+__all__ = ["deliver_answer", "settle_call_context", "reject_ingress", "answer_ingress", "did_not_reply"]
 
 
 def did_not_reply(canister_id: int) -> Reject:
@@ -40,6 +40,11 @@ def _bounded(canister_id: int, answer: Reply | Reject, limits: Limits) -> Reply 
 def reject_ingress(state: ReplicatedState, message_id: bytes, receiver: int, source: bytes, reject: Reject) -> None:
     """Record the terminal status ``rejected`` for an ingress message (keeping its expiry)."""
     _set_terminal(state, message_id, receiver, source, reject)
+
+
+def answer_ingress(state: ReplicatedState, message_id: bytes, receiver: int, source: bytes, answer: Reply | Reject) -> None:
+    """Record the terminal status ``replied`` or ``rejected`` for an ingress message (keeping its expiry)."""
+    _set_terminal(state, message_id, receiver, source, answer)
 
 
 def _set_terminal(state: ReplicatedState, message_id: bytes, receiver: int, source: bytes, answer: Reply | Reject) -> None:

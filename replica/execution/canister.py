@@ -29,7 +29,7 @@ class MethodKind(enum.Enum):
     UPDATE = "update"      # callable by users (ingress) and canisters; may write and call
     QUERY = "query"        # read-only: writes are rolled back and calls refused
     CALLBACK = "callback"  # resumes after a call: ``(self, value, context)``
-    INIT = "init"          # the optional ``init(self, arg)`` run once at install
+    INIT = "init"          # ``init(self, arg)`` at install, ``post_upgrade(self, arg)`` after an upgrade
 
 
 @dataclass(frozen=True, slots=True)
@@ -82,8 +82,22 @@ def _method_spec(cls: type, name: str, function: Callable[..., Any], kind: Metho
     return MethodSpec(name, kind, function, arity == 1)
 
 
-def collect_methods(cls: type) -> tuple[Mapping[str, MethodSpec], MethodSpec | None]:
-    """The method table of ``cls`` (inherited methods included) and its ``init``, if any."""
+#: Methods the system runs at install (``init``) and after an upgrade (``post_upgrade``).
+_LIFECYCLE_NAMES = ("init", "post_upgrade")
+
+
+def _lifecycle_spec(cls: type, name: str) -> MethodSpec | None:
+    function = inspect.getattr_static(cls, name, None)
+    if function is None:
+        return None
+    if not inspect.isfunction(function):
+        raise CanisterDefinitionError(f"{cls.__qualname__}.{name} must be a plain method")
+    return _method_spec(cls, name, function, MethodKind.INIT)
+
+
+def collect_methods(cls: type) -> tuple[Mapping[str, MethodSpec], MethodSpec | None, MethodSpec | None]:
+    """The method table of ``cls`` (inherited methods included), its ``init`` and its
+    ``post_upgrade``, if any."""
     methods: dict[str, MethodSpec] = {}
     for name in sorted(dir(cls)):
         attribute = inspect.getattr_static(cls, name)
@@ -93,16 +107,10 @@ def collect_methods(cls: type) -> tuple[Mapping[str, MethodSpec], MethodSpec | N
         if attribute.__name__ != name:
             # Callbacks are stored by name; an alias would resume a different name.
             raise CanisterDefinitionError(f"{cls.__qualname__}.{name} is an alias of {attribute.__name__}")
-        if name == "init":
-            raise CanisterDefinitionError(f"{cls.__qualname__}.init is run at install and cannot be @{kind.value}")
+        if name in _LIFECYCLE_NAMES:
+            raise CanisterDefinitionError(f"{cls.__qualname__}.{name} is run by the system and cannot be @{kind.value}")
         methods[name] = _method_spec(cls, name, attribute, kind)
-    init = inspect.getattr_static(cls, "init", None)
-    init_spec = None
-    if init is not None:
-        if not inspect.isfunction(init):
-            raise CanisterDefinitionError(f"{cls.__qualname__}.init must be a plain method")
-        init_spec = _method_spec(cls, "init", init, MethodKind.INIT)
-    return MappingProxyType(methods), init_spec
+    return MappingProxyType(methods), _lifecycle_spec(cls, "init"), _lifecycle_spec(cls, "post_upgrade")
 
 
 class Canister:
@@ -114,6 +122,7 @@ class Canister:
     __slots__ = ("_sys",)
     __canister_methods__: Mapping[str, MethodSpec] = MappingProxyType({})
     __canister_init__: MethodSpec | None = None
+    __canister_post_upgrade__: MethodSpec | None = None
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
@@ -123,7 +132,7 @@ class Canister:
         for name in _SDK_NAMES:
             if name in cls.__dict__:
                 raise CanisterDefinitionError(f"{cls.__qualname__}.{name} redefines an SDK name")
-        cls.__canister_methods__, cls.__canister_init__ = collect_methods(cls)
+        cls.__canister_methods__, cls.__canister_init__, cls.__canister_post_upgrade__ = collect_methods(cls)
 
     # -- what a running message can read ----------------------------------------------------
 

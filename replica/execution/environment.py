@@ -1,9 +1,17 @@
 """``ExecutionEnvironment``: the execution layer behind ``message_routing``'s Protocol.
 
-One round = the scheduler's canister order (see ``scheduler``), each canister consuming
-its inducted messages one by one through ``message_execution``. Everything a round does is
-a function of the state, the limits and the registered code: no clock, no randomness
-beyond the round's, no iteration over unordered containers.
+One round = the management canister's queued ingress first (``management``), then the
+scheduler's canister order (see ``scheduler``), each canister consuming its inducted messages
+one by one through ``message_execution``. Everything a round does is a function of the
+state, the limits and the code: no clock, no randomness beyond the round's, no iteration
+over unordered containers.
+
+The code of a canister (``ExecutionEnvironment.resolve``) is either a *builtin* class known
+to the process, found in the ``CanisterRegistry`` by the state's ``module_name`` and
+``module_hash``, or — when the state holds its ``module_source`` — the class loaded from that
+source (``source_modules``), compiled once per module hash and cached in the environment,
+outside the replicated state. So any replica of any process replays source canisters from
+the state alone.
 """
 
 from __future__ import annotations
@@ -11,23 +19,38 @@ from __future__ import annotations
 from typing import Any
 
 from message_routing.limits import Limits
+from state_manager.canister_state import CanisterState
 from state_manager.messages import Ingress, Reject, Reply, Request, Response
 from state_manager.replicated_state import ReplicatedState
 
+from .canister import Canister
+from .errors import ModuleLoadError
+from .management import execute_management_ingress
 from .message_execution import execute_ingress, execute_request, execute_response
-from .query import run_query
-from .registry import CanisterRegistry, RegistryLike, as_registry
+from .query import CodeResolver, run_query
+from .registry import RegistryLike, as_registry
 from .scheduler import canister_schedule, pop_next_input
+from .source_modules import SourceModules
 
-__all__ = ["ExecutionEnvironment", "execute_canister_messages"]
+__all__ = ["ExecutionEnvironment", "execute_canister_messages", "execute_management_messages"]
+
+
+def execute_management_messages(state: ReplicatedState, modules: SourceModules, budget: int) -> int:
+    """Execute up to ``budget`` queued calls to the management canister; return how many ran."""
+    queue = state.management_queue
+    executed = 0
+    while executed < budget and queue.elements:
+        execute_management_ingress(state, queue.pop(), modules)
+        executed += 1
+    return executed
 
 
 def execute_canister_messages(
-    state: ReplicatedState, registry: CanisterRegistry, canister_id: int, budget: int, limits: Limits
+    state: ReplicatedState, code: CodeResolver, canister_id: int, budget: int, limits: Limits
 ) -> int:
     """Execute up to ``budget`` of the canister's inducted messages; return how many ran."""
     canister = state.canisters[canister_id]
-    cls = registry.resolve(canister)
+    cls = code.resolve(canister)
     queues = canister.queues
     executed = 0
     while executed < budget:
@@ -48,28 +71,43 @@ def execute_canister_messages(
 
 
 class ExecutionEnvironment:
-    """Runs registered canister classes (see ``CanisterRegistry``) on a subnet's state."""
+    """Runs canisters on a subnet's state: builtin classes (see ``CanisterRegistry``) and
+    source canisters (loaded from the state, cached in ``modules``)."""
 
-    __slots__ = ("registry",)
+    __slots__ = ("registry", "modules")
 
     def __init__(self, canisters: RegistryLike = ()) -> None:
         self.registry = as_registry(canisters)
+        self.modules = SourceModules()
+
+    def resolve(self, canister: CanisterState) -> type[Canister] | None:
+        """The class that runs ``canister``: loaded from its source if the state holds one,
+        else the registered builtin class; None if neither is available (or it has no code)."""
+        source = canister.module_source
+        if source:
+            try:
+                return self.modules.load(source, canister.module_name, canister.module_hash)
+            except ModuleLoadError:
+                return None  # it loaded at install; a replica that cannot load it now is broken
+        return self.registry.resolve(canister)
 
     def execute_round(self, state: ReplicatedState, randomness: bytes, limits: Limits) -> ReplicatedState:
-        """Execute at most ``max_messages_per_round`` messages, at most
-        ``max_messages_per_canister_per_round`` per canister, in the scheduler's order.
-        (``randomness`` is accepted per the Protocol; no canister API exposes it yet.)"""
+        """Execute at most ``max_messages_per_round`` messages: the management canister's
+        first, then at most ``max_messages_per_canister_per_round`` per canister, in the
+        scheduler's order. (``randomness`` is accepted per the Protocol; no canister API
+        exposes it yet.)"""
         remaining = limits.max_messages_per_round
+        remaining -= execute_management_messages(state, self.modules, remaining)
         per_canister = limits.max_messages_per_canister_per_round
         for canister_id in canister_schedule(state):
             if remaining <= 0:
                 break
             remaining -= execute_canister_messages(
-                state, self.registry, canister_id, min(per_canister, remaining), limits)
+                state, self, canister_id, min(per_canister, remaining), limits)
         return state
 
     def run_query(
         self, state: ReplicatedState, canister_id: int, method: str, arg: Any = None, caller: bytes | int = b""
     ) -> Reply | Reject:
-        """``query.run_query`` with this environment's registry."""
-        return run_query(self.registry, state, canister_id, method, arg, caller)
+        """``query.run_query`` with this environment's code."""
+        return run_query(self, state, canister_id, method, arg, caller)

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 __all__ = [
     "Trap", "ApiUsageError", "CallError", "ExecutionError", "CanisterDefinitionError",
-    "InstallError", "ManagementError",
+    "InstallError", "ManagementError", "ModuleLoadError",
 ]
 
 
@@ -41,3 +41,9 @@ class InstallError(ExecutionError):
 
 class ManagementError(ExecutionError):
     """A management operation on a canister that does not exist."""
+
+
+class ModuleLoadError(InstallError):
+    """A canister module given as source cannot be loaded: it does not compile, raises at
+    import, or lacks the named ``Canister`` subclass. The text names the cause only in terms
+    of the source (so every replica rejects the install with the same message)."""

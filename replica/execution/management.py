@@ -1,29 +1,94 @@
-"""Managing canisters on a subnet's state: install, stop and start.
+"""Managing canisters: the management canister, and installs applied to a state directly.
 
-* ``install_canister`` adds a canister running ``cls``: it records the module name and hash,
-  then runs ``cls.init(self, arg)`` if the class defines it (``init`` may write stable state
-  and certified data, but neither answer nor call). If ``init`` traps nothing is installed.
-* ``stop_canister``: a RUNNING canister becomes STOPPING — it answers its open calls (its
-  callbacks still run) but new calls are rejected — and STOPPED once no call context is
-  open (at once if none is). ``start_canister`` makes it RUNNING again.
+**The management canister** has the reserved id ``MANAGEMENT_CANISTER_ID = 2**64 - 1``
+(``state_manager.messages``; the IC's ``aaaaa-aa``). It is no canister of any subnet's
+routing table: *every* subnet accepts ingress for it, and the subnet a user sends it to
+executes it (the IC's effective canister id, chosen by the endpoint). Its ingress waits in
+``ReplicatedState.management_queue`` and is executed at the start of a round, before any
+canister (``execute_management_ingress``); it answers in the ingress history at once:
+
+* ``create_canister()`` → ``{"canister_id": id}``: an empty canister (no code) with the
+  smallest id of this subnet's canister ranges that no canister has, never the reserved id;
+  the caller becomes its controller.
+* ``install_code({canister_id, mode, source, class_name, arg})`` → ``{"canister_id": id,
+  "module_hash": SHA-256(source)}``. Controller only. ``mode``:
+
+  - ``"install"``: the canister has no code; load ``class_name`` from ``source``, run its
+    ``init(arg)`` if it has one;
+  - ``"reinstall"``: the canister has code; its stable state and certified data are wiped,
+    then as ``install``;
+  - ``"upgrade"``: the canister has code; ``self.stable`` and certified data are kept, and
+    the new class's ``post_upgrade(arg)`` runs if it has one.
+
+  The code is replaced only if everything succeeds: a module that does not load (see
+  ``source_modules``), or an ``init``/``post_upgrade`` that traps, rejects the call with
+  ``CANISTER_ERROR`` and the reason, and leaves the canister as it was. Open call contexts
+  and callbacks are kept in every mode: callbacks resume by name in the new code.
+
+Rejects: ``CANISTER_ERROR`` for bad arguments, a caller that is not the controller, a wrong
+mode and failed loads; ``DESTINATION_INVALID`` for a canister not on this subnet.
+
+**Direct installs** (genesis states, tests): ``install_canister(state, id, cls, arg)``
+adds a canister running a class known to the process (a "builtin" module: the state
+records its ``module_name`` and ``registry.module_hash``), running ``cls.init(self, arg)``
+if the class defines it (``init`` may write stable state and certified data, but neither
+answer nor call). If ``init`` traps nothing is installed.
+
+``stop_canister``: a RUNNING canister becomes STOPPING — it answers its open calls (its
+callbacks still run) but new calls are rejected — and STOPPED once no call context is open
+(at once if none is). ``start_canister`` makes it RUNNING again.
 """
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Mapping
 
 from state_manager.canister_state import CanisterState, CanisterStatus
+from state_manager.messages import MANAGEMENT_CANISTER_ID, Ingress, Reject, RejectCode, Reply, truncate_reject_message
 from state_manager.replicated_state import ReplicatedState
 
+from .call_contexts import answer_ingress
+from .canister import MethodSpec
 from .codec import EncodingError, decode_payload, encode_value
-from .errors import InstallError, ManagementError
+from .errors import InstallError, ManagementError, ModuleLoadError
 from .registry import check_canister_class, module_hash, module_name_of
 from .runtime import finish_method, run_method
+from .source_modules import SourceModules, source_module_hash
 from .system_api import SystemApi
 
-__all__ = ["install_canister", "stop_canister", "start_canister"]
+__all__ = [
+    "MANAGEMENT_CANISTER_ID", "INSTALL_MODES", "install_canister", "stop_canister", "start_canister",
+    "create_canister", "install_code", "next_free_canister_id", "execute_management_ingress",
+]
 
 MAX_CANISTER_ID = 2**64 - 1
+INSTALL_MODES = ("install", "reinstall", "upgrade")
+_INSTALL_CODE_FIELDS = ("arg", "canister_id", "class_name", "mode", "source")
+
+
+class _Rejected(Exception):
+    """A management call answered with ``reject`` (internal to this module)."""
+
+    def __init__(self, code: RejectCode, message: str) -> None:
+        super().__init__(message)
+        self.reject = Reject(code, truncate_reject_message(message))
+
+
+def _run_lifecycle(state: ReplicatedState, canister: CanisterState, cls: type, spec: MethodSpec | None,
+                   arg: Any, caller: bytes | int) -> str | None:
+    """Run ``init``/``post_upgrade`` (if the class has it) with ``arg``; the trap message, or None.
+    Its stable writes and certified data are kept only if it does not trap."""
+    if spec is None:
+        return None
+    try:
+        value = decode_payload(encode_value(arg))
+    except EncodingError as exc:
+        return f"{spec.name} argument cannot be encoded: {exc}"
+    api = SystemApi(canister, caller, state.metadata.batch_time, None,
+                    answer_refusal=f"{spec.name} cannot answer", call_refusal=f"{spec.name} cannot make calls")
+    ok, result = run_method(api, cls, spec, (value,) if spec.takes_arg else ())
+    trap = finish_method(api, ok, result, None, return_is_reply=False)
+    return None if trap is None else trap.message
 
 
 def install_canister(
@@ -33,6 +98,8 @@ def install_canister(
     check_canister_class(cls)
     if type(canister_id) is not int or not 0 <= canister_id <= MAX_CANISTER_ID:
         raise InstallError(f"a canister id is an int in [0, 2**64), not {canister_id!r}")
+    if canister_id == MANAGEMENT_CANISTER_ID:
+        raise InstallError(f"canister id {canister_id} is reserved for the management canister")
     if canister_id in state.canisters:
         raise InstallError(f"canister {canister_id} already exists")
     if state.routing_table.lookup(canister_id) != state.own_subnet_id:
@@ -40,21 +107,158 @@ def install_canister(
     if type(controller) is not bytes:
         raise InstallError("a controller is a user id (bytes)")
     canister = CanisterState(canister_id, module_name_of(cls), module_hash(cls), controller=controller)
-    init = cls.__canister_init__
-    if init is not None:
-        try:
-            arg = decode_payload(encode_value(init_arg))
-        except EncodingError as exc:
-            raise InstallError(f"init argument cannot be encoded: {exc}") from None
-        api = SystemApi(canister, controller, state.metadata.batch_time, None,
-                        answer_refusal="init cannot answer", call_refusal="init cannot make calls")
-        ok, result = run_method(api, cls, init, (arg,) if init.takes_arg else ())
-        trap = finish_method(api, ok, result, None, return_is_reply=False)
-        if trap is not None:
-            raise InstallError(trap.message)
+    trap = _run_lifecycle(state, canister, cls, cls.__canister_init__, init_arg, controller)
+    if trap is not None:
+        raise InstallError(trap)
     state.add_canister(canister)
     return canister
 
+
+# -- the management canister ------------------------------------------------------------------
+
+def next_free_canister_id(state: ReplicatedState) -> int | None:
+    """The smallest id in this subnet's canister ranges (latest topology) that no canister
+    of the state has and that is not the management canister's; None if there is none."""
+    canisters = state.canisters
+    for canister_range in state.routing_table.ranges_of(state.own_subnet_id):
+        candidate = canister_range.start
+        # Ids in use inside the range, in order: the first gap is the answer.
+        for used in canisters.irange(canister_range.start, canister_range.end):
+            if used != candidate:
+                break
+            candidate += 1
+        if candidate == MANAGEMENT_CANISTER_ID:
+            continue  # the range ends at the reserved id and is otherwise full
+        if candidate <= canister_range.end:
+            return candidate
+    return None
+
+
+def create_canister(state: ReplicatedState, controller: bytes) -> CanisterState:
+    """An empty canister controlled by ``controller`` (``ManagementError`` if no id is free)."""
+    canister_id = next_free_canister_id(state)
+    if canister_id is None:
+        raise ManagementError(f"subnet {state.own_subnet_id} has no free canister id")
+    canister = CanisterState(canister_id, "", b"", controller=controller)
+    state.add_canister(canister)
+    return canister
+
+
+def _set_module(canister: CanisterState, class_name: str, digest: bytes, source: str) -> None:
+    canister.module_name = class_name
+    canister.module_hash = digest
+    canister.module_source = source
+    canister.dirty = True
+
+
+def _wipe(canister: CanisterState) -> tuple[list[tuple[str, Any]], bytes]:
+    """Empty the stable state and certified data (through the tracked map); what they held."""
+    stable = canister.stable
+    saved = list(stable.items())
+    for key, _ in saved:
+        del stable[key]
+    certified = canister.certified_data
+    canister.certified_data = b""
+    return saved, certified
+
+
+def _restore(canister: CanisterState, saved: list[tuple[str, Any]], certified: bytes) -> None:
+    stable = canister.stable
+    for key in list(stable.keys()):
+        del stable[key]
+    for key, value in saved:
+        stable[key] = value
+    canister.certified_data = certified
+
+
+def install_code(
+    state: ReplicatedState, modules: SourceModules, caller: bytes, canister_id: int, mode: str, source: str,
+    class_name: str, arg: Any = None,
+) -> CanisterState:
+    """``install_code`` (module docstring) by ``caller``; raises ``InstallError`` (a
+    ``ModuleLoadError`` for a module that does not load) and leaves the state unchanged."""
+    canister = state.canisters.get(canister_id)
+    if canister is None:
+        raise ManagementError(f"canister {canister_id} not found on subnet {state.own_subnet_id}")
+    if mode not in INSTALL_MODES:
+        raise InstallError(f"mode is one of {', '.join(INSTALL_MODES)}, not {mode!r}")
+    if caller != canister.controller or not canister.controller:
+        raise InstallError(f"only the controller of canister {canister_id} may install code on it")
+    empty = not canister.module_hash
+    if mode == "install" and not empty:
+        raise InstallError(f"canister {canister_id} has code already: use mode reinstall or upgrade")
+    if mode != "install" and empty:
+        raise InstallError(f"canister {canister_id} has no code: use mode install")
+    if type(source) is not str or type(class_name) is not str:
+        raise InstallError("source and class_name are text")
+    digest = source_module_hash(source)
+    cls = modules.load(source, class_name, digest)
+    if mode == "upgrade":
+        trap = _run_lifecycle(state, canister, cls, cls.__canister_post_upgrade__, arg, caller)
+        if trap is not None:
+            raise InstallError(trap)  # its stable writes were rolled back
+        _set_module(canister, class_name, digest, source)
+        return canister
+    saved, certified = _wipe(canister)
+    trap = _run_lifecycle(state, canister, cls, cls.__canister_init__, arg, caller)
+    if trap is not None:
+        _restore(canister, saved, certified)
+        raise InstallError(trap)
+    _set_module(canister, class_name, digest, source)
+    return canister
+
+
+def _install_code_arguments(value: Any) -> tuple[int, str, str, str, Any]:
+    if not isinstance(value, Mapping) or tuple(sorted(value)) != _INSTALL_CODE_FIELDS:
+        raise _Rejected(RejectCode.CANISTER_ERROR,
+                        "install_code takes {canister_id, mode, source, class_name, arg}")
+    canister_id = value["canister_id"]
+    if type(canister_id) is not int or not 0 <= canister_id <= MAX_CANISTER_ID:
+        raise _Rejected(RejectCode.CANISTER_ERROR, f"install_code: canister_id is a u64, not {canister_id!r}")
+    for field in ("mode", "source", "class_name"):
+        if type(value[field]) is not str:
+            raise _Rejected(RejectCode.CANISTER_ERROR, f"install_code: {field} is text")
+    return canister_id, value["mode"], value["source"], value["class_name"], value["arg"]
+
+
+def _management_answer(state: ReplicatedState, ingress: Ingress, modules: SourceModules) -> Reply:
+    method = ingress.method_name
+    try:
+        arg = decode_payload(ingress.method_payload)
+    except EncodingError as exc:
+        raise _Rejected(RejectCode.CANISTER_ERROR, f"{method}: invalid argument: {exc}") from None
+    if method == "create_canister":
+        if arg not in (None, {}):
+            raise _Rejected(RejectCode.CANISTER_ERROR, "create_canister takes no argument")
+        try:
+            canister = create_canister(state, ingress.source)
+        except ManagementError as exc:
+            raise _Rejected(RejectCode.CANISTER_ERROR, f"create_canister: {exc}") from None
+        return Reply(encode_value({"canister_id": canister.canister_id}))
+    if method == "install_code":
+        canister_id, mode, source, class_name, install_arg = _install_code_arguments(arg)
+        try:
+            canister = install_code(state, modules, ingress.source, canister_id, mode, source, class_name, install_arg)
+        except ManagementError as exc:
+            raise _Rejected(RejectCode.DESTINATION_INVALID, f"install_code: {exc}") from None
+        except ModuleLoadError as exc:
+            raise _Rejected(RejectCode.CANISTER_ERROR, f"install_code: canister {canister_id}: {exc}") from None
+        except InstallError as exc:
+            raise _Rejected(RejectCode.CANISTER_ERROR, f"install_code: {exc}") from None
+        return Reply(encode_value({"canister_id": canister.canister_id, "module_hash": canister.module_hash}))
+    raise _Rejected(RejectCode.CANISTER_ERROR, f"the management canister has no method {method!r}")
+
+
+def execute_management_ingress(state: ReplicatedState, ingress: Ingress, modules: SourceModules) -> None:
+    """Execute one user call to the management canister; its answer goes into the ingress history."""
+    try:
+        answer: Reply | Reject = _management_answer(state, ingress, modules)
+    except _Rejected as rejected:
+        answer = rejected.reject
+    answer_ingress(state, ingress.message_id, MANAGEMENT_CANISTER_ID, ingress.source, answer)
+
+
+# -- stop and start -----------------------------------------------------------------------------
 
 def _canister(state: ReplicatedState, canister_id: int) -> CanisterState:
     canister = state.canisters.get(canister_id)
@@ -78,3 +282,4 @@ def start_canister(state: ReplicatedState, canister_id: int) -> CanisterStatus:
     canister = _canister(state, canister_id)
     canister.status = CanisterStatus.RUNNING
     return canister.status
+

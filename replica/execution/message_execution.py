@@ -4,7 +4,8 @@
   an ``@update`` method (a request may also run a ``@query`` method, read-only). Ingress to a
   query method is rejected: users call queries through the query interface. A message that
   cannot run (canister not running, no such method, undecodable argument, code unavailable)
-  is answered at once with a ``CANISTER_ERROR`` reject and opens no call context.
+  is answered at once with a ``CANISTER_ERROR`` reject and opens no call context (an empty
+  canister — created, no code installed yet — with ``DESTINATION_INVALID``).
 * A response resumes the callback registered for ``originator_reply_callback`` (unknown →
   dropped and counted): ``on_reply(value, context)`` or ``on_reject((code, message), context)``
   runs in the original call context, which answers only explicitly (a callback's return
@@ -47,6 +48,8 @@ def _entry_point(
     canister_id = canister.canister_id
     if canister.status is not CanisterStatus.RUNNING:
         return _error(f"Canister {canister_id} is {canister.status.name.lower()}")
+    if not canister.module_hash:
+        return Reject(RejectCode.DESTINATION_INVALID, f"Canister {canister_id} is empty: no code is installed")
     if cls is None:
         return _error(_unavailable(state, canister))
     spec = cls.__canister_methods__.get(method)

@@ -7,19 +7,24 @@ The state is left as it was found. Update methods cannot be run as queries.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Protocol
 
-from state_manager.canister_state import CanisterStatus
+from state_manager.canister_state import CanisterState, CanisterStatus
 from state_manager.messages import Reject, RejectCode, Reply, truncate_reject_message
 from state_manager.replicated_state import ReplicatedState
 
-from .canister import MethodKind
+from .canister import Canister, MethodKind
 from .codec import EncodingError, decode_payload, encode_value
-from .registry import CanisterRegistry
 from .runtime import finish_method, run_method
 from .system_api import SystemApi
 
-__all__ = ["run_query"]
+__all__ = ["run_query", "CodeResolver"]
+
+
+class CodeResolver(Protocol):
+    """Finds the class that runs a canister (``CanisterRegistry``, ``ExecutionEnvironment``)."""
+
+    def resolve(self, canister: CanisterState) -> type[Canister] | None: ...
 
 
 def _error(code: RejectCode, text: str) -> Reject:
@@ -27,7 +32,7 @@ def _error(code: RejectCode, text: str) -> Reject:
 
 
 def run_query(
-    registry: CanisterRegistry, state: ReplicatedState, canister_id: int, method: str, arg: Any = None,
+    code: CodeResolver, state: ReplicatedState, canister_id: int, method: str, arg: Any = None,
     caller: bytes | int = b"",
 ) -> Reply | Reject:
     """Run query ``method`` of ``canister_id`` with ``arg`` (a value, passed through the wire
@@ -37,7 +42,9 @@ def run_query(
         return _error(RejectCode.DESTINATION_INVALID, f"Canister {canister_id} not found")
     if canister.status is CanisterStatus.STOPPED:
         return _error(RejectCode.CANISTER_ERROR, f"Canister {canister_id} is stopped")
-    cls = registry.resolve(canister)
+    if not canister.module_hash:
+        return _error(RejectCode.DESTINATION_INVALID, f"Canister {canister_id} is empty: no code is installed")
+    cls = code.resolve(canister)
     if cls is None:
         return _error(RejectCode.CANISTER_ERROR,
                       f"the code of canister {canister_id} ({canister.module_name}) is not available")

@@ -36,7 +36,7 @@ from message_routing.batch import Batch
 from message_routing.executor import Executor
 from message_routing.limits import Limits
 from state_manager.certification import Certification, CertificationShare, sign_certification_share
-from state_manager.messages import Ingress
+from state_manager.messages import MANAGEMENT_CANISTER_ID, Ingress
 from state_manager.replicated_state import ReplicatedState
 from state_manager.state_codec import decode_state
 from state_manager.state_manager import StateManager
@@ -189,18 +189,19 @@ class ReplicaNode:
 
         * ``CANISTER_NOT_ON_SUBNET`` — the routing table at the latest registry version puts
           the receiver on another subnet; ``UNKNOWN_CANISTER`` — it puts it on none, or on
-          ours but the latest state has no such canister (this build has no management
-          canister addressable by ingress: canisters are installed in the genesis state);
+          ours but the latest state has no such canister. The management canister
+          (``MANAGEMENT_CANISTER_ID``) is every subnet's: neither check applies to it;
         * ``DUPLICATE`` — the latest state's ingress history has the message id already;
         * then the pool's own checks (``IngressPool.add``: duplicate, expiry, size, bounds).
 
         A refused message is not pooled, so it can never reach a block."""
-        host = self.registry.get().latest().routing_table.lookup(ingress.receiver)
-        if host is not None and host != self.subnet_id:
-            return Admission.CANISTER_NOT_ON_SUBNET
         state = self.state
-        if host is None or ingress.receiver not in state.canisters:
-            return Admission.UNKNOWN_CANISTER
+        if ingress.receiver != MANAGEMENT_CANISTER_ID:
+            host = self.registry.get().latest().routing_table.lookup(ingress.receiver)
+            if host is not None and host != self.subnet_id:
+                return Admission.CANISTER_NOT_ON_SUBNET
+            if host is None or ingress.receiver not in state.canisters:
+                return Admission.UNKNOWN_CANISTER
         if ingress.message_id in state.ingress_history:
             return Admission.DUPLICATE
         return self.ingress_pool.add(ingress, now, self.limits.max_ingress_ttl_ns, self.limits.max_ingress_bytes)

@@ -147,6 +147,32 @@ def state() -> ReplicatedState:
     return s
 
 
+#: The source of the fixture's source canister (module hash = SHA-256 of its UTF-8 bytes).
+SOURCE_MODULE = (
+    "from replica.sdk import Canister, update\n\n\n"
+    "class Golden(Canister):\n"
+    "    @update\n"
+    "    def hello(self, name):\n"
+    "        return f'hello, {name} \u2713'\n"
+)
+
+
+def state_with_source_canister() -> ReplicatedState:
+    """``state()`` plus what state encoding version 2 added: a canister whose module is
+    source (id 9), an empty created canister (id 10) and a queued management call."""
+    s = state()
+    source = SOURCE_MODULE
+    c = CanisterState(9, "Golden", hashlib.sha256(source.encode()).digest(), controller=b"\x33" * 29 + b"\x02",
+                      module_source=source)
+    c.stable["greeted"] = 2
+    s.add_canister(c)
+    s.add_canister(CanisterState(10, "", b"", controller=b"\x33" * 29 + b"\x02"))
+    s.management_queue.push(ingress(5, receiver=2**64 - 1, method="install_code"))
+    s.management_queue.push(ingress(6, receiver=2**64 - 1, method="create_canister"))
+    s.management_queue.pop()   # the queue's begin moves on
+    return s
+
+
 @lru_cache(maxsize=None)
 def trees() -> StateTrees:
     return build_state_trees(state())

@@ -44,8 +44,8 @@ from state_manager.codec import (
 from state_manager.hash_tree import Empty
 from state_manager.labeled_trie import LabeledTrie
 from state_manager.state_codec import decode_state, encode_state
-from state_manager.state_tree import leaf
-from state_manager.store import Checkpoint, CheckpointStore
+from state_manager.state_tree import build_state_trees, leaf
+from state_manager.store import Checkpoint, CheckpointStore, encode_manifest
 from state_manager.tree_encoding import decode_tree, encode_tree
 from xnet.grpc import messages as wire
 
@@ -187,10 +187,22 @@ def _checkpoint_dir(directory: Path) -> Path:
     return directory / f"{fx.HEIGHT:020d}"
 
 
+def _checkpoint_state_bytes() -> bytes:
+    """The ``state.bin`` of the manifest vector: the fixture state in state encoding version 1,
+    as committed. The manifest embeds the digest of ``state.bin``; pinning those bytes keeps the
+    manifest vector about the manifest's own format, not about the state encoding's version."""
+    return bytes.fromhex(next(e["hex"] for e in load_golden() if (e["name"], e["version"]) == ("state encoding", 1)))
+
+
 def _encode_checkpoint_manifest(checkpoint) -> bytes:
     def run(directory: Path) -> bytes:
+        # What CheckpointStore.write writes, over the pinned state.bin bytes (and it does write that).
         CheckpointStore(directory).write(checkpoint.height, checkpoint.state, checkpoint.full_hash)
-        return (_checkpoint_dir(directory) / "manifest.bin").read_bytes()
+        written = _checkpoint_dir(directory) / "manifest.bin"
+        state_bin = (_checkpoint_dir(directory) / "state.bin").read_bytes()
+        if written.read_bytes() != encode_manifest(checkpoint.height, checkpoint.full_hash, state_bin):
+            raise AssertionError("CheckpointStore.write does not write encode_manifest")
+        return encode_manifest(checkpoint.height, checkpoint.full_hash, _checkpoint_state_bytes())
     return _in_scratch(run)
 
 
@@ -199,7 +211,7 @@ def _decode_checkpoint_manifest(manifest: bytes):
         target = _checkpoint_dir(directory)
         target.mkdir()
         (target / "manifest.bin").write_bytes(manifest)
-        (target / "state.bin").write_bytes(encode_state(fx.state()))
+        (target / "state.bin").write_bytes(_checkpoint_state_bytes())
         return CheckpointStore(directory).load(fx.HEIGHT)
     return _in_scratch(run)
 
@@ -264,8 +276,8 @@ def _static_vectors() -> list[Vector]:
         Vector("stream header leaf", lambda: fx.HEADER, encode_header_leaf, LEAF, v0, decode_header_leaf),
         Vector("certified height leaf", lambda: fx.HEIGHT, cs.height_leaf, LEAF, v0, _generic_leaf),
         # state_manager.state_codec
-        Vector("state encoding", fx.state, encode_state, "state_manager.state_codec.STATE_ENCODING_VERSION", v0,
-               decode_state),
+        Vector("state encoding", fx.state_with_source_canister, encode_state,
+               "state_manager.state_codec.STATE_ENCODING_VERSION", v0, decode_state),
         Vector("checkpoint manifest", _checkpoint, _encode_checkpoint_manifest, "state_manager.store.MANIFEST_VERSION",
                v0, _decode_checkpoint_manifest),
         # state_manager.certification
@@ -334,6 +346,12 @@ def _static_vectors() -> list[Vector]:
                unversioned_note="every certified state root: a leaf encoding (bump LEAF_VERSION) or the tree layout"),
         Vector("fixture full state hash", fx.trees, lambda t: t.full_hash,
                unversioned_note="every full state hash: a leaf encoding (bump LEAF_VERSION) or the tree layout"),
+        Vector("fixture full state hash (source canister, management queue)",
+               lambda: build_state_trees(fx.state_with_source_canister()), lambda t: t.full_hash,
+               unversioned_note="the full state hash of every subnet with a source canister or queued management calls"),
+        Vector("fixture certified root (source canister, empty canister)",
+               lambda: build_state_trees(fx.state_with_source_canister()), lambda t: t.certified_root,
+               unversioned_note="/canister/<id>/module_hash of source and empty canisters: every such state root"),
     ]
 
 
