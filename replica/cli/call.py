@@ -4,6 +4,9 @@ An update call returns only once its reply is certified: the agent reads the cal
 ``/request_status`` with ``read_state`` and verifies the tree against the certification and
 the certification against the subnet key in the testnet's registry (``replica.client.agent``).
 The reply is printed as JSON; a reject prints its code and message and exits 1.
+
+Calls to the management canister (id 18446744073709551615 = 2**64 - 1) name the subnet
+that executes them with ``--subnet``; ``replica canister install`` makes those calls for you.
 """
 
 from __future__ import annotations
@@ -75,9 +78,10 @@ def _call(args: argparse.Namespace) -> int:
             if args.query:
                 print(to_json(agent.query_call(args.canister, args.method, args.arg)))
             elif args.async_:
-                print(agent.submit_call(args.canister, args.method, args.arg).hex())
+                print(agent.submit_call(args.canister, args.method, args.arg, subnet=args.subnet).hex())
             else:
-                print(to_json(agent.update_call(args.canister, args.method, args.arg, timeout_s=args.timeout)))
+                print(to_json(agent.update_call(args.canister, args.method, args.arg, timeout_s=args.timeout,
+                                                subnet=args.subnet)))
     except CallRejected as exc:
         print(f"rejected: {exc.code}: {exc.message}", file=sys.stderr)
         return 1
@@ -97,7 +101,7 @@ def _request_status(args: argparse.Namespace) -> int:
         return 2
     try:
         with _agent(args) as agent:
-            status = agent.request_status(message_id, args.canister)
+            status = agent.request_status(message_id, args.canister, subnet=args.subnet)
     except ReplicaError as exc:
         print(f"replica request-status: {type(exc).__name__}: {exc}", file=sys.stderr)
         return 2
@@ -114,6 +118,8 @@ def _request_status(args: argparse.Namespace) -> int:
 def _common(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--dir", default=None, help="testnet directory (none: $REPLICA_TESTNET, else .replica/testnet)")
     parser.add_argument("--identity", default=None, help="identity to sign with (none: the one in use)")
+    parser.add_argument("--subnet", default=None,
+                        help="the subnet that executes a call to the management canister (none: the canister's own)")
 
 
 def register(sub) -> None:

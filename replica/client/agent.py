@@ -17,6 +17,11 @@ canister and that subnet's threshold public key.
   answer carries no certificate, so it is as good as the node that gave it);
 * ``read_state`` → a ``VerifiedCertificate`` of the paths asked for.
 
+Calls to the management canister (``MANAGEMENT_CANISTER_ID``) are executed by the subnet
+they are sent to, so they name it: ``subnet=`` on ``submit_call``, ``update_call``, ``wait``,
+``request_status`` and ``read_state`` (for any other canister, ``subnet`` must be the one
+the registry routes it to, or None). ``replica.client.management`` wraps the two calls.
+
 Errors: ``replica.client.agent_errors`` (one class per cause), and a refused call or query
 raises the node's own ``IngressRefused`` subclass (``refusal_class`` of the answer's reason).
 The HTTP transport (``http_transport``) ignores proxy settings: an agent talks to the endpoint it is given.
@@ -34,7 +39,7 @@ from consensus_stub.registry import Registry
 from replica.execution.codec import EncodingError, decode_payload
 from state_manager.encoding import decode
 from state_manager.hash_tree import Unknown, lookup_path
-from state_manager.messages import RejectCode
+from state_manager.messages import MANAGEMENT_CANISTER_ID, RejectCode
 
 from .agent_errors import (
     AgentError, CallRejected, CallTimeout, CanisterNotRouted, MalformedCertificate,
@@ -117,17 +122,26 @@ class Agent:
 
     # -- routing ------------------------------------------------------------------------------
 
-    def subnet_of(self, canister_id: int) -> str:
-        """The subnet whose canister ranges (latest registry version) cover ``canister_id``."""
-        subnet = self.registry.latest().routing_table.lookup(canister_id)
-        if subnet is None:
+    def subnet_of(self, canister_id: int, subnet: str | None = None) -> str:
+        """The subnet whose canister ranges (latest registry version) cover ``canister_id``;
+        for the management canister, ``subnet`` (the one chosen to execute the call)."""
+        if canister_id == MANAGEMENT_CANISTER_ID:
+            if subnet is None:
+                raise CanisterNotRouted("a call to the management canister names the subnet that executes it")
+            if self.registry.latest().subnet(subnet) is None:
+                raise CanisterNotRouted(f"subnet {subnet} is not in the registry")
+            return subnet
+        routed = self.registry.latest().routing_table.lookup(canister_id)
+        if routed is None:
             raise CanisterNotRouted(f"no subnet of the registry hosts canister {canister_id}")
-        return subnet
+        if subnet is not None and subnet != routed:
+            raise CanisterNotRouted(f"canister {canister_id} is on subnet {routed}, not {subnet}")
+        return routed
 
-    def endpoint_for(self, canister_id: int) -> str:
+    def endpoint_for(self, canister_id: int, subnet: str | None = None) -> str:
         if isinstance(self._endpoints, str):
             return self._endpoints
-        subnet = self.subnet_of(canister_id)
+        subnet = self.subnet_of(canister_id, subnet)
         if subnet not in self._endpoints:
             raise CanisterNotRouted(f"no endpoint known for subnet {subnet} (canister {canister_id})")
         return self._endpoints[subnet]
@@ -145,10 +159,10 @@ class Agent:
         _, content, public_key, _ = decode(envelope)
         return envelope, compute_message_id(content, public_key)
 
-    def submit_call(self, canister_id: int, method: str, arg: Any = None) -> bytes:
+    def submit_call(self, canister_id: int, method: str, arg: Any = None, *, subnet: str | None = None) -> bytes:
         """Sign and submit an update call; its message id once the node pooled it."""
         envelope, message_id = self._envelope(canister_id, method, arg)
-        status, body = self._post(canister_id, "call", envelope)
+        status, body = self._post(canister_id, "call", envelope, subnet)
         if status != 202:
             raise error_for_answer(status, body)
         answer = json_object(body, status)
@@ -156,11 +170,13 @@ class Agent:
             raise UnexpectedAnswer(f"the node accepted message {answer.get('message_id')!r}, not {message_id.hex()}")
         return message_id
 
-    def update_call(self, canister_id: int, method: str, arg: Any = None, timeout_s: float = 30.0) -> Any:
+    def update_call(self, canister_id: int, method: str, arg: Any = None, timeout_s: float = 30.0, *,
+                    subnet: str | None = None) -> Any:
         """Submit, then ``wait`` for the certified answer: the decoded reply, or ``CallRejected``."""
-        return self.wait(self.submit_call(canister_id, method, arg), canister_id, timeout_s)
+        return self.wait(self.submit_call(canister_id, method, arg, subnet=subnet), canister_id, timeout_s,
+                         subnet=subnet)
 
-    def wait(self, message_id: bytes, canister_id: int, timeout_s: float = 30.0) -> Any:
+    def wait(self, message_id: bytes, canister_id: int, timeout_s: float = 30.0, *, subnet: str | None = None) -> Any:
         """Poll ``request_status`` (every answer verified; every ``poll_interval_s``, growing by
         half up to ``max_poll_interval_s``) until replied or rejected; a 503
         (``not_certified_yet``, ``unavailable``) is retried until ``timeout_s``."""
@@ -168,7 +184,7 @@ class Agent:
         delay = self.poll_interval_s
         while True:
             try:
-                status = self.request_status(message_id, canister_id)
+                status = self.request_status(message_id, canister_id, subnet=subnet)
             except RequestRefused as refusal:
                 if refusal.status != 503 or time.monotonic() > deadline:  # 503: not certified yet, try again
                     raise
@@ -212,13 +228,15 @@ class Agent:
 
     # -- certified state ------------------------------------------------------------------------
 
-    def read_state(self, canister_id: int, paths: Sequence[Sequence[bytes]]) -> VerifiedCertificate:
+    def read_state(self, canister_id: int, paths: Sequence[Sequence[bytes]], *,
+                   subnet: str | None = None) -> VerifiedCertificate:
         """The verified certificate of ``paths``; each is revealed or proven absent in it."""
-        subnet = self.subnet_of(canister_id)
+        subnet = self.subnet_of(canister_id, subnet)
         record = self.registry.latest().subnet(subnet)
         if record is None:
             raise CanisterNotRouted(f"subnet {subnet} is not in the registry")
-        status, body = self._post(canister_id, "read_state", encode_read_state_request([list(p) for p in paths]))
+        status, body = self._post(canister_id, "read_state", encode_read_state_request([list(p) for p in paths]),
+                                  subnet)
         if status != 200:
             raise error_for_answer(status, body)
         try:
@@ -236,10 +254,10 @@ class Agent:
                 self._verified_heights[subnet] = verified.height
         return verified
 
-    def request_status(self, message_id: bytes, canister_id: int) -> RequestStatus:
-        """The verified status of ``message_id`` (sent to ``canister_id``)."""
+    def request_status(self, message_id: bytes, canister_id: int, *, subnet: str | None = None) -> RequestStatus:
+        """The verified status of ``message_id`` (sent to ``canister_id``, on ``subnet``)."""
         prefix = [b"request_status", message_id]
-        certificate = self.read_state(canister_id, [prefix])
+        certificate = self.read_state(canister_id, [prefix], subnet=subnet)
         status = certificate.lookup_value(prefix + [b"status"])
         if status is None:
             return RequestStatus(message_id, "unknown", certificate)
@@ -272,5 +290,5 @@ class Agent:
 
     # -- HTTP -------------------------------------------------------------------------------------
 
-    def _post(self, canister_id: int, kind: str, body: bytes) -> tuple[int, bytes]:
-        return self._http.request("POST", self.endpoint_for(canister_id), canister_url(canister_id, kind), body)
+    def _post(self, canister_id: int, kind: str, body: bytes, subnet: str | None = None) -> tuple[int, bytes]:
+        return self._http.request("POST", self.endpoint_for(canister_id, subnet), canister_url(canister_id, kind), body)

@@ -1,0 +1,66 @@
+"""Calls to the management canister through an ``Agent``: create a canister, install code.
+
+Both are update calls to ``MANAGEMENT_CANISTER_ID``; the agent waits for their certified,
+verified answers (``Agent.update_call``). ``create_canister`` is executed by the subnet it is
+sent to, ``install_code`` by the subnet that hosts the canister (the registry says which).
+
+    canister_id = create_canister(agent, "subnet-0")
+    install_code(agent, canister_id, source, "Greeter")            # mode "install"
+    install_code(agent, canister_id, new_source, "Greeter", mode="upgrade")
+
+A canister module is Python source; ``read_module("greeter.py:Greeter")`` reads one from a
+file. The module runs on the replicas as it is (no sandbox): install only your own code.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from state_manager.messages import MANAGEMENT_CANISTER_ID
+
+from .agent import Agent
+from .agent_errors import AgentError, UnexpectedAnswer
+
+__all__ = ["MANAGEMENT_CANISTER_ID", "ModuleSpecError", "create_canister", "install_code", "read_module"]
+
+
+class ModuleSpecError(AgentError):
+    """A ``PATH.py:ClassName`` that names no readable file or no class."""
+
+
+def read_module(spec: str) -> tuple[str, str, Path]:
+    """``"PATH.py:ClassName"`` → ``(source text, class name, path)``."""
+    path_text, sep, class_name = spec.rpartition(":")
+    if not sep or not path_text or not class_name:
+        raise ModuleSpecError(f"{spec!r} is not PATH.py:ClassName")
+    if not all(part.isidentifier() for part in class_name.split(".")):
+        raise ModuleSpecError(f"{class_name!r} is not a Python class name")
+    path = Path(path_text)
+    try:
+        source = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ModuleSpecError(f"cannot read {path}: {exc}") from exc
+    return source, class_name, path
+
+
+def create_canister(agent: Agent, subnet: str, timeout_s: float = 30.0) -> int:
+    """A new, empty canister on ``subnet`` controlled by the agent's identity: its id."""
+    answer = agent.update_call(MANAGEMENT_CANISTER_ID, "create_canister", None, timeout_s, subnet=subnet)
+    canister_id = answer.get("canister_id") if isinstance(answer, dict) else None
+    if type(canister_id) is not int:
+        raise UnexpectedAnswer(f"create_canister answered {answer!r}")
+    return canister_id
+
+
+def install_code(agent: Agent, canister_id: int, source: str, class_name: str, arg: Any = None, *,
+                 mode: str = "install", timeout_s: float = 30.0) -> bytes:
+    """Install (``mode``: install, reinstall, upgrade) ``class_name`` of ``source`` on
+    ``canister_id``; the module hash the subnet certified it with (SHA-256 of the source)."""
+    subnet = agent.subnet_of(canister_id)
+    request = {"canister_id": canister_id, "mode": mode, "source": source, "class_name": class_name, "arg": arg}
+    answer = agent.update_call(MANAGEMENT_CANISTER_ID, "install_code", request, timeout_s, subnet=subnet)
+    module_hash = answer.get("module_hash") if isinstance(answer, dict) else None
+    if not isinstance(module_hash, bytes):
+        raise UnexpectedAnswer(f"install_code answered {answer!r}")
+    return module_hash
