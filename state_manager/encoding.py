@@ -131,33 +131,13 @@ def decode(data: Any, *, max_bytes: int = MAX_DECODE_BYTES) -> Any:
         data = bytes(data)
     if len(data) > max_bytes:
         raise EncodingError(f"{len(data)} bytes exceed the limit of {max_bytes}")
-    # One-shot unpackb (same size limits, exactly one object) is several times cheaper than
-    # an Unpacker; on any failure the Unpacker below runs to name the problem.
     try:
         value = msgpack.unpackb(data, use_list=False, raw=False, strict_map_key=False)
-    except Exception:  # noqa: BLE001 - the slow path raises the precise error
-        value = _unpack_one(data)
+    except msgpack.ExtraData as exc:
+        raise EncodingError(f"{len(exc.extra)} trailing bytes") from None
+    except Exception as exc:  # noqa: BLE001 - truncated ("incomplete input"), reserved bytes, nesting, keys
+        raise EncodingError(f"malformed msgpack: {exc}") from None
     _check_value(value, 0)
     if packb(value) != data:
         raise EncodingError("non-canonical msgpack encoding")
-    return value
-
-
-def _unpack_one(data: bytes) -> Any:
-    """The one object ``data`` holds, or ``EncodingError`` saying why it is not one."""
-    unpacker = msgpack.Unpacker(
-        raw=False,
-        use_list=False,
-        strict_map_key=False,
-        max_buffer_size=max(len(data), 1),
-    )
-    unpacker.feed(data)
-    try:
-        value = unpacker.unpack()
-    except msgpack.OutOfData as exc:
-        raise EncodingError("truncated msgpack") from exc
-    except (msgpack.ExtraData, msgpack.FormatError, msgpack.StackError, ValueError, TypeError) as exc:
-        raise EncodingError(f"malformed msgpack: {exc}") from exc
-    if unpacker.tell() != len(data):
-        raise EncodingError(f"{len(data) - unpacker.tell()} trailing bytes")
     return value

