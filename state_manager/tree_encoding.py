@@ -226,15 +226,14 @@ def node_tag(node: tuple) -> int:
     arity and field types: children are tuples, i.e. nodes the parse hook already checked;
     labels, values and digests are bin; digests are 32 bytes."""
     tag = node[0] if node else None
-    if type(tag) is not int:
+    if type(tag) is not int or tag not in _ARITY:
         if not node:
             raise ArityError("an empty array has no tag")
-        raise UnknownTagError(f"a node must begin with an integer tag, got {type(tag).__name__}")
-    arity = _ARITY.get(tag)
-    if arity is None:
+        if type(tag) is not int:
+            raise UnknownTagError(f"a node must begin with an integer tag, got {type(tag).__name__}")
         raise UnknownTagError(f"unknown tag {tag}")
-    if len(node) != arity:
-        raise ArityError(f"a {TAG_NAMES[tag]} node has {len(node)} elements, expected {arity}")
+    if len(node) != _ARITY[tag]:
+        raise ArityError(f"a {TAG_NAMES[tag]} node has {len(node)} elements, expected {_ARITY[tag]}")
     if tag == TAG_FORK:
         if type(node[1]) is not tuple or type(node[2]) is not tuple:
             raise ExpectedNodeError("a fork's children must be nodes")

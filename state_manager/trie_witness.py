@@ -136,7 +136,9 @@ def _prepare(trie: LabeledTrie, plan: WitnessPlan) -> _Level:
 
 
 def _pruned_value(leaf: TrieLeaf) -> tuple:
-    return (TAG_LABELED, leaf.label, (TAG_PRUNED, _value_digest(leaf.value)))
+    value = leaf.value
+    digest = hash_leaf(value) if type(value) is bytes else _value_digest(value)
+    return (TAG_LABELED, leaf.label, (TAG_PRUNED, digest))
 
 
 def _all_pruned_values(node: TrieNode) -> tuple:
@@ -153,8 +155,10 @@ def _all_pruned_values(node: TrieNode) -> tuple:
             stack.append(None)
             stack.append(current.right)
             stack.append(current.left)
-        else:
-            out.append(_pruned_value(current))
+        else:  # _pruned_value, inlined: one call per leaf of the run fewer
+            value = current.value
+            digest = hash_leaf(value) if type(value) is bytes else _value_digest(value)
+            out.append((TAG_LABELED, current.label, (TAG_PRUNED, digest)))
     return out[0]
 
 

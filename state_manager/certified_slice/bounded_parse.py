@@ -28,7 +28,7 @@ from typing import Optional
 from state_manager import tree_encoding as te
 from state_manager.hash_tree import domain_sep, hash_empty
 from state_manager.sha256 import sha256_of
-from state_manager.tree_encoding import TAG_EMPTY, TAG_FORK, TAG_LABELED, TAG_LEAF, TAG_NAMES, TAG_PRUNED
+from state_manager.tree_encoding import TAG_EMPTY, TAG_FORK, TAG_LABELED, TAG_LEAF, TAG_NAMES, TAG_PRUNED, node_tag
 
 from .errors import (
     EmptyInPayload,
@@ -134,7 +134,7 @@ def _payload_hook(witness_bytes: int) -> Callable[[tuple], tuple]:
     def hook(node: tuple) -> tuple:
         nonlocal nodes, need
         nodes += 1
-        tag = te.node_tag(node)
+        tag = node_tag(node)
         if tag == TAG_PRUNED:
             raise PrunedInPayload("the payload contains a pruned subtree")
         if tag == TAG_EMPTY:
@@ -277,7 +277,7 @@ def _witness_hook(budget: WitnessBudget) -> tuple[Callable[[tuple], tuple], list
         nodes += 1
         if nodes > max_nodes:
             raise WitnessTooManyNodes(f"the witness has more than {max_nodes} nodes")
-        tag = te.node_tag(node)
+        tag = node_tag(node)
         if tag == TAG_PRUNED:
             push(node[1])
         elif tag == TAG_LABELED:
