@@ -17,6 +17,7 @@ import sys
 from typing import Any
 
 from replica.errors import ReplicaError
+from state_manager.messages import MANAGEMENT_CANISTER_ID
 
 from .help import HelpFormatter, plain
 
@@ -101,7 +102,13 @@ def _request_status(args: argparse.Namespace) -> int:
         return 2
     try:
         with _agent(args) as agent:
-            status = agent.request_status(message_id, args.canister, subnet=args.subnet)
+            if args.canister is not None:
+                status = agent.request_status(message_id, args.canister, subnet=args.subnet)
+            else:   # ask every subnet; each proves the message unknown, or answers for it
+                for subnet in ([args.subnet] if args.subnet else [r.subnet_id for r in agent.registry.latest().subnets]):
+                    status = agent.request_status(message_id, MANAGEMENT_CANISTER_ID, subnet=subnet)
+                    if status.status != "unknown":
+                        break
     except ReplicaError as exc:
         print(f"replica request-status: {type(exc).__name__}: {exc}", file=sys.stderr)
         return 2
@@ -140,6 +147,7 @@ def register(sub) -> None:
     status = sub.add_parser("request-status", formatter_class=HelpFormatter,
                             help="the verified status (and answer) of a call made with --async")
     status.add_argument("message_id", help="the message id (hex) `replica call --async` printed")
-    status.add_argument("canister", type=int, help="the canister it was sent to")
+    status.add_argument("canister", type=int, nargs="?", default=None,
+                        help="the canister it was sent to (none: ask every subnet)")
     _common(status)
     status.set_defaults(func=_request_status)

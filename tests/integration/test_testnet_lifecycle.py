@@ -65,10 +65,11 @@ def test_up_status_down_and_up_again_resumes(tmp_path):
         assert answered.returncode == 0
         status = {}
         for _ in range(100):
-            status = json.loads(_replica(tmp_path, "request-status", message_id, "3").stdout)
+            status = json.loads(_replica(tmp_path, "request-status", message_id).stdout)   # every subnet asked
             if status["status"] == "replied":
                 break
         assert status["status"] == "replied" and status["reply"] == 6
+        assert json.loads(_replica(tmp_path, "request-status", message_id, "3").stdout)["reply"] == 6
         rejected = _replica(tmp_path, "call", "3", "nosuch", check=False)
         assert rejected.returncode == 1 and "CANISTER_ERROR" in rejected.stderr
         refused = _replica(tmp_path, "call", "5", "get", check=False)
