@@ -106,6 +106,9 @@ def test_hash_helpers_follow_the_formulas():
     sha = lambda data: hashlib.sha256(data).digest()  # noqa: E731
     d1, d2 = sha(b"1"), sha(b"2")
     assert ht.domain_sep("ic-hashtree-fork") == b"\x10ic-hashtree-fork"
+    assert ht.domain_sep("x" * 255)[0] == 255
+    with pytest.raises(ht.DomainSeparatorError):  # one length byte
+        ht.domain_sep("x" * 256)
     assert ht.hash_empty() == sha(b"\x11ic-hashtree-empty") == reconstruct(empty())
     assert ht.hash_fork(d1, d2) == sha(b"\x10ic-hashtree-fork" + d1 + d2)
     assert ht.hash_labeled(b"k", d1) == sha(b"\x13ic-hashtree-labeled" + b"k" + d1)
