@@ -30,7 +30,8 @@ from state_manager.state_tree import leaf
 
 KEY = UserKey.from_seed(b"server-test")
 DEAL = bls.deal_threshold_key(1, 1, b"\x41" * 32)
-TRIE = build_from_sorted([(b"metadata", build_from_sorted([(b"height", leaf(3))])), (b"time", leaf(time.time_ns()))])
+CERTIFIED_TIME = time.time_ns()
+TRIE = build_from_sorted([(b"metadata", build_from_sorted([(b"height", leaf(3))])), (b"time", leaf(CERTIFIED_TIME))])
 SHARE = sign_certification_share(3, TRIE.digest(), 1, DEAL.secret_share(1))
 CERTIFICATION = aggregate_certification([SHARE], 1, DEAL.public_key, {1: DEAL.public_key_share(1)})
 
@@ -125,7 +126,8 @@ def test_an_agent_verifies_under_the_registry_key_only(served):
     fake.certified = (TRIE, aggregate_certification([share], record.threshold, record.public_key,
                                                     record.key_shares_by_index()))
     address = str(client.base_url).removeprefix("http://").rstrip("/")
-    with Agent(address, KEY, registry) as agent:
+    # the agent's clock is the certified time: the test does not depend on when it runs
+    with Agent(address, KEY, registry, clock=lambda: CERTIFIED_TIME) as agent:
         assert agent.read_state(7, [[b"time"]]).height == 3
         fake.certified = (TRIE, CERTIFICATION)  # a valid certification under another key
         with pytest.raises(CertificateSignatureInvalid):
