@@ -7,6 +7,7 @@
 * ``agent``      submits calls over HTTP and verifies every certified answer (``certificate``,
   errors in ``agent_errors``); imported on its own (it brings the HTTP client)
 * ``identities`` the user's named Ed25519 keys, PEM files with mode 0600
+* ``management`` calls to the management canister (create_canister, install_code)
 """
 
 from .envelope import ENVELOPE_VERSION, compute_message_id, decode_signed_ingress, sign_ingress
