@@ -28,6 +28,7 @@ import msgpack
 from floor import in_floor_units, measure_floor_us
 from state_manager import certification as cm
 from state_manager import certified_slice as cs
+from state_manager.certified_slice.layout import balanced_forks
 from state_manager import encoding
 from state_manager import hash_tree as ht
 from state_manager import threshold_bls as bls
@@ -118,17 +119,6 @@ def combine_ms(n: int) -> float:
 PRUNED = (TAG_PRUNED, b"\x07" * 32)
 
 
-def balanced(nodes: list) -> tuple:
-    """Forks over ``nodes`` (nested-array form), depth ``ceil(log2 n)``."""
-    level = nodes
-    while len(level) > 1:
-        joined = [(TAG_FORK, level[i], level[i + 1]) for i in range(0, len(level) - 1, 2)]
-        if len(level) % 2:
-            joined.append(level[-1])
-        level = joined
-    return level[0]
-
-
 def enough(unit: tuple, target: int = BOMB_BYTES) -> list:
     """As many copies of ``unit`` as make ``target`` bytes once joined by forks."""
     return [unit] * (target // (len(packb(unit)) + 2) + 1)
@@ -156,21 +146,21 @@ def bombs(honest: bytes) -> dict[str, bytes]:
 
     positions = [(TAG_LABELED, label, PRUNED) for label in index]
     out = {
-        "witness_pruned_wide": witness_bomb(balanced(enough(PRUNED))),
-        "witness_pruned_deep": witness_bomb(balanced(enough(chain(250, lambda i, n: (TAG_FORK, PRUNED, n))))),
-        "witness_labeled_deep": witness_bomb(balanced(enough(chain(250, lambda i, n: (TAG_LABELED, b"x", n))))),
-        "witness_empty_wide": witness_bomb(balanced(enough((TAG_EMPTY,)))),
-        "witness_positions_wide": witness_bomb(balanced(positions[: len(enough(positions[0]))])),
-        "witness_leaves_wide": witness_bomb(balanced(enough((TAG_LABELED, b"\x00" * 8, (TAG_LEAF, b""))))),
+        "witness_pruned_wide": witness_bomb(balanced_forks(enough(PRUNED))),
+        "witness_pruned_deep": witness_bomb(balanced_forks(enough(chain(250, lambda i, n: (TAG_FORK, PRUNED, n))))),
+        "witness_labeled_deep": witness_bomb(balanced_forks(enough(chain(250, lambda i, n: (TAG_LABELED, b"x", n))))),
+        "witness_empty_wide": witness_bomb(balanced_forks(enough((TAG_EMPTY,)))),
+        "witness_positions_wide": witness_bomb(balanced_forks(positions[: len(enough(positions[0]))])),
+        "witness_leaves_wide": witness_bomb(balanced_forks(enough((TAG_LABELED, b"\x00" * 8, (TAG_LEAF, b""))))),
         "witness_duplicated_subtrees": witness_bomb(
-            balanced(enough(_decoded(witness), BOMB_BYTES))),
+            balanced_forks(enough(_decoded(witness), BOMB_BYTES))),
         # The honest payload, then its witness with junk up to the budget that payload allows.
         "witness_after_honest_payload": encoding.encode_unchecked((1, payload, packb(
-            (TAG_FORK, _decoded(witness), balanced(enough((TAG_EMPTY,), ONE_MB)))), certification)),
+            (TAG_FORK, _decoded(witness), balanced_forks(enough((TAG_EMPTY,), ONE_MB)))), certification)),
         "payload_forks_wide": payload_bomb(
-            (TAG_LABELED, b"streams", (TAG_LABELED, OWN.encode(), balanced(
+            (TAG_LABELED, b"streams", (TAG_LABELED, OWN.encode(), balanced_forks(
                 [(TAG_LABELED, label, (TAG_LEAF, b"")) for label in index[: BOMB_BYTES // 20]])))),
-        "payload_empty_wide": payload_bomb(balanced(enough((TAG_EMPTY,)))),
+        "payload_empty_wide": payload_bomb(balanced_forks(enough((TAG_EMPTY,)))),
     }
     for name, data in out.items():
         if len(data) < BOMB_BYTES:
@@ -195,9 +185,9 @@ def forgery(tree: LabeledTrie, cert: cm.Certification, count: int) -> bytes:
     leaves = [(cs.message_label(i), request(i, 0)) for i in range(count)]
     header = encode_header_leaf(StreamHeader(0, count, 17))
     payload = (TAG_LABELED, b"streams", (TAG_LABELED, OWN.encode(), (TAG_FORK, (TAG_LABELED, b"header", (TAG_LEAF, header)), (
-        TAG_LABELED, b"messages", balanced([(TAG_LABELED, label, (TAG_LEAF, value)) for label, value in leaves])))))
+        TAG_LABELED, b"messages", balanced_forks([(TAG_LABELED, label, (TAG_LEAF, value)) for label, value in leaves])))))
     witness = (TAG_LABELED, b"streams", (TAG_LABELED, OWN.encode(), (TAG_FORK, (
-        TAG_LABELED, b"header", (TAG_PRUNED, ht.hash_leaf(header))), (TAG_LABELED, b"messages", balanced(
+        TAG_LABELED, b"header", (TAG_PRUNED, ht.hash_leaf(header))), (TAG_LABELED, b"messages", balanced_forks(
             [(TAG_LABELED, label, (TAG_PRUNED, ht.hash_leaf(value))) for label, value in leaves])))))
     return encoding.encode_unchecked((1, packb(payload), packb(witness), cm.encode_certification(cert)))
 

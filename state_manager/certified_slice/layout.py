@@ -46,6 +46,7 @@ __all__ = [
     "message_label",
     "height_leaf",
     "payload_value",
+    "balanced_forks",
     "encode_slice",
 ]
 
@@ -98,7 +99,7 @@ def height_leaf(height: int) -> bytes:
     return encode_unchecked((LEAF_VERSION, height))
 
 
-def _balanced_group(nodes: list[tuple]) -> tuple:
+def balanced_forks(nodes: list[tuple]) -> tuple:
     """Join ``nodes`` (left to right) with forks into a tree of depth ``ceil(log2 n)``."""
     level = nodes
     while len(level) > 1:
@@ -114,9 +115,9 @@ def payload_value(dst_label: bytes, header_leaf: bytes, messages: list[tuple[byt
     nested-array form of ``tree_encoding``."""
     stream_children = [(TAG_LABELED, HEADER_LABEL, (TAG_LEAF, header_leaf))]
     if messages:
-        group = _balanced_group([(TAG_LABELED, label, (TAG_LEAF, value)) for label, value in messages])
+        group = balanced_forks([(TAG_LABELED, label, (TAG_LEAF, value)) for label, value in messages])
         stream_children.append((TAG_LABELED, MESSAGES_LABEL, group))
-    return (TAG_LABELED, STREAMS_LABEL, (TAG_LABELED, dst_label, _balanced_group(stream_children)))
+    return (TAG_LABELED, STREAMS_LABEL, (TAG_LABELED, dst_label, balanced_forks(stream_children)))
 
 
 def encode_slice(payload: bytes, witness: bytes, certification: bytes) -> bytes:
