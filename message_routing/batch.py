@@ -15,10 +15,20 @@ from state_manager.streams import StreamSlice
 
 from .errors import MessageRoutingError
 
-__all__ = ["Batch", "BatchError", "encode_batch", "decode_batch", "batch_to_value", "batch_from_value",
+__all__ = ["Batch", "BatchError", "BATCH_ENCODING_VERSION", "BOUNDED_WAIT_BATCH_ENCODING_VERSION",
+           "batch_uses_deadlines", "encode_batch", "decode_batch", "batch_to_value", "batch_from_value",
            "slice_to_value", "slice_from_value"]
 
 BATCH_ENCODING_VERSION = 1
+#: The version of batches whose slices carry a message with a deadline (bounded-wait calls).
+#: A batch is written at the lowest version that can express it, so batches without such
+#: messages keep their version-1 bytes and each batch has exactly one encoding.
+BOUNDED_WAIT_BATCH_ENCODING_VERSION = 2
+
+
+def batch_uses_deadlines(batch: "Batch") -> bool:
+    """Some message in the batch's XNet payload has a deadline."""
+    return any(message.deadline for _, stream_slice in batch.xnet_payload for message in stream_slice.messages)
 
 
 class BatchError(MessageRoutingError):
@@ -58,17 +68,18 @@ def slice_from_value(value: Any) -> StreamSlice:
 
 
 def batch_to_value(batch: Batch) -> tuple:
-    return (BATCH_ENCODING_VERSION, batch.batch_number, batch.time, batch.registry_version, batch.randomness,
+    version = BOUNDED_WAIT_BATCH_ENCODING_VERSION if batch_uses_deadlines(batch) else BATCH_ENCODING_VERSION
+    return (version, batch.batch_number, batch.time, batch.registry_version, batch.randomness,
             tuple(ingress_to_value(i) for i in batch.ingress),
             tuple((s, slice_to_value(x)) for s, x in batch.xnet_payload))
 
 
 def batch_from_value(value: Any) -> Batch:
     version, number, time, registry_version, randomness, ingress, payload = check_tuple(value, "batch", 7)
-    if type(version) is not int or version != BATCH_ENCODING_VERSION:
+    if type(version) is not int or version not in (BATCH_ENCODING_VERSION, BOUNDED_WAIT_BATCH_ENCODING_VERSION):
         raise CodecError(f"batch: unknown encoding version {version!r}")
     try:
-        return Batch(
+        batch = Batch(
             check_u64(number, "batch number"), check_u64(time, "batch time"),
             check_u64(registry_version, "registry version"), check_bytes(randomness, "randomness", 32),
             tuple(ingress_from_value(i) for i in check_tuple(ingress, "ingress")),
@@ -77,6 +88,9 @@ def batch_from_value(value: Any) -> Batch:
         )
     except BatchError as exc:
         raise CodecError(str(exc)) from exc
+    if batch_uses_deadlines(batch) != (version == BOUNDED_WAIT_BATCH_ENCODING_VERSION):
+        raise CodecError(f"batch: version {version} does not match whether its messages carry deadlines")
+    return batch
 
 
 def encode_batch(batch: Batch) -> bytes:

@@ -33,6 +33,9 @@ class Limits:
     #: Largest XNet slice a payload may carry from one subnet (messages and bytes).
     max_slice_messages: int
     max_slice_bytes: int
+    #: Subnet-wide byte budget of the bounded-wait messages in canister queues; beyond it
+    #: the largest are shed (``message_routing.shedding``).
+    bounded_wait_message_memory_capacity: int
 
     def with_(self, **changes) -> "Limits":
         return replace(self, **changes)
@@ -51,6 +54,7 @@ DEFAULT = Limits(
     max_messages_per_canister_per_round=1_000,
     max_slice_messages=10_000,
     max_slice_bytes=4 * MiB,
+    bounded_wait_message_memory_capacity=256 * MiB,
 )
 
 #: Tiny limits so tests hit every back-pressure path quickly.
@@ -67,4 +71,5 @@ MINIMAL = Limits(
     max_messages_per_canister_per_round=2,
     max_slice_messages=3,
     max_slice_bytes=2 * KiB,
+    bounded_wait_message_memory_capacity=1 * KiB,
 )

@@ -14,7 +14,9 @@ from .errors import MessageRoutingError
 from .demux import demux
 from .executor import Executor
 from .limits import Limits
+from .shedding import enforce_bounded_wait_message_limit
 from .stream_builder import build_streams
+from .timeouts import time_out_callbacks, time_out_messages
 
 __all__ = ["pre_process", "execute", "post_process", "execute_round", "StateMachineError"]
 
@@ -24,8 +26,10 @@ class StateMachineError(MessageRoutingError):
 
 
 def pre_process(state: ReplicatedState, batch: Batch, topology: NetworkTopology, limits: Limits) -> ReplicatedState:
-    """Induction: adopt the batch's time and registry view, prune the ingress history,
-    induct the loopback stream, the XNet slices (GC + signals + messages) and ingress."""
+    """Induction: adopt the batch's time and registry view, prune the ingress history, time
+    out expired bounded-wait messages and callbacks (``timeouts``), induct the loopback
+    stream, the XNet slices (GC + signals + messages) and ingress, then shed bounded-wait
+    messages beyond their budget (``shedding``)."""
     metadata = state.metadata
     if batch.batch_number != metadata.batch_number + 1:
         raise StateMachineError(f"batch {batch.batch_number} does not follow height {metadata.batch_number}")
@@ -38,7 +42,12 @@ def pre_process(state: ReplicatedState, batch: Batch, topology: NetworkTopology,
     metadata.batch_time = batch.time
     metadata.network_topology = topology
     state.ingress_history.prune(batch.time, limits.ingress_history_retention_ns)
+    # Messages before callbacks: a timed-out request's local reject is its callback's answer.
+    # Both before induction: a response arriving after its callback expired is then late.
+    time_out_messages(state)
+    time_out_callbacks(state)
     demux(state, batch.xnet_payload, batch.ingress, limits)
+    enforce_bounded_wait_message_limit(state, limits)
     return state
 
 
@@ -48,7 +57,9 @@ def execute(state: ReplicatedState, execution_environment: Executor, batch: Batc
 
 
 def post_process(state: ReplicatedState, limits: Limits) -> ReplicatedState:
-    """XNet routing: output queues into streams (the stream builder)."""
+    """XNet routing: shed bounded-wait messages beyond their budget (execution may have added
+    some), then output queues into streams (the stream builder)."""
+    enforce_bounded_wait_message_limit(state, limits)
     state = build_streams(state, limits)
     _drop_idle_streams(state)
     return state

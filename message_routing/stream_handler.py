@@ -14,11 +14,13 @@ For each slice from subnet X, in subnet order (the loopback stream first):
 from __future__ import annotations
 
 from state_manager.canister_state import CanisterStatus
+from state_manager.deadlines import is_expired
 from state_manager.messages import Reject, RejectCode, Request, Response, SubnetId, truncate_reject_message
 from state_manager.replicated_state import ReplicatedState
 from state_manager.streams import RejectReason, Stream, StreamSlice, reject_code_for
 
 from .limits import Limits
+from .timeouts import is_response_expected
 
 __all__ = [
     "induct_loopback_stream", "process_stream_slice", "induct_message", "garbage_collect_messages",
@@ -37,13 +39,15 @@ _REJECT_MESSAGES = {
 
 
 def generate_reject_response(request: Request, code: RejectCode, message: str) -> Response:
-    """``Response{originator: sender, respondent: receiver, callback, Reject(code, msg)}`` — the
-    synthetic reject of a request that cannot be delivered (``msg`` truncated to its limit)."""
+    """``Response{originator: sender, respondent: receiver, callback, Reject(code, msg), deadline}``
+    — the synthetic reject of a request that cannot be delivered (``msg`` truncated to its
+    limit; the request's deadline kept, so a bounded-wait call's reject is bounded-wait too)."""
     return Response(
         originator=request.sender,
         respondent=request.receiver,
         originator_reply_callback=request.sender_reply_callback,
         response_payload=Reject(code, truncate_reject_message(message)),
+        deadline=request.deadline,
     )
 
 
@@ -63,10 +67,15 @@ def route_response(state: ReplicatedState, response: Response) -> None:
 
     A local originator gets it in its input queue (its reserved slot); a remote one through
     our stream to its subnet. Responses are never silently lost: an unroutable one is counted.
+    A bounded-wait response its callback no longer waits for (``is_response_expected``) is
+    late and dropped, counted.
     """
     own = state.own_subnet_id
     canister = state.canisters.get(response.originator)
     if canister is not None:
+        if not is_response_expected(canister, response):
+            state.metadata.count("bounded_wait_late_responses_dropped")
+            return
         canister.queues.push_input_response(response)
         return
     destination = state.routing_table.lookup(response.originator)
@@ -109,7 +118,11 @@ def induct_message(
 
     Authenticity: the sender must be hosted by ``remote`` (or ``remote`` be on its migration
     trace); otherwise the message is dropped and counted (the signal is still an accept, so
-    the stream advances). Responses are always accepted by an existing originator.
+    the stream advances). Responses are always accepted by an existing originator, except a
+    late or duplicate bounded-wait one (``timeouts.is_response_expected``), which is dropped
+    with an accept signal. A bounded-wait request whose deadline has passed is dropped the
+    same way (its caller gets ``SYS_UNKNOWN`` from its own callback's expiry), and one that
+    is not needs room in the receiver's input queue only (no reservation).
     """
     metadata = state.metadata
     topology = metadata.network_topology
@@ -130,13 +143,22 @@ def induct_message(
         return RejectReason.CANISTER_MIGRATING
     queues = canister.queues
     if not is_request:
+        if not is_response_expected(canister, message):
+            metadata.count("bounded_wait_late_responses_dropped")
+            return None
         queues.push_input_response(message)
         metadata.counters["xnet_messages_inducted"] += 1
         return None
     status = canister.status
     if status is not CanisterStatus.RUNNING:
         return RejectReason.CANISTER_STOPPED if status is CanisterStatus.STOPPED else RejectReason.CANISTER_STOPPING
-    if not queues.can_push_input_request(sender, limits.queue_capacity):
+    if message.deadline:
+        if is_expired(message.deadline, metadata.batch_time):
+            metadata.count("bounded_wait_messages_expired")
+            return None
+        if not queues.can_push_bounded_wait_request(queues.input_queues, sender, limits.queue_capacity):
+            return RejectReason.QUEUE_FULL
+    elif not queues.can_push_input_request(sender, limits.queue_capacity):
         return RejectReason.QUEUE_FULL
     queues.push_input_request(message, limits.queue_capacity)
     metadata.counters["xnet_messages_inducted"] += 1

@@ -33,10 +33,12 @@ class IngressOrigin:
 
 @dataclass(frozen=True, slots=True)
 class CanisterOrigin:
-    """The call came from ``canister``; answer it with a response to ``callback_id``."""
+    """The call came from ``canister``; answer it with a response to ``callback_id``, which
+    carries the request's ``deadline`` (0: a guaranteed-response call)."""
 
     canister: CanisterId
     callback_id: int
+    deadline: int = 0
 
 
 CallOrigin = Union[IngressOrigin, CanisterOrigin]
@@ -70,7 +72,7 @@ class Callback:
 
     ``on_reply``/``on_reject`` name methods of the canister's class and ``context`` is a
     stable value handed to them, so callbacks (unlike Python closures) are part of the
-    hashable, checkpointable state.
+    hashable, checkpointable state. ``deadline`` is the call's (0: guaranteed response).
     """
 
     callback_id: int
@@ -79,6 +81,7 @@ class Callback:
     on_reply: str
     on_reject: str
     context: object = None
+    deadline: int = 0
 
 
 class IdMap(KeyOrderedDict):
@@ -202,11 +205,12 @@ class CanisterState:
         return context
 
     def register_callback(
-        self, call_context_id: int, respondent: CanisterId, on_reply: str, on_reject: str, context: object
+        self, call_context_id: int, respondent: CanisterId, on_reply: str, on_reject: str, context: object,
+        deadline: int = 0,
     ) -> Callback:
         """Record an outgoing call of the (open) call context ``call_context_id``."""
         call_context = self.call_contexts[call_context_id]
-        callback = Callback(self.next_callback_id, call_context_id, respondent, on_reply, on_reject, context)
+        callback = Callback(self.next_callback_id, call_context_id, respondent, on_reply, on_reject, context, deadline)
         self.callbacks[callback.callback_id] = callback
         self.call_contexts[call_context_id] = call_context.with_outstanding(call_context.outstanding_callbacks + 1)
         self.next_callback_id += 1

@@ -3,6 +3,13 @@
 Every leaf of the state tree, every checkpoint and every batch log is built from these
 values and encoded with ``encoding.encode``. Decoders check every field's type and range
 and raise ``CodecError`` with the field's name: they read bytes from peers and disks.
+
+Bounded-wait calls (issue 17) add a deadline to requests, responses, callbacks and call
+origins. Their values end with it only when it is non-zero, and their leaves are written at
+``BOUNDED_WAIT_LEAF_VERSION`` (2); everything without a deadline keeps version 1 and its
+bytes. So each value has exactly one encoding (a version-2 leaf without a deadline, or a
+version-1 leaf with one, is refused), version-1 leaves still decode, and the state hashes of
+runs without bounded-wait calls are unchanged.
 """
 
 from __future__ import annotations
@@ -25,9 +32,13 @@ __all__ = [
     "decode_message_leaf", "header_to_value", "header_from_value", "encode_header_leaf",
     "decode_header_leaf", "ingress_to_value", "ingress_from_value", "ingress_status_to_value",
     "ingress_status_from_value", "check_u64", "check_bytes", "check_str", "check_tuple", "decode_typed",
+    "BOUNDED_WAIT_LEAF_VERSION", "leaf_version_for", "message_leaf_value", "call_context_leaf_value",
+    "callback_leaf_value",
 ]
 
 LEAF_VERSION = 1
+#: The leaf version of values that carry a non-zero deadline (bounded-wait calls).
+BOUNDED_WAIT_LEAF_VERSION = 2
 U64 = 2**64
 
 
@@ -79,17 +90,39 @@ def _enum(enum_cls, value: Any, what: str):
     return member
 
 
+# -- deadlines --------------------------------------------------------------------------------
+
+def leaf_version_for(deadline: int) -> int:
+    """``BOUNDED_WAIT_LEAF_VERSION`` if ``deadline ≠ 0``, else ``LEAF_VERSION``."""
+    return LEAF_VERSION if deadline == 0 else BOUNDED_WAIT_LEAF_VERSION
+
+
+def _with_deadline(value: tuple, deadline: int) -> tuple:
+    """A value ends with its deadline only when the deadline is non-zero."""
+    return value if deadline == 0 else value + (deadline,)
+
+
+def _deadline(value: Any, what: str) -> int:
+    """A trailing deadline field: a u64 ≥ 1 (a zero deadline is written by leaving it out)."""
+    deadline = check_u64(value, what)
+    if deadline == 0:
+        raise CodecError(f"{what}: a zero deadline is encoded by omitting it")
+    return deadline
+
+
 # -- messages ----------------------------------------------------------------------------------
 
 def message_to_value(message: Request | Response) -> tuple:
-    """Request: ``[0, sender, receiver, method, payload, callback]``; Response:
-    ``[1, originator, respondent, callback, [0, data] | [1, code, text]]``."""
+    """Request: ``[0, sender, receiver, method, payload, callback(, deadline)]``; Response:
+    ``[1, originator, respondent, callback, [0, data] | [1, code, text](, deadline)]``; the
+    deadline only when non-zero."""
     if isinstance(message, Request):
-        return (0, message.sender, message.receiver, message.method_name, message.method_payload,
-                message.sender_reply_callback)
+        return _with_deadline((0, message.sender, message.receiver, message.method_name, message.method_payload,
+                               message.sender_reply_callback), message.deadline)
     payload = message.response_payload
     body = (0, payload.data) if isinstance(payload, Reply) else (1, int(payload.code), payload.message)
-    return (1, message.originator, message.respondent, message.originator_reply_callback, body)
+    return _with_deadline((1, message.originator, message.respondent, message.originator_reply_callback, body),
+                          message.deadline)
 
 
 def message_from_value(value: Any) -> Request | Response:
@@ -97,12 +130,14 @@ def message_from_value(value: Any) -> Request | Response:
     if not value:
         raise CodecError("message: empty array")
     kind = value[0]
-    if _is_int(kind, 0) and len(value) == 6:
-        _, sender, receiver, method, payload, callback = value
+    if _is_int(kind, 0) and len(value) in (6, 7):
+        sender, receiver, method, payload, callback = value[1:6]
+        deadline = _deadline(value[6], "request deadline") if len(value) == 7 else 0
         return Request(check_u64(sender, "sender"), check_u64(receiver, "receiver"), check_str(method, "method"),
-                       check_bytes(payload, "payload"), check_u64(callback, "callback"))
-    if _is_int(kind, 1) and len(value) == 5:
-        _, originator, respondent, callback, body = value
+                       check_bytes(payload, "payload"), check_u64(callback, "callback"), deadline)
+    if _is_int(kind, 1) and len(value) in (5, 6):
+        originator, respondent, callback, body = value[1:5]
+        deadline = _deadline(value[5], "response deadline") if len(value) == 6 else 0
         body = check_tuple(body, "response payload")
         if len(body) == 2 and _is_int(body[0], 0):
             payload = Reply(check_bytes(body[1], "reply"))
@@ -111,8 +146,13 @@ def message_from_value(value: Any) -> Request | Response:
         else:
             raise CodecError("response payload: expected [0, data] or [1, code, message]")
         return Response(check_u64(originator, "originator"), check_u64(respondent, "respondent"),
-                        check_u64(callback, "callback"), payload)
+                        check_u64(callback, "callback"), payload, deadline)
     raise CodecError(f"message: unknown kind {kind!r} or arity {len(value)}")
+
+
+def message_leaf_value(message: Request | Response) -> tuple:
+    """``[leaf_version_for(deadline), message_to_value(message)]``: what a message leaf encodes."""
+    return (leaf_version_for(message.deadline), message_to_value(message))
 
 
 def _versioned(value: Any, what: str) -> Any:
@@ -120,6 +160,17 @@ def _versioned(value: Any, what: str) -> Any:
     if not _is_int(value[0], LEAF_VERSION):
         raise CodecError(f"{what}: unknown encoding version {value[0]!r}")
     return value[1]
+
+
+def _versioned_message(value: Any) -> Request | Response:
+    """A message leaf's value: version 1 without a deadline, version 2 with one — no other."""
+    version, inner = check_tuple(value, "message leaf", 2)
+    if not (_is_int(version, LEAF_VERSION) or _is_int(version, BOUNDED_WAIT_LEAF_VERSION)):
+        raise CodecError(f"message leaf: unknown encoding version {version!r}")
+    message = message_from_value(inner)
+    if leaf_version_for(message.deadline) != version:
+        raise CodecError(f"message leaf: version {version} does not match deadline {message.deadline}")
+    return message
 
 
 def _decode(data: Any, what: str) -> Any:
@@ -130,8 +181,9 @@ def _decode(data: Any, what: str) -> Any:
 
 
 def encode_message_leaf(message: Request | Response) -> bytes:
-    """The leaf under ``/streams/<dst>/messages/<index>``: ``encode([1, message])``."""
-    return encode((LEAF_VERSION, message_to_value(message)))
+    """The leaf under ``/streams/<dst>/messages/<index>``: ``encode([1, message])``, or
+    ``encode([2, message])`` for a message with a deadline."""
+    return encode(message_leaf_value(message))
 
 
 def decode_typed(data: Any, what: str) -> Any:
@@ -153,7 +205,7 @@ def decode_typed(data: Any, what: str) -> Any:
 def decode_message_leaf(data: Any) -> Request | Response:
     """Inverse of ``encode_message_leaf`` (the fields' types are all checked, so the fast
     ``decode_typed`` applies)."""
-    return message_from_value(_versioned(decode_typed(data, "message leaf"), "message leaf"))
+    return _versioned_message(decode_typed(data, "message leaf"))
 
 
 # -- stream headers -------------------------------------------------------------------------
@@ -214,22 +266,34 @@ def ingress_status_from_value(value: Any) -> IngressStatus:
 
 # -- canister state ---------------------------------------------------------------------------
 
+def _origin_deadline(context) -> int:
+    origin = context.origin
+    return origin.deadline if type(origin) is CanisterOrigin else 0
+
+
 def call_context_to_value(context) -> tuple:
     """``[id, origin, method, responded, outstanding_callbacks]``; origin is
-    ``[0, message_id, source]`` (ingress) or ``[1, canister, callback_id]``."""
+    ``[0, message_id, source]`` (ingress) or ``[1, canister, callback_id(, deadline)]``."""
     origin = context.origin
-    origin_value = (0, origin.message_id, origin.source) if type(origin) is IngressOrigin else (1, origin.canister, origin.callback_id)
+    origin_value = ((0, origin.message_id, origin.source) if type(origin) is IngressOrigin
+                    else _with_deadline((1, origin.canister, origin.callback_id), origin.deadline))
     return (context.call_context_id, origin_value, context.method_name, context.responded, context.outstanding_callbacks)
+
+
+def call_context_leaf_value(context) -> tuple:
+    return (leaf_version_for(_origin_deadline(context)), call_context_to_value(context))
 
 
 def call_context_from_value(value: Any):
     cid, origin, method, responded, outstanding = check_tuple(value, "call context", 5)
-    origin = check_tuple(origin, "call origin", 3)
+    origin = check_tuple(origin, "call origin")
     origin_obj: IngressOrigin | CanisterOrigin
-    if _is_int(origin[0], 0):
+    if _is_int(origin[0], 0) and len(origin) == 3:
         origin_obj = IngressOrigin(check_bytes(origin[1], "message id"), check_bytes(origin[2], "source"))
-    elif _is_int(origin[0], 1):
-        origin_obj = CanisterOrigin(check_u64(origin[1], "origin canister"), check_u64(origin[2], "origin callback"))
+    elif _is_int(origin[0], 1) and len(origin) in (3, 4):
+        deadline = _deadline(origin[3], "origin deadline") if len(origin) == 4 else 0
+        origin_obj = CanisterOrigin(check_u64(origin[1], "origin canister"), check_u64(origin[2], "origin callback"),
+                                    deadline)
     else:
         raise CodecError("call origin: unknown kind")
     if type(responded) is not bool:
@@ -239,16 +303,25 @@ def call_context_from_value(value: Any):
 
 
 def callback_to_value(callback) -> tuple:
-    return (callback.callback_id, callback.call_context_id, callback.respondent, callback.on_reply,
-            callback.on_reject, callback.context)
+    """``[id, call_context_id, respondent, on_reply, on_reject, context(, deadline)]``."""
+    return _with_deadline((callback.callback_id, callback.call_context_id, callback.respondent, callback.on_reply,
+                           callback.on_reject, callback.context), callback.deadline)
+
+
+def callback_leaf_value(callback) -> tuple:
+    return (leaf_version_for(callback.deadline), callback_to_value(callback))
 
 
 def callback_from_value(value: Any):
-    cb_id, ctx_id, respondent, on_reply, on_reject, context = check_tuple(value, "callback", 6)
+    value = check_tuple(value, "callback")
+    if len(value) not in (6, 7):
+        raise CodecError("callback: expected an array of 6 or 7 items")
+    cb_id, ctx_id, respondent, on_reply, on_reject, context = value[:6]
+    deadline = _deadline(value[6], "callback deadline") if len(value) == 7 else 0
     try:
         check_stable_value(context)
     except StableValueError as exc:
         raise CodecError(f"callback context: {exc}") from exc
     return Callback(check_u64(cb_id, "callback id"), check_u64(ctx_id, "call context id"),
                     check_u64(respondent, "respondent"), check_str(on_reply, "on_reply"),
-                    check_str(on_reject, "on_reject"), context)
+                    check_str(on_reject, "on_reject"), context, deadline)

@@ -41,6 +41,9 @@ class RejectCode(enum.IntEnum):
     DESTINATION_INVALID = 3
     CANISTER_REJECT = 4
     CANISTER_ERROR = 5
+    #: A bounded-wait call whose outcome the caller cannot know: the deadline expired or the
+    #: response was shed. The call may or may not have executed.
+    SYS_UNKNOWN = 6
 
 
 def truncate_reject_message(message: str) -> str:
@@ -64,13 +67,17 @@ class Reject:
 
 @dataclass(frozen=True, slots=True)
 class Request:
-    """``sender`` calls ``method_name`` on ``receiver``; the reply resumes ``sender_reply_callback``."""
+    """``sender`` calls ``method_name`` on ``receiver``; the reply resumes ``sender_reply_callback``.
+
+    ``deadline`` (whole seconds since the epoch) makes it a bounded-wait call; 0 (the
+    default) is a guaranteed-response call (see ``state_manager.deadlines``)."""
 
     sender: CanisterId
     receiver: CanisterId
     method_name: str
     method_payload: bytes
     sender_reply_callback: int
+    deadline: int = 0
 
     def count_bytes(self) -> int:
         """Deterministic size estimate used for stream and payload limits."""
@@ -79,12 +86,14 @@ class Request:
 
 @dataclass(frozen=True, slots=True)
 class Response:
-    """The answer to a request: travels from ``respondent`` back to ``originator``."""
+    """The answer to a request: travels from ``respondent`` back to ``originator``, with the
+    request's ``deadline`` (0 for a guaranteed-response call)."""
 
     originator: CanisterId
     respondent: CanisterId
     originator_reply_callback: int
     response_payload: Union[Reply, Reject]
+    deadline: int = 0
 
     def count_bytes(self) -> int:
         payload = self.response_payload

@@ -5,6 +5,12 @@ it) and an output queue (messages to it). A queue has a capacity shared by the m
 holds and the slots it has reserved for responses: sending a request reserves a slot for its
 response in the sender's input queue, and accepting a request reserves one in the receiver's
 output queue, so a response always fits.
+
+Bounded-wait messages (``deadline != 0``) take no reservation: their requests need room
+in the queue they enter only, and their responses enter a queue whether or not it is full.
+What bounds them instead is a subnet-wide byte budget (``message_routing.shedding``), which
+may remove the largest of them (``remove_where``) or turn a response into a small
+``SYS_UNKNOWN`` reject in place (``replace_at``).
 """
 
 from __future__ import annotations
@@ -86,6 +92,22 @@ class Queue(Generic[T]):
         self.begin += 1
         return element
 
+    def replace_at(self, position: int, element: T) -> None:
+        """Put ``element`` where the ``position``-th element is (its index stays the same)."""
+        self.elements[position] = element
+
+    def remove_where(self, positions: list[int]) -> None:
+        """Remove the elements at ``positions`` (ascending). Later elements move down: queue
+        indices are positions, not message ids, and only shedding removes from the middle."""
+        kept: deque[T] = deque()
+        drop = 0
+        for k, element in enumerate(self.elements):
+            if drop < len(positions) and positions[drop] == k:
+                drop += 1
+            else:
+                kept.append(element)
+        self.elements = kept
+
     def is_idle(self) -> bool:
         """No messages and no reservations: the queue can be dropped from the state."""
         return not self.elements and self.reserved_slots == 0
@@ -157,15 +179,30 @@ class CanisterQueues:
         inp = self.input_queues.get(receiver)
         return (out is None or out.has_room(capacity)) and (inp is None or inp.has_room(capacity))
 
+    def can_push_bounded_wait_request(self, queue_map: KeyOrderedDict, remote: CanisterId, capacity: int) -> bool:
+        """A bounded-wait request needs room in the one queue it enters (no reservation)."""
+        queue = queue_map.get(remote)
+        return queue is None or queue.has_room(capacity)
+
     def push_output_request(self, request: Request, capacity: int) -> None:
-        """Queue an outgoing request and reserve the input slot for its response."""
+        """Queue an outgoing request and reserve the input slot for its response (a
+        bounded-wait request reserves nothing)."""
+        if request.deadline != 0:
+            if not self.can_push_bounded_wait_request(self.output_queues, request.receiver, capacity):
+                raise QueueFullError(f"output queue to canister {request.receiver} is full")
+            self._output(request.receiver).push(request)
+            return
         if not self.can_push_output_request(request.receiver, capacity):
             raise QueueFullError(f"queues to canister {request.receiver} are full")
         self._output(request.receiver).push(request)
         self._input(request.receiver).reserved_slots += 1
 
     def push_output_response(self, response: Response) -> None:
-        """Queue an outgoing response into the slot reserved when its request was accepted."""
+        """Queue an outgoing response into the slot reserved when its request was accepted
+        (a bounded-wait response needs no slot)."""
+        if response.deadline != 0:
+            self._output(response.originator).push(response)
+            return
         self._output(response.originator).push_into_reserved_slot(response)
 
     def can_push_input_request(self, sender: CanisterId, capacity: int) -> bool:
@@ -174,7 +211,13 @@ class CanisterQueues:
         return (inp is None or inp.has_room(capacity)) and (out is None or out.has_room(capacity))
 
     def push_input_request(self, request: Request, capacity: int) -> None:
-        """Accept an incoming request and reserve the output slot for our response."""
+        """Accept an incoming request and reserve the output slot for our response (a
+        bounded-wait request reserves nothing)."""
+        if request.deadline != 0:
+            if not self.can_push_bounded_wait_request(self.input_queues, request.sender, capacity):
+                raise QueueFullError(f"input queue from canister {request.sender} is full")
+            self._input(request.sender).push(request)
+            return
         if not self.can_push_input_request(request.sender, capacity):
             raise QueueFullError(f"queues from canister {request.sender} are full")
         self._input(request.sender).push(request)
@@ -188,9 +231,26 @@ class CanisterQueues:
         no callback waits for it.
         """
         queue = self._input(response.respondent)
-        if queue.reserved_slots > 0:
-            queue.reserved_slots -= 1
+        if queue.reserved_slots > 0 and response.deadline == 0:
+            queue.reserved_slots -= 1  # a bounded-wait response never takes a guaranteed call's slot
         queue.push(response)
+
+    def has_enqueued_response(self, respondent: CanisterId, callback_id: int) -> bool:
+        """A response for ``callback_id`` waits in the input queue from ``respondent``."""
+        queue = self.input_queues.get(respondent)
+        if queue is None:
+            return False
+        for message in queue.elements:
+            if type(message) is Response and message.originator_reply_callback == callback_id:
+                return True
+        return False
+
+    def drop_idle_queue(self, queue_map: KeyOrderedDict, remote: CanisterId) -> None:
+        """Forget the queue to or from ``remote`` if it holds nothing and reserves nothing."""
+        queue = queue_map.get(remote)
+        if queue is not None and queue.is_idle():
+            self.dirty = True
+            del queue_map[remote]
 
     def release_input_reservation(self, remote: CanisterId) -> None:
         """Give back the slot reserved for a response that will never come."""

@@ -25,6 +25,16 @@ COUNTERS = (
     "reject_signals_sent",
     "synthetic_rejects",
 )
+#: Counters of bounded-wait calls (issue 17). They enter ``counters`` at their first use, so
+#: the counters leaf — and every state hash — of a subnet that never saw one is unchanged.
+BOUNDED_WAIT_COUNTERS = (
+    "bounded_wait_requests_timed_out",
+    "bounded_wait_messages_expired",
+    "bounded_wait_callbacks_expired",
+    "bounded_wait_late_responses_dropped",
+    "bounded_wait_messages_shed",
+    "bounded_wait_bytes_shed",
+)
 
 
 class SystemMetadata:
@@ -39,7 +49,7 @@ class SystemMetadata:
         self.counters: SortedDict = SortedDict((name, 0) for name in COUNTERS)
 
     def count(self, name: str, by: int = 1) -> None:
-        self.counters[name] += by
+        self.counters[name] = self.counters.get(name, 0) + by
 
     def __eq__(self, other: object) -> bool:
         if not isinstance(other, SystemMetadata):

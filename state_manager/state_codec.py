@@ -3,8 +3,13 @@
 ``decode_state(encode_state(s)) == s`` and the decoded state hashes to the same full-state
 hash. Decoding is strict (``CodecError``), since checkpoints come from disk.
 
-Versions (the first item of the value):
+Versions (the first item of the value). A state is written at the lowest version that can
+express it, so each state has one encoding and states without bounded-wait calls keep their
+version-2 bytes:
 
+* 3 — some message, callback or call origin carries a deadline (bounded-wait calls); the
+  fields are those of version 2, values with a deadline end with it. Written only then, so a
+  version-3 state without any deadline is refused as non-canonical.
 * 2 — a canister ends with its ``module_source`` (text, "" for builtin modules, and then
   ``module_hash == SHA-256(module_source)`` is checked); the state ends with its
   ``management_queue``.
@@ -30,13 +35,37 @@ from .routing_table import CanisterIdRange, CanisterMigrations, NetworkTopology,
 from .stable_map import StableValueError
 from .streams import Stream
 
-__all__ = ["STATE_ENCODING_VERSION", "encode_state", "decode_state", "state_to_value", "state_from_value",
+__all__ = ["STATE_ENCODING_VERSION", "BOUNDED_WAIT_STATE_ENCODING_VERSION", "state_uses_deadlines", "encode_state", "decode_state", "state_to_value", "state_from_value",
            "state_encoding_version", "topology_to_value", "topology_from_value"]
 
 STATE_ENCODING_VERSION = 2
+#: The version of states that hold anything with a deadline (see the module docstring).
+BOUNDED_WAIT_STATE_ENCODING_VERSION = 3
 #: Versions ``decode_state`` reads: the items of a state and of a canister in each.
-_STATE_ARITY = {1: 10, 2: 11}
-_CANISTER_ARITY = {1: 15, 2: 16}
+_STATE_ARITY = {1: 10, 2: 11, 3: 11}
+_CANISTER_ARITY = {1: 15, 2: 16, 3: 16}
+
+
+def state_uses_deadlines(state: ReplicatedState) -> bool:
+    """Some queued or streamed message, callback or call origin of ``state`` has a deadline."""
+    for canister in state.canisters.values():
+        for callback in canister.callbacks.values():
+            if callback.deadline:
+                return True
+        for context in canister.call_contexts.values():
+            if getattr(context.origin, "deadline", 0):
+                return True
+        queues = canister.queues
+        for queue_map in (queues.input_queues, queues.output_queues):
+            for queue in queue_map.values():
+                for message in queue.elements:
+                    if message.deadline:
+                        return True
+    for stream in state.streams.values():
+        for message in stream.messages:
+            if message.deadline:
+                return True
+    return False
 
 
 def topology_to_value(topology: NetworkTopology) -> tuple:
@@ -154,8 +183,9 @@ def _stream_from_value(value: Any) -> Stream:
 
 def state_to_value(state: ReplicatedState) -> tuple:
     m = state.metadata
+    version = BOUNDED_WAIT_STATE_ENCODING_VERSION if state_uses_deadlines(state) else STATE_ENCODING_VERSION
     return (
-        STATE_ENCODING_VERSION, m.own_subnet_id, m.batch_number, m.batch_time, m.prev_state_hash,
+        version, m.own_subnet_id, m.batch_number, m.batch_time, m.prev_state_hash,
         topology_to_value(m.network_topology), tuple(m.counters.items()),
         tuple(_canister_to_value(c) for c in state.canisters.values()),
         tuple((dst, _stream_to_value(s)) for dst, s in state.streams.items()),
@@ -197,6 +227,9 @@ def state_from_value(value: Any) -> ReplicatedState:
         state.ingress_history.set(check_bytes(mid, "message id", 32), ingress_status_from_value(status))
     if version >= 2:
         state.management_queue = _queue_from_value(fields[10], ingress_from_value)
+    if state_uses_deadlines(state) != (version == BOUNDED_WAIT_STATE_ENCODING_VERSION):
+        # One encoding per state: deadlines exactly in version 3 (and never before it existed).
+        raise CodecError(f"state: version {version} does not match whether the state holds deadlines")
     return state
 
 

@@ -41,8 +41,8 @@ from typing import Any, Iterable
 
 from .canister_state import CanisterState
 from .codec import (
-    LEAF_VERSION, call_context_to_value, callback_to_value, encode_header_leaf, encode_message_leaf,
-    ingress_status_to_value, ingress_to_value, message_to_value,
+    LEAF_VERSION, call_context_leaf_value, callback_leaf_value, encode_header_leaf, encode_message_leaf,
+    ingress_status_to_value, ingress_to_value, message_leaf_value,
 )
 from .encoding import encode_unchecked
 from .ingress_history import IngressHistory, IngressState, IngressStatus
@@ -160,13 +160,19 @@ def _drained_queue_tree(reserved: int) -> LabeledTrie:
     return build_from_sorted([(b"messages", EMPTY), (b"reserved", leaf(reserved))])
 
 
+def _message_queue_tree(queue: Queue) -> LabeledTrie:
+    """Like ``_queue_tree``, each message at its own leaf version (2 with a deadline)."""
+    return build_from_sorted((index_label(queue.begin + k), encode_unchecked(message_leaf_value(m)))
+                             for k, m in enumerate(queue.elements))
+
+
 def _remote_queue_tree(queue: Queue) -> LabeledTrie:
     if not queue.elements:
         # Queues are usually drained by the end of a round and hold only reservations: then
         # the subtree depends on the count alone, so it is built and hashed once and shared.
         return _drained_queue_tree(queue.reserved_slots)
     return build_from_sorted([
-        (b"messages", _queue_tree(queue, message_to_value)),
+        (b"messages", _message_queue_tree(queue)),
         (b"reserved", leaf(queue.reserved_slots)),
     ])
 
@@ -201,9 +207,9 @@ def _module_tree(source: str) -> LabeledTrie:
 def _canister_tree(canister: CanisterState, stable_tree: LabeledTrie, module_tree: LabeledTrie | None) -> LabeledTrie:
     items: list[tuple[bytes, LabeledTrie | bytes]] = [
         (b"call_contexts", build_from_sorted(
-            (index_label(i), leaf(call_context_to_value(c))) for i, c in canister.call_contexts.items())),
+            (index_label(i), encode_unchecked(call_context_leaf_value(c))) for i, c in canister.call_contexts.items())),
         (b"callbacks", build_from_sorted(
-            (index_label(i), leaf(callback_to_value(c))) for i, c in canister.callbacks.items())),
+            (index_label(i), encode_unchecked(callback_leaf_value(c))) for i, c in canister.callbacks.items())),
         (b"meta", _canister_meta(canister)),
     ]
     if module_tree is not None:  # builtin modules have no source: their trees are as before

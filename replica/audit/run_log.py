@@ -44,13 +44,22 @@ __all__ = [
     "decode_run_log", "write_run_log", "load_run_log", "limits_preset_name",
 ]
 
-RUN_LOG_VERSION = 1
+RUN_LOG_VERSION = 2
+#: Versions this build reads. Version 1 manifests predate the Limits field
+#: ``bounded_wait_message_memory_capacity``: they decode with the value of their preset (a
+#: ``custom`` one with ``DEFAULT``'s), which no run before bounded-wait calls could reach.
+_READABLE_VERSIONS = (1, 2)
+#: Subnet log files did not change in version 2: they are still written as version 1, so a
+#: version-1 manifest's file digests still match.
+_SUBNET_LOG_VERSION = 1
 MANIFEST_FILE = "manifest.bin"
 _RUN_TAG = "replica-run-log"
 _SUBNET_TAG = "replica-subnet-log"
 _BLOB_TAG = "replica-run-blob"
 LIMIT_PRESETS: dict[str, Limits] = {"DEFAULT": DEFAULT, "MINIMAL": MINIMAL}
 _LIMIT_FIELDS = tuple(f.name for f in fields(Limits))
+_ADDED_IN_VERSION_2 = ("bounded_wait_message_memory_capacity",)
+_LIMIT_FIELDS_V1 = tuple(name for name in _LIMIT_FIELDS if name not in _ADDED_IN_VERSION_2)
 
 
 @dataclass(frozen=True)
@@ -114,7 +123,7 @@ def _subnet_file_name(position: int) -> str:
 
 
 def _subnet_value(log: SubnetLog) -> tuple:
-    return (_SUBNET_TAG, RUN_LOG_VERSION, log.subnet_id, log.genesis, tuple(log.batches),
+    return (_SUBNET_TAG, _SUBNET_LOG_VERSION, log.subnet_id, log.genesis, tuple(log.batches),
             tuple((h, f, c) for h, f, c in log.hashes), tuple((h, d) for h, d in log.checkpoints))
 
 
@@ -155,19 +164,24 @@ def _decode(data: bytes, what: str) -> Any:
         raise RunLogError(f"{what}: {exc}") from exc
 
 
-def _check_version(tag: Any, version: Any, expected_tag: str, what: str) -> None:
+def _check_version(tag: Any, version: Any, expected_tag: str, what: str,
+                   readable: tuple[int, ...] = _READABLE_VERSIONS) -> None:
     if tag != expected_tag:
         raise RunLogError(f"{what}: not a {expected_tag} (tag {tag!r})")
-    if type(version) is not int or version != RUN_LOG_VERSION:
-        raise RunLogError(f"{what}: unsupported version {version!r} (this build reads {RUN_LOG_VERSION})")
+    if type(version) is not int or version not in readable:
+        raise RunLogError(f"{what}: unsupported version {version!r} (this build reads {readable})")
 
 
-def _limits(name: str, values: Any) -> Limits:
+def _limits(name: str, values: Any, version: int) -> Limits:
     pairs = check_tuple(values, "limits")
-    if tuple(check_tuple(p, "limit", 2)[0] for p in pairs) != _LIMIT_FIELDS:
-        raise RunLogError(f"limits: expected the fields {_LIMIT_FIELDS}")
-    limits = Limits(**{field: check_u64(value, f"limit {field}") for field, value in pairs})
+    expected = _LIMIT_FIELDS if version >= 2 else _LIMIT_FIELDS_V1
+    if tuple(check_tuple(p, "limit", 2)[0] for p in pairs) != expected:
+        raise RunLogError(f"limits: expected the fields {expected}")
+    given = {field: check_u64(value, f"limit {field}") for field, value in pairs}
     preset = LIMIT_PRESETS.get(name)
+    for field in _LIMIT_FIELDS:
+        given.setdefault(field, getattr(preset or DEFAULT, field))
+    limits = Limits(**given)
     if preset is not None and preset != limits:
         raise RunLogError(f"limits: values differ from the {name} preset this build knows")
     if preset is None and name != "custom":
@@ -178,7 +192,7 @@ def _limits(name: str, values: Any) -> Limits:
 def _decode_subnet(data: bytes, subnet_id: str) -> SubnetLog:
     what = f"subnet log {subnet_id}"
     tag, version, sid, genesis, batches, hashes, checkpoints = check_tuple(_decode(data, what), what, 7)
-    _check_version(tag, version, _SUBNET_TAG, what)
+    _check_version(tag, version, _SUBNET_TAG, what, (_SUBNET_LOG_VERSION,))
     if sid != subnet_id:
         raise RunLogError(f"{what}: file holds subnet {sid!r}")
     batch_bytes = tuple(check_bytes(b, "batch") for b in check_tuple(batches, "batches"))
@@ -210,7 +224,7 @@ def _assemble(manifest_bytes: bytes, files: dict[str, bytes]) -> RunLog:
         if list(subnet_ids) != sorted(set(subnet_ids)) or not subnet_ids:
             raise RunLogError("manifest: subnets must be a non-empty sorted list of distinct ids")
         module_names = tuple(check_str(m, "canister module") for m in check_tuple(modules, "canister modules"))
-        limits_value = _limits(check_str(limits_name, "limits name"), limits)
+        limits_value = _limits(check_str(limits_name, "limits name"), limits, version)
         if check_u64(interval, "checkpoint interval") < 1:
             raise RunLogError("manifest: the checkpoint interval is at least 1")
         topology_values = tuple(topology_from_value(t) for t in check_tuple(topologies, "topologies"))

@@ -64,7 +64,7 @@ def deliver_answer(state: ReplicatedState, canister: CanisterState, origin: Call
     """Send ``answer`` to the call's origin (size-bounded, see ``_bounded``)."""
     answer = _bounded(canister.canister_id, answer, limits)
     if type(origin) is CanisterOrigin:
-        response = Response(origin.canister, canister.canister_id, origin.callback_id, answer)
+        response = Response(origin.canister, canister.canister_id, origin.callback_id, answer, origin.deadline)
         try:
             canister.queues.push_output_response(response)
         except NoReservedSlotError:

@@ -18,6 +18,8 @@ from dataclasses import dataclass
 from types import MappingProxyType
 from typing import Any, Callable, Mapping
 
+from state_manager.deadlines import deadline_ns
+
 from .errors import CanisterDefinitionError
 
 __all__ = ["Canister", "MethodKind", "MethodSpec", "update", "query", "callback", "new_instance"]
@@ -58,7 +60,7 @@ query = _mark(MethodKind.QUERY)
 callback = _mark(MethodKind.CALLBACK)
 
 #: Names the SDK defines on ``Canister``; a subclass may not redefine them.
-_SDK_NAMES = ("id", "caller", "time", "stable", "certified_data", "call", "reply", "reject", "_sys")
+_SDK_NAMES = ("id", "caller", "time", "deadline", "stable", "certified_data", "call", "reply", "reject", "_sys")
 
 
 def _positional_arity(cls: type, name: str, function: Callable[..., Any]) -> int:
@@ -153,6 +155,13 @@ class Canister:
         return self._sys.time
 
     @property
+    def deadline(self) -> int:
+        """The deadline of the call being handled, in nanoseconds since the epoch (a whole
+        number of seconds); 0 for a guaranteed-response call and for users' calls. In a
+        callback, the deadline of the call that is being answered."""
+        return deadline_ns(self._sys.deadline)
+
+    @property
     def stable(self):
         """The persistent ``StableMap`` (text keys, immutable canonical values)."""
         return self._sys.stable
@@ -168,12 +177,22 @@ class Canister:
 
     # -- what a running message can do ------------------------------------------------------
 
-    def call(self, dst: int, method: str, arg: Any = None, *, on_reply: Any, on_reject: Any, context: Any = None) -> None:
+    def call(
+        self, dst: int, method: str, arg: Any = None, *, on_reply: Any, on_reject: Any, context: Any = None,
+        timeout_s: int | None = None,
+    ) -> None:
         """Call ``method`` of canister ``dst`` with ``arg``. ``on_reply(self, value, context)``
         or ``on_reject(self, (code, message), context)`` resumes when the answer arrives;
         both must be ``@callback`` methods of this class. Raises ``CallError`` if the call
-        cannot be queued. The call is sent only if the current message does not trap."""
-        self._sys.call(self, dst, method, arg, on_reply, on_reject, context)
+        cannot be queued. The call is sent only if the current message does not trap.
+
+        Without ``timeout_s`` the call is guaranteed-response: it gets exactly one answer,
+        however long that takes. With ``timeout_s=T`` (an int ≥ 1) it is a bounded-wait call
+        with deadline ``⌊now⌋ + min(T, 300)`` seconds: it gets at most one response and its
+        callback runs exactly once — with the reply, a reject, or ``SYS_UNKNOWN`` (code 6:
+        the call may or may not have executed) once the deadline has passed or the response
+        was shed under memory pressure."""
+        self._sys.call(self, dst, method, arg, on_reply, on_reject, context, timeout_s)
 
     def reply(self, value: Any = None) -> None:
         """Answer the current call with ``value`` (at most one answer per call)."""

@@ -67,11 +67,11 @@ def _entry_point(
 
 def _run_call(
     state: ReplicatedState, canister: CanisterState, cls: type, spec: MethodSpec, args: tuple,
-    call_context_id: int, caller: bytes | int, limits: Limits,
+    call_context_id: int, caller: bytes | int, limits: Limits, deadline: int = 0,
 ) -> None:
     read_only = spec.kind is MethodKind.QUERY
     api = SystemApi(canister, caller, state.metadata.batch_time, limits,
-                    call_refusal=_QUERY_CANNOT_CALL if read_only else None)
+                    call_refusal=_QUERY_CANNOT_CALL if read_only else None, deadline=deadline)
     ok, result = run_method(api, cls, spec, args)
     answer = finish_method(api, ok, result, call_context_id, return_is_reply=True, read_only=read_only)
     settle_call_context(state, canister, call_context_id, answer, limits)
@@ -106,14 +106,15 @@ def _mark_processing(state: ReplicatedState, canister: CanisterState, ingress: I
 
 def execute_request(state: ReplicatedState, canister: CanisterState, cls: type | None, request: Request, limits: Limits) -> None:
     """Run a canister's call; the answer goes to the output slot reserved at induction."""
-    origin = CanisterOrigin(request.sender, request.sender_reply_callback)
+    origin = CanisterOrigin(request.sender, request.sender_reply_callback, request.deadline)
     entry = _entry_point(state, canister, cls, request.method_name, request.method_payload, allow_query=True)
     if type(entry) is Reject:
         deliver_answer(state, canister, origin, entry, limits)
         return
     spec, args = entry
     call_context = canister.new_call_context(origin, request.method_name)
-    _run_call(state, canister, cls, spec, args, call_context.call_context_id, request.sender, limits)
+    _run_call(state, canister, cls, spec, args, call_context.call_context_id, request.sender, limits,
+              request.deadline)
 
 
 def execute_response(state: ReplicatedState, canister: CanisterState, cls: type | None, response: Response, limits: Limits) -> None:
@@ -131,7 +132,7 @@ def execute_response(state: ReplicatedState, canister: CanisterState, cls: type 
     origin = call_context.origin
     caller = origin.canister if type(origin) is CanisterOrigin else origin.source
     api = SystemApi(canister, caller, state.metadata.batch_time, limits,
-                    answer_refusal=ALREADY_ANSWERED if call_context.responded else None)
+                    answer_refusal=ALREADY_ANSWERED if call_context.responded else None, deadline=callback.deadline)
     payload = response.response_payload
     is_reply = type(payload) is Reply
     name = callback.on_reply if is_reply else callback.on_reject

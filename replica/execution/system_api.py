@@ -11,6 +11,7 @@ from typing import Any
 
 from message_routing.limits import Limits
 from state_manager.canister_state import CanisterState
+from state_manager.deadlines import DeadlineError, compute_call_deadline
 from state_manager.messages import Reject, RejectCode, Reply, Request, truncate_reject_message
 from state_manager.stable_map import StableValueError, check_stable_value
 
@@ -34,7 +35,7 @@ class SystemApi:
 
     __slots__ = (
         "canister", "canister_id", "caller", "time", "stable", "limits", "answer_refusal",
-        "call_refusal", "answer", "calls", "_calls_per_receiver", "_certified_data",
+        "call_refusal", "answer", "calls", "_calls_per_receiver", "_certified_data", "deadline",
     )
 
     def __init__(
@@ -46,8 +47,11 @@ class SystemApi:
         *,
         answer_refusal: str | None = None,
         call_refusal: str | None = None,
+        deadline: int = 0,
     ) -> None:
         self.canister = canister
+        #: The deadline (whole seconds) of the call being handled or answered; 0 if none.
+        self.deadline = deadline
         self.canister_id = canister.canister_id
         self.caller = caller
         self.time = time
@@ -56,7 +60,7 @@ class SystemApi:
         self.answer_refusal = answer_refusal
         self.call_refusal = call_refusal
         self.answer: Reply | Reject | None = None
-        # (receiver, method, payload, on_reply, on_reject, context), in call order
+        # (receiver, method, payload, on_reply, on_reject, context, deadline), in call order
         self.calls: list[tuple] = []
         self._calls_per_receiver: dict[int, int] = {}  # lookups only, never iterated
         self._certified_data: bytes | None = None
@@ -96,17 +100,29 @@ class SystemApi:
 
     # -- calling -----------------------------------------------------------------------------
 
-    def call(self, instance: Canister, receiver: int, method: str, arg: Any, on_reply: Any, on_reject: Any, context: Any) -> None:
+    def call(
+        self, instance: Canister, receiver: int, method: str, arg: Any, on_reply: Any, on_reject: Any, context: Any,
+        timeout_s: Any = None,
+    ) -> None:
         """Buffer a call after checking, in order: calls allowed here; argument types;
         ``count_bytes(request) ≤ max_inter_canister_payload_bytes``; and room for one more
         request (counting the ones already buffered) in the output queue to ``receiver``
-        and for its response in the input queue from it."""
+        and, for a guaranteed-response call, for its response in the input queue from it.
+
+        ``timeout_s`` (an int ≥ 1) makes it a bounded-wait call with
+        ``deadline = compute_call_deadline(time, timeout_s)``; None, a guaranteed-response call."""
         if self.call_refusal is not None:
             raise CallError(self.call_refusal)
         if type(receiver) is not int or not 0 <= receiver <= MAX_CANISTER_ID:
             raise ApiUsageError(f"a canister id is an int in [0, 2**64), not {receiver!r}")
         if type(method) is not str:
             raise ApiUsageError("a method name is text")
+        deadline = 0
+        if timeout_s is not None:
+            try:
+                deadline = compute_call_deadline(self.time, timeout_s)
+            except DeadlineError as exc:
+                raise ApiUsageError(str(exc)) from None
         reply_name = _callback_name(instance, on_reply)
         reject_name = _callback_name(instance, on_reject)
         try:
@@ -126,14 +142,13 @@ class SystemApi:
         queues = self.canister.queues
         output = queues.output_queues.get(receiver)
         input_ = queues.input_queues.get(receiver)
-        room = min(
-            capacity if output is None else output.available_slots(capacity),
-            capacity if input_ is None else input_.available_slots(capacity),
-        )
+        room = capacity if output is None else output.available_slots(capacity)
+        if not deadline:  # a guaranteed-response call also reserves its response's slot
+            room = min(room, capacity if input_ is None else input_.available_slots(capacity))
         if room <= buffered:
             raise CallError(f"queues to canister {receiver} are full")
         self._calls_per_receiver[receiver] = buffered + 1
-        self.calls.append((receiver, method, payload, reply_name, reject_name, context))
+        self.calls.append((receiver, method, payload, reply_name, reject_name, context, deadline))
 
     # -- completing --------------------------------------------------------------------------
 
@@ -151,9 +166,10 @@ class SystemApi:
         own_id = self.canister_id
         queues = canister.queues
         capacity = self.limits.queue_capacity
-        for receiver, method, payload, on_reply, on_reject, context in calls:
-            registered = canister.register_callback(call_context_id, receiver, on_reply, on_reject, context)
-            queues.push_output_request(Request(own_id, receiver, method, payload, registered.callback_id), capacity)
+        for receiver, method, payload, on_reply, on_reject, context, deadline in calls:
+            registered = canister.register_callback(call_context_id, receiver, on_reply, on_reject, context, deadline)
+            queues.push_output_request(
+                Request(own_id, receiver, method, payload, registered.callback_id, deadline), capacity)
         return len(calls)
 
     def discard(self) -> None:

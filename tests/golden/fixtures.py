@@ -87,6 +87,13 @@ REJECT = Response(originator=130, respondent=7, originator_reply_callback=9,
 HEADER = StreamHeader(begin=3, end=6, signals_end=9, reject_signals=(
     RejectSignal(6, RejectReason.CANISTER_NOT_FOUND), RejectSignal(8, RejectReason.QUEUE_FULL)))
 STREAM_MESSAGES = (REQUEST, REPLY, REJECT)
+#: Bounded-wait messages (issue 17): a deadline in whole seconds, leaf version 2.
+DEADLINE = TIME // 10**9 + 30
+BOUNDED_REQUEST = Request(7, 150, "transfer", b"\x01\x02pay", 3, DEADLINE)
+BOUNDED_REPLY = Response(120, 7, 5, Reply(b"reply-bytes"), DEADLINE)
+BOUNDED_UNKNOWN = Response(7, 150, 3, Reject(RejectCode.SYS_UNKNOWN, "call deadline has expired"), DEADLINE)
+BOUNDED_CALLBACK = Callback(3, 0, 150, "on_reply", "on_reject", "ctx", DEADLINE)
+BOUNDED_CALL_CONTEXT = CallContext(2, CanisterOrigin(120, 5, DEADLINE), "call", False, 0)
 
 
 def ingress(n: int, receiver: int = 7, method: str = "update") -> Ingress:
@@ -171,6 +178,28 @@ def state_with_source_canister() -> ReplicatedState:
     s.management_queue.push(ingress(6, receiver=2**64 - 1, method="create_canister"))
     s.management_queue.pop()   # the queue's begin moves on
     return s
+
+
+def state_with_bounded_wait_calls() -> ReplicatedState:
+    """``state_with_source_canister()`` plus what state encoding version 3 added: a
+    bounded-wait call out of canister 7 (callback, request in the output queue), one into it
+    (call context, reply in the output queue) and a bounded-wait request in the stream."""
+    s = state_with_source_canister()
+    c = s.canisters[7]
+    c.callbacks[3] = BOUNDED_CALLBACK
+    c.call_contexts[2] = BOUNDED_CALL_CONTEXT
+    c.queues.push_output_request(BOUNDED_REQUEST, capacity=10)
+    c.queues.push_output_response(BOUNDED_REPLY)
+    s.stream_to(B).push(Request(8, 160, "m", b"", 0, DEADLINE))
+    return s
+
+
+def batch_with_bounded_wait_calls() -> Batch:
+    """``batch()`` whose slice also carries bounded-wait messages (batch encoding version 2)."""
+    stream_slice = StreamSlice(StreamHeader(3, 8, 9, HEADER.reject_signals), 4,
+                               SLICE_STREAM.messages + (BOUNDED_REQUEST, BOUNDED_UNKNOWN))
+    return Batch(batch_number=HEIGHT, time=TIME, registry_version=REGISTRY_VERSION, randomness=digest("randomness"),
+                 ingress=(ingress(1),), xnet_payload=((B, stream_slice),))
 
 
 @lru_cache(maxsize=None)

@@ -37,10 +37,12 @@ from state_manager import certified_slice as cs
 from state_manager import encoding
 from state_manager import hash_tree as ht
 from state_manager.codec import (
-    call_context_from_value, call_context_to_value, callback_from_value, callback_to_value, decode_header_leaf,
+    call_context_from_value, call_context_leaf_value, call_context_to_value, callback_from_value,
+    callback_leaf_value, callback_to_value, decode_header_leaf,
     decode_message_leaf, encode_header_leaf, encode_message_leaf, ingress_from_value, ingress_status_from_value,
     ingress_status_to_value, ingress_to_value,
 )
+from state_manager.encoding import encode as leaf_bytes
 from state_manager.hash_tree import Empty
 from state_manager.labeled_trie import LabeledTrie
 from state_manager.state_codec import decode_state, encode_state
@@ -255,6 +257,7 @@ def _report_bytes(facts) -> bytes:
 # -- the table ---------------------------------------------------------------------------------
 
 LEAF = "state_manager.codec.LEAF_VERSION"
+BOUNDED_LEAF = "state_manager.codec.BOUNDED_WAIT_LEAF_VERSION"
 CERT = "state_manager.certification.CERTIFICATION_VERSION"
 SHARE = "state_manager.certification.CERTIFICATION_SHARE_VERSION"
 SLICE = "state_manager.certified_slice.SLICE_VERSION"
@@ -274,6 +277,25 @@ def _static_vectors() -> list[Vector]:
         Vector("stream message leaf (reply)", lambda: fx.REPLY, encode_message_leaf, LEAF, v0, decode_message_leaf),
         Vector("stream message leaf (reject)", lambda: fx.REJECT, encode_message_leaf, LEAF, v0, decode_message_leaf),
         Vector("stream header leaf", lambda: fx.HEADER, encode_header_leaf, LEAF, v0, decode_header_leaf),
+        # bounded-wait calls (issue 17): values with a deadline, leaf version 2
+        Vector("stream message leaf (bounded-wait request)", lambda: fx.BOUNDED_REQUEST, encode_message_leaf,
+               BOUNDED_LEAF, v0, decode_message_leaf),
+        Vector("stream message leaf (bounded-wait reply)", lambda: fx.BOUNDED_REPLY, encode_message_leaf,
+               BOUNDED_LEAF, v0, decode_message_leaf),
+        Vector("stream message leaf (SYS_UNKNOWN reject)", lambda: fx.BOUNDED_UNKNOWN, encode_message_leaf,
+               BOUNDED_LEAF, v0, decode_message_leaf),
+        Vector("callback leaf (bounded-wait)", lambda: fx.BOUNDED_CALLBACK, lambda c: leaf_bytes(callback_leaf_value(c)),
+               BOUNDED_LEAF, v0, lambda d: callback_from_value(_generic_leaf(d))),
+        Vector("call context leaf (bounded-wait origin)", lambda: fx.BOUNDED_CALL_CONTEXT,
+               lambda c: leaf_bytes(call_context_leaf_value(c)), BOUNDED_LEAF, v0,
+               lambda d: call_context_from_value(_generic_leaf(d))),
+        Vector("state encoding (bounded-wait calls)", fx.state_with_bounded_wait_calls, encode_state,
+               "state_manager.state_codec.BOUNDED_WAIT_STATE_ENCODING_VERSION", v0, decode_state),
+        Vector("batch (bounded-wait calls)", fx.batch_with_bounded_wait_calls, encode_batch,
+               "message_routing.batch.BOUNDED_WAIT_BATCH_ENCODING_VERSION", v0, decode_batch),
+        Vector("fixture full state hash (bounded-wait calls)",
+               lambda: build_state_trees(fx.state_with_bounded_wait_calls()), lambda t: t.full_hash,
+               unversioned_note="the full state hash of every subnet with bounded-wait calls"),
         Vector("certified height leaf", lambda: fx.HEIGHT, cs.height_leaf, LEAF, v0, _generic_leaf),
         # state_manager.state_codec
         Vector("state encoding", fx.state_with_source_canister, encode_state,
