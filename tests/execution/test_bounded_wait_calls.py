@@ -26,7 +26,7 @@ class Caller(Canister):
             self.call(self.id, "slow", None, on_reply=self.done, on_reject=self.failed, timeout_s=timeout)
         except ApiUsageError as exc:
             return str(exc)
-        return "accepted"
+        self.reply("accepted")
 
     @callback
     def done(self, value, context):
