@@ -2,7 +2,10 @@
 
 Bounded-wait messages take no response-slot reservation (``state_manager.queues``); instead
 the bytes of all of them in canister queues share one budget,
-``Limits.bounded_wait_message_memory_capacity``. When
+``Limits.bounded_wait_message_memory_capacity``. Rejects waiting in input queues do not count:
+each is the one answer of an outstanding callback (capped at ``MAX_REJECT_MESSAGE_BYTES``),
+like the IC's compact references to expired or shed responses, so they are bounded by the
+callbacks, and the answers shedding creates never refill the budget it frees. When
 ``bounded_wait_message_memory_usage(state) > capacity``, ``enforce_bounded_wait_message_limit``
 sheds the largest first (ties: lowest canister id, output before input, lowest remote id,
 lowest position — so every replica sheds the same ones) until the usage fits:
@@ -13,21 +16,21 @@ lowest position — so every replica sheds the same ones) until the usage fits:
 * a reply in an input queue: replaced in place by ``SYS_UNKNOWN "response shed"``, so the
   callback still gets exactly one response.
 
-Rejects waiting in input queues (the answers this creates among them) are never shed: they
-are small, and keeping them makes every call still resolve exactly once; so shedding always
-ends. Streams are never shed from: their messages are certified and numbered.
+Rejects waiting in input queues (the answers this creates among them) are never shed, so
+every call still resolves exactly once, and shedding always ends. Streams are never shed
+from: their messages are certified and numbered.
 Guaranteed-response messages neither count nor get shed.
 """
 
 from __future__ import annotations
 
-from state_manager.messages import Reject, RejectCode, Request, Response
+from state_manager.messages import Reject, RejectCode, Request, RequestOrResponse, Response
 from state_manager.replicated_state import ReplicatedState
 
 from .limits import Limits
 from .timeouts import timed_out_response
 
-__all__ = ["REQUEST_SHED", "RESPONSE_SHED", "bounded_wait_message_memory_usage", "enforce_bounded_wait_message_limit"]
+__all__ = ["REQUEST_SHED", "RESPONSE_SHED", "is_budgeted", "bounded_wait_message_memory_usage", "enforce_bounded_wait_message_limit"]
 
 REQUEST_SHED = "request shed: the subnet's bounded-wait message memory is full"
 RESPONSE_SHED = "response shed: the subnet's bounded-wait message memory is full"
@@ -36,15 +39,23 @@ RESPONSE_SHED = "response shed: the subnet's bounded-wait message memory is full
 _Candidate = tuple[int, int, int, int, int]
 
 
+def is_budgeted(message: RequestOrResponse, inbound: bool) -> bool:
+    """``m.deadline ≠ 0 ∧ ¬(inbound ∧ m is a reject)``: the messages the budget counts and
+    shedding may take (module docstring)."""
+    if not message.deadline:
+        return False
+    return not (inbound and type(message) is Response and type(message.response_payload) is Reject)
+
+
 def bounded_wait_message_memory_usage(state: ReplicatedState) -> int:
-    """``Σ count_bytes(m)`` over the messages ``m`` with ``m.deadline ≠ 0`` in canister queues."""
+    """``Σ count_bytes(m)`` over the messages ``m`` in canister queues with ``is_budgeted(m)``."""
     total = 0
     for canister in state.canisters.values():
         queues = canister.queues
-        for queue_map in (queues.output_queues, queues.input_queues):
+        for inbound, queue_map in ((False, queues.output_queues), (True, queues.input_queues)):
             for queue in queue_map.values():
                 for message in queue.elements:
-                    if message.deadline:
+                    if is_budgeted(message, inbound):
                         total += message.count_bytes()
     return total
 
@@ -56,11 +67,8 @@ def _candidates(state: ReplicatedState) -> list[_Candidate]:
         for side, queue_map in ((0, queues.output_queues), (1, queues.input_queues)):
             for remote, queue in queue_map.items():
                 for position, message in enumerate(queue.elements):
-                    if not message.deadline:
-                        continue
-                    if side == 1 and type(message) is Response and type(message.response_payload) is Reject:
-                        continue  # already an answer of minimal size; see the module docstring
-                    out.append((-message.count_bytes(), canister_id, side, remote, position))
+                    if is_budgeted(message, side == 1):
+                        out.append((-message.count_bytes(), canister_id, side, remote, position))
     out.sort()
     return out
 
@@ -87,13 +95,10 @@ def enforce_bounded_wait_message_limit(state: ReplicatedState, limits: Limits) -
             unknown = Response(message.originator, message.respondent, message.originator_reply_callback,
                                Reject(RejectCode.SYS_UNKNOWN, RESPONSE_SHED), message.deadline)
             replaced.append((canister_id, remote, position, unknown))
-            usage += unknown.count_bytes()
             continue
         shed.setdefault((canister_id, side, remote), []).append(position)
         if side == 0 and type(message) is Request:
-            answer = timed_out_response(message, RejectCode.SYS_TRANSIENT, REQUEST_SHED)
-            answers.append((canister_id, answer))
-            usage += answer.count_bytes()
+            answers.append((canister_id, timed_out_response(message, RejectCode.SYS_TRANSIENT, REQUEST_SHED)))
     # Apply after choosing, so positions stay valid while choosing.
     for canister_id, remote, position, unknown in replaced:
         queues = state.canisters[canister_id].queues

@@ -1,7 +1,7 @@
 """Bounded-wait calls in time: per-round expiry and the rule for accepting their responses.
 
 Every round, before induction (``state_machine.pre_process``), with the batch time ``now``
-and ``is_expired(deadline, now) = deadline ≠ 0 ∧ deadline · 1 s ≤ now``:
+and ``is_expired(deadline, now) = deadline ≠ 0 ∧ deadline < ⌊now / 1 s⌋``:
 
 1. ``time_out_messages``: an expired request still in an output queue (not yet routed)
    never leaves; its caller gets the local reject ``SYS_TRANSIENT "request timed out"``. An
@@ -15,8 +15,7 @@ and ``is_expired(deadline, now) = deadline ≠ 0 ∧ deadline · 1 s ≤ now``:
 
 The guarantee (tested in ``tests/properties/test_bounded_wait.py``): a bounded-wait call gets
 **at most one** response into its caller's input queue, and **exactly one** — a reply, a
-reject, or ``SYS_UNKNOWN`` — by the end of the first round whose time is at or past its
-deadline. That response resumes the callback exactly once, in input-queue order (so by
+reject, or ``SYS_UNKNOWN`` — by the end of the first round in which it is expired. That response resumes the callback exactly once, in input-queue order (so by
 deadline + 1 round when the canister's execution budget is not exhausted). Guaranteed-response
 calls (deadline 0) never expire and are untouched here.
 """

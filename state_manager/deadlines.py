@@ -33,9 +33,10 @@ def compute_call_deadline(now_ns: int, timeout_s: int) -> int:
 
 
 def is_expired(deadline: int, now_ns: int) -> bool:
-    """``deadline ≠ 0 ∧ deadline · 1 s ≤ now``: a bounded-wait message whose deadline has
-    come. Guaranteed-response messages (deadline 0) never expire."""
-    return deadline != NO_DEADLINE and deadline * SECOND_NS <= now_ns
+    """``deadline ≠ 0 ∧ deadline < ⌊now / 1 s⌋``: the deadline lies in a whole second that
+    has fully passed (the IC compares coarse times the same way). Guaranteed-response
+    messages (deadline 0) never expire."""
+    return deadline != NO_DEADLINE and deadline < now_ns // SECOND_NS
 
 
 def deadline_ns(deadline: int) -> int:

@@ -89,7 +89,7 @@ def test_an_unanswered_call_resolves_with_sys_unknown_by_its_deadline_plus_one_r
     net.submit(1, "go", (2, "slow", 3))
     net.round()
     deadline = next(iter(net.state.canisters[1].callbacks.values())).deadline * SECOND_NS
-    while net.state.metadata.batch_time < deadline + SECOND_NS:
+    while net.state.metadata.batch_time < deadline + SECOND_NS:  # the first round in which it is expired
         net.round()
     assert answers(net) == (("reject", int(RejectCode.SYS_UNKNOWN), deadline, answers(net)[0][3]),)
     assert answers(net)[0][3] <= deadline + SECOND_NS  # invoked by deadline + 1 round (1 s rounds)

@@ -20,7 +20,7 @@ from tests.builders import A, B, state
 
 S = 10**9
 NOW = 1_000 * S
-DEADLINE = 1_000           # expired at NOW: deadline · 1 s ≤ now
+DEADLINE = 999             # expired at NOW: deadline < ⌊now / 1 s⌋
 LATER = 1_010              # not yet
 
 
@@ -54,7 +54,8 @@ def test_call_deadline_is_whole_seconds_capped_at_the_maximum_timeout():
 
 
 def test_expiry_rule():
-    assert is_expired(1_000, NOW) and not is_expired(1_001, NOW)
+    assert is_expired(999, NOW) and not is_expired(1_000, NOW) and not is_expired(1_000, NOW + S - 1)
+    assert is_expired(1_000, NOW + S)
     assert not is_expired(0, 10**30)  # guaranteed-response messages never expire
 
 
@@ -186,18 +187,25 @@ def test_shedding_takes_the_largest_first_and_every_call_still_gets_one_answer()
 
     shed = enforce_bounded_wait_message_limit(s, limits)
 
-    # big_out (365 bytes) alone would do, but its local reject adds 127 back: then big_reply goes too.
-    assert shed == 2
+    # big_out (365 bytes) alone frees enough; its answer, a reject waiting in an input queue, does not count.
+    assert shed == 1
     assert list(c1.output_queues[100].elements) == [guaranteed]
     assert Response(1, 100, 1, Reject(RejectCode.SYS_TRANSIENT, REQUEST_SHED), LATER) in c1.input_queues[100].elements
-    assert list(c2.input_queues[100].elements) == [
-        Response(2, 100, 2, Reject(RejectCode.SYS_UNKNOWN, RESPONSE_SHED), LATER)]
     assert big_in in c1.input_queues[100].elements and small in c1.output_queues[101].elements
     assert bounded_wait_message_memory_usage(s) <= limits.bounded_wait_message_memory_capacity
-    assert s.metadata.counters["bounded_wait_messages_shed"] == 2
+    assert s.metadata.counters["bounded_wait_messages_shed"] == 1
+
+    # Tighter: then the reply (264 bytes) becomes SYS_UNKNOWN in place, then the inbound request.
+    shed = enforce_bounded_wait_message_limit(s, limits.with_(bounded_wait_message_memory_capacity=100))
+    assert shed == 2
+    assert list(c2.input_queues[100].elements) == [
+        Response(2, 100, 2, Reject(RejectCode.SYS_UNKNOWN, RESPONSE_SHED), LATER)]
+    assert big_in not in c1.input_queues[100].elements and small in c1.output_queues[101].elements
+    assert bounded_wait_message_memory_usage(s) == small.count_bytes()
 
 
 def test_shedding_ends_when_only_answers_remain():
+    """Rejects waiting in input queues neither count nor get shed."""
     s = at()
     answer = Response(1, 100, 1, Reject(RejectCode.SYS_UNKNOWN, DEADLINE_EXPIRED), LATER)
     s.canisters[1].queues.push_input_response(answer)
