@@ -82,7 +82,7 @@ def node_backend(subnet: Subnet, node_id: str, clock: Callable[[], int] = time.t
         return None if latest is None else (latest[0].certified, latest[1])
 
     return NodeBackend(subnet.subnet_id, node_id, subnet.limits, submit, query, certified,
-                       lambda: _status(subnet, node_id, manager), clock)
+                       lambda: _status(subnet, node_id, manager), clock, subnet.nodes[node_id].metrics)
 
 
 class SubnetHttpApis:
