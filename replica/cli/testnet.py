@@ -12,6 +12,7 @@ import argparse
 import hashlib
 import json
 import sys
+import time
 
 from replica.errors import ReplicaError
 
@@ -47,18 +48,40 @@ def _down(args: argparse.Namespace) -> int:
 
 
 def _status(args: argparse.Namespace) -> int:
+    """The directory's view of each subnet, then (while it runs) heights, rates and streams
+    read from certified state (``replica.testnet.stream_status``); ``--watch`` repeats."""
     from replica.testnet.lifecycle import status, testnet_directory
+    from replica.testnet.stream_status import format_view, reader_for_testnet
 
-    rows = status(testnet_directory(args.dir))
-    if args.json:
-        print(json.dumps([r.as_json() for r in rows], indent=2))
+    directory = testnet_directory(args.dir)
+    rows = status(directory)
+    reader = reader_for_testnet(directory) if any(r.running for r in rows) else None
+    try:
+        while True:
+            view = reader.view(interval_s=args.interval) if reader is not None else None
+            if args.json:
+                print(json.dumps({"subnets": [r.as_json() for r in rows],
+                                  "certified": view.as_json() if view is not None else None}, indent=2), flush=True)
+            else:
+                if args.watch:
+                    print("\033[H\033[J", end="")  # clear the terminal between views
+                print(f"{'subnet':<10} {'state':<8} {'height':>7} {'certified':>9}  {'nodes':>5}  endpoints")
+                for r in rows:
+                    endpoints = " ".join(f"{node}=http://{address}" for node, address in sorted(r.endpoints.items()))
+                    print(f"{r.subnet:<10} {'running' if r.running else 'stopped':<8} {r.height or 0:>7} "
+                          f"{r.certified_height or 0:>9}  {r.nodes:>5}  {endpoints or '-'}")
+                if view is not None:
+                    print()
+                    print("\n".join(format_view(view)), flush=True)
+            if not args.watch:
+                return 0
+            time.sleep(args.interval)
+            rows = status(directory)
+    except KeyboardInterrupt:
         return 0
-    print(f"{'subnet':<10} {'state':<8} {'height':>7} {'certified':>9}  {'nodes':>5}  endpoints")
-    for r in rows:
-        endpoints = " ".join(f"{node}=http://{address}" for node, address in sorted(r.endpoints.items()))
-        print(f"{r.subnet:<10} {'running' if r.running else 'stopped':<8} {r.height or 0:>7} "
-              f"{r.certified_height or 0:>9}  {r.nodes:>5}  {endpoints or '-'}")
-    return 0
+    finally:
+        if reader is not None:
+            reader.close()
 
 
 def _logs(args: argparse.Namespace) -> int:
@@ -126,8 +149,11 @@ def register(sub) -> None:
     shape(up)
     up.add_argument("--fresh", action="store_true", help="delete the stopped testnet in the directory and start over")
     command("down", "settle and stop every process of the testnet (a no-op if none runs)", _down)
-    status = command("status", "heights, certified heights and endpoints of every subnet", _status)
+    status = command("status", "subnets (heights, rounds/s) and streams (indices, backlog, rejects, bytes) "
+                               "read from certified state", _status)
     status.add_argument("--json", action="store_true", help="machine-readable output")
+    status.add_argument("--watch", action="store_true", help="repeat every --interval seconds until Ctrl-C")
+    status.add_argument("--interval", type=float, default=1.0, help="seconds between reads (rounds/s are measured over it)")
     logs = command("logs", "print a log: the launcher's, or a subnet's (NODE: a subnet or node id)", _logs)
     logs.add_argument("node", nargs="?", default=None, help="a subnet or node id (none: the launcher)")
     logs.add_argument("--follow", "-f", action="store_true", help="keep printing new lines")
