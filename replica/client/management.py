@@ -22,7 +22,10 @@ from state_manager.messages import MANAGEMENT_CANISTER_ID
 from .agent import Agent
 from .agent_errors import AgentError, UnexpectedAnswer
 
-__all__ = ["MANAGEMENT_CANISTER_ID", "ModuleSpecError", "create_canister", "install_code", "read_module"]
+__all__ = [
+    "MANAGEMENT_CANISTER_ID", "ModuleSpecError", "create_canister", "install_code", "read_module",
+    "install_code_request", "created_canister_id", "installed_module_hash",
+]
 
 
 class ModuleSpecError(AgentError):
@@ -46,11 +49,8 @@ def read_module(spec: str) -> tuple[str, str, Path]:
 
 def create_canister(agent: Agent, subnet: str, timeout_s: float = 30.0) -> int:
     """A new, empty canister on ``subnet`` controlled by the agent's identity: its id."""
-    answer = agent.update_call(MANAGEMENT_CANISTER_ID, "create_canister", None, timeout_s, subnet=subnet)
-    canister_id = answer.get("canister_id") if isinstance(answer, dict) else None
-    if type(canister_id) is not int:
-        raise UnexpectedAnswer(f"create_canister answered {answer!r}")
-    return canister_id
+    return created_canister_id(agent.update_call(MANAGEMENT_CANISTER_ID, "create_canister", None, timeout_s,
+                                                 subnet=subnet))
 
 
 def install_code(agent: Agent, canister_id: int, source: str, class_name: str, arg: Any = None, *,
@@ -58,8 +58,28 @@ def install_code(agent: Agent, canister_id: int, source: str, class_name: str, a
     """Install (``mode``: install, reinstall, upgrade) ``class_name`` of ``source`` on
     ``canister_id``; the module hash the subnet certified it with (SHA-256 of the source)."""
     subnet = agent.subnet_of(canister_id)
-    request = {"canister_id": canister_id, "mode": mode, "source": source, "class_name": class_name, "arg": arg}
-    answer = agent.update_call(MANAGEMENT_CANISTER_ID, "install_code", request, timeout_s, subnet=subnet)
+    answer = agent.update_call(MANAGEMENT_CANISTER_ID, "install_code",
+                               install_code_request(canister_id, source, class_name, arg, mode), timeout_s,
+                               subnet=subnet)
+    return installed_module_hash(answer)
+
+
+def install_code_request(canister_id: int, source: str, class_name: str, arg: Any = None,
+                         mode: str = "install") -> dict:
+    """The argument of an ``install_code`` call (for callers that submit and await themselves)."""
+    return {"canister_id": canister_id, "mode": mode, "source": source, "class_name": class_name, "arg": arg}
+
+
+def created_canister_id(answer: Any) -> int:
+    """The canister id in a ``create_canister`` answer (``UnexpectedAnswer`` if there is none)."""
+    canister_id = answer.get("canister_id") if isinstance(answer, dict) else None
+    if type(canister_id) is not int:
+        raise UnexpectedAnswer(f"create_canister answered {answer!r}")
+    return canister_id
+
+
+def installed_module_hash(answer: Any) -> bytes:
+    """The module hash in an ``install_code`` answer (``UnexpectedAnswer`` if there is none)."""
     module_hash = answer.get("module_hash") if isinstance(answer, dict) else None
     if not isinstance(module_hash, bytes):
         raise UnexpectedAnswer(f"install_code answered {answer!r}")

@@ -1,7 +1,7 @@
 """A testnet that runs in the background: ``replica testnet up | status | logs | down``.
 
-``up`` creates the directory (or resumes the stopped testnet it holds; ``fresh`` starts over),
-starts the launcher as a detached process (``python -m replica.testnet.lifecycle DIR``: the
+``up`` creates the directory with empty subnets (canisters come by ``install_code``), or
+resumes the stopped testnet it holds (``fresh`` starts over), starts the launcher as a detached process (``python -m replica.testnet.lifecycle DIR``: the
 ``launch`` supervisor with no demo traffic, its output in ``logs/launcher.log``) and returns
 once every subnet has finalized and certified a block after the start and published its
 ingress endpoints. A second ``up`` on a running testnet is refused. ``down`` interrupts the
@@ -135,7 +135,7 @@ def up(directory: Path, *, subnets: int = 2, nodes: int = 4, round_ms: int = 500
               f"nodes (use --fresh to start over)", file=out)
     else:
         create_testnet(directory, subnets, nodes, seed=hashlib.sha256(seed.encode()).digest(),
-                       tick_s=round_ms / 1000)
+                       tick_s=round_ms / 1000, genesis_apps=False)
     for name in layout.read_manifest()["subnets"]:   # a status of the last run is not readiness
         layout.status(name).unlink(missing_ok=True)
     log_path = layout.log(_LAUNCHER_LOG)
