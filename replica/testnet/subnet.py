@@ -252,6 +252,11 @@ class Subnet:
                 return node
         raise SubnetError("no node is online")
 
+    def online_node(self) -> ReplicaNode:
+        """The first online node: the one that answers reads (``SubnetError`` if none is online)."""
+        with self._lock:
+            return self._reader()
+
     def ingress_status(self, message_id: bytes) -> IngressStatus | None:
         with self._lock:
             return self._reader().state.ingress_history.get(message_id)

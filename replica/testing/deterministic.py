@@ -1,0 +1,231 @@
+"""The deterministic network: every subnet and node in the test's process, driven by ``tick``.
+
+No socket, no thread, no wall clock. It is built from the replica's own parts — each subnet is
+a ``replica.testnet.subnet.Subnet`` (block making, validation on every node, execution,
+commit, threshold-BLS certification) — with three substitutions:
+
+* the clock is a ``ManualClock`` the test moves (``set_time`` / ``advance_time``);
+* XNet: before a subnet makes its block, each of its online nodes pulls certified slices from
+  a peer node's slice provider in-process (``inprocess_xnet``), through the same encode →
+  decode/verify → validate path a live network uses;
+* a call's answer is read as a client would: a read_state-style certificate of
+  ``/request_status/<id>``, verified under the subnet key (``certified_status``).
+
+``tick()`` is one round: for each subnet in name order, pull slices, then ``Subnet.step``. A
+subnet without a quorum of online nodes makes no block that round (``stalled`` counts it).
+The same seed, limits and sequence of calls give the same state hashes in every run and
+process: nothing here depends on hash seeds, addresses or time.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from consensus_stub.genesis import SubnetSpec
+from message_routing.limits import Limits
+from replica.client.agent import RequestStatus
+from replica.client.envelope import compute_message_id, sign_ingress
+from replica.client.identity import UserKey
+from replica.execution import ExecutionEnvironment
+from replica.execution.codec import decode_payload, encode_value
+from replica.node.replica_node import NodeConfig, RegistryHolder
+from replica.testnet.subnet import NoBlockFinalized, Subnet
+from state_manager.encoding import decode
+from state_manager.ingress_history import IngressState
+from state_manager.messages import Reply
+from state_manager.replicated_state import ReplicatedState
+from state_manager.state_codec import encode_state
+
+from .certified_status import status_from_certificate, verified_certificate
+from .clock import ManualClock
+from .errors import CallNotAnswered, CallRejected, TestingError, UnknownNode, UnknownSubnet
+from .genesis_cache import dealt_genesis
+from .inprocess_xnet import pull_slices
+
+__all__ = ["DeterministicNetwork", "ANSWERED"]
+
+#: Ingress states in which the answer is final (replied or rejected; ``done`` has forgotten it).
+ANSWERED = (IngressState.REPLIED, IngressState.REJECTED, IngressState.DONE)
+#: A certificate older than this fails verification (the agent's default).
+MAX_CERTIFICATE_AGE_NS = 300 * 10**9
+# Nodes in a test process keep few heights: nobody fetches old snapshots here.
+_CONFIG = NodeConfig(keep_heights=3)
+
+
+@dataclass(frozen=True)
+class SubnetInfo:
+    """One subnet of a testnet's topology."""
+
+    subnet_id: str
+    node_ids: tuple[str, ...]
+    canister_ranges: tuple[tuple[int, int], ...]
+    public_key: bytes
+
+
+class DeterministicNetwork:
+    """The in-process network (module docstring); ``replica.testing.Testnet`` is its face."""
+
+    def __init__(self, specs: list[SubnetSpec], *, seed: bytes, limits: Limits, clock: ManualClock) -> None:
+        registry, secrets = dealt_genesis(tuple(sorted(specs, key=lambda s: s.subnet_id)), seed)
+        self.registry = RegistryHolder(registry)
+        self.limits = limits
+        self.clock = clock
+        self.environment = ExecutionEnvironment()
+        self.subnets: dict[str, Subnet] = {}
+        self.stalled: dict[str, int] = {}
+        topology = registry.topology(registry.latest_version)
+        for spec in sorted(specs, key=lambda s: s.subnet_id):
+            state = ReplicatedState(spec.subnet_id, topology)
+            state.metadata.batch_time = clock()
+            node_secrets = [s for s in secrets.values() if s.subnet_id == spec.subnet_id]
+            self.subnets[spec.subnet_id] = Subnet(
+                spec.subnet_id, self.registry, node_secrets, encode_state(state), self.environment, limits,
+                config=_CONFIG, clock=clock)
+            self.stalled[spec.subnet_id] = 0
+        self._nonce = 0
+        self._verified_heights: dict[str, int] = {}
+
+    # -- topology -------------------------------------------------------------------------
+
+    def subnet(self, subnet_id: str) -> Subnet:
+        try:
+            return self.subnets[subnet_id]
+        except KeyError:
+            raise UnknownSubnet(f"no subnet {subnet_id!r}; the subnets are {', '.join(self.subnets)}") from None
+
+    def topology(self) -> dict[str, SubnetInfo]:
+        record = self.registry.get().latest()
+        return {
+            s.subnet_id: SubnetInfo(
+                s.subnet_id, s.node_ids,
+                tuple((r.start, r.end) for r in record.routing_table.ranges_of(s.subnet_id)), s.public_key)
+            for s in record.subnets
+        }
+
+    def subnet_of(self, canister_id: int) -> str | None:
+        return self.registry.get().latest().routing_table.lookup(canister_id)
+
+    def _node(self, node_id: str) -> tuple[Subnet, str]:
+        for subnet in self.subnets.values():
+            if node_id in subnet.nodes:
+                return subnet, node_id
+        raise UnknownNode(f"no node {node_id!r}")
+
+    def stop_node(self, node_id: str) -> None:
+        subnet, node_id = self._node(node_id)
+        subnet.offline.add(node_id)
+
+    def start_node(self, node_id: str) -> None:
+        # An offline node kept executing the finalized chain (as one catching up from the
+        # block store would), so it rejoins at the current height.
+        subnet, node_id = self._node(node_id)
+        subnet.offline.discard(node_id)
+
+    # -- rounds ---------------------------------------------------------------------------
+
+    def tick(self) -> None:
+        for subnet_id, subnet in self.subnets.items():
+            self._pull(subnet_id, subnet)
+            try:
+                subnet.step()
+            except NoBlockFinalized:
+                self.stalled[subnet_id] += 1   # too few nodes online: this subnet waits
+
+    def _pull(self, subnet_id: str, subnet: Subnet) -> None:
+        servers = []
+        for peer_id, peer in self.subnets.items():
+            if peer_id == subnet_id:
+                continue
+            server = next((n for nid, n in peer.nodes.items() if nid not in peer.offline), None)
+            if server is not None:
+                servers.append((peer_id, server))
+        if not servers:
+            return
+        for node_id, node in subnet.nodes.items():
+            if node_id not in subnet.offline:
+                pull_slices(node, servers)
+
+    # -- calls ----------------------------------------------------------------------------
+
+    def submit(self, sender: UserKey, canister_id: int, method: str, arg: Any, subnet_id: str) -> bytes:
+        """Sign an envelope, hand it to ``subnet_id``'s nodes (``Subnet.submit`` checks it
+        completely, as the HTTP API would); the message id."""
+        self._nonce += 1
+        expiry = self.clock() + self.limits.max_ingress_ttl_ns
+        envelope = sign_ingress(sender, canister_id, method, arg, self._nonce, expiry)
+        _, content, public_key, _ = decode(envelope)
+        message_id = compute_message_id(content, public_key)
+        self.subnet(subnet_id).submit(envelope)
+        return message_id
+
+    def is_answered(self, message_id: bytes, subnet_id: str) -> bool:
+        """Unverified peek at the ingress history (cheap); answers are then read verified."""
+        status = self.subnet(subnet_id).ingress_status(message_id)
+        return status is not None and status.state in ANSWERED
+
+    def await_answer(self, message_id: bytes, canister_id: int, subnet_id: str, max_ticks: int) -> RequestStatus:
+        """Tick until the call is answered (at most ``max_ticks`` rounds); its verified status."""
+        ticks = 0
+        while not self.is_answered(message_id, subnet_id):
+            if ticks >= max_ticks:
+                status = self.request_status(message_id, canister_id, subnet_id)
+                raise CallNotAnswered(f"message {message_id.hex()} to canister {canister_id} is {status.status} "
+                                      f"after {max_ticks} ticks")
+            self.tick()
+            ticks += 1
+        return self.request_status(message_id, canister_id, subnet_id)
+
+    def request_status(self, message_id: bytes, canister_id: int, subnet_id: str) -> RequestStatus:
+        subnet = self.subnet(subnet_id)
+        certified = subnet.online_node().state_manager.latest_certified()
+        if certified is None:
+            raise TestingError(f"subnet {subnet_id} has not certified a state yet")
+        trees, certification = certified
+        key = self.registry.get().public_key_for(subnet_id, self.registry.get().latest_version)
+        certificate = verified_certificate(
+            trees.certified, certification, [[b"request_status", message_id]], subnet_id=subnet_id,
+            public_key=key, now_ns=self.clock(), max_age_ns=MAX_CERTIFICATE_AGE_NS,
+            min_height=self._verified_heights.get(subnet_id, 0))
+        self._verified_heights[subnet_id] = max(self._verified_heights.get(subnet_id, 0), certificate.height)
+        return status_from_certificate(certificate, message_id)
+
+    def query(self, sender: UserKey, canister_id: int, method: str, arg: Any, subnet_id: str) -> Any:
+        """A query on the latest certified state of the subnet's first online node."""
+        subnet = self.subnet(subnet_id)
+        node_id = subnet.online_node().node_id
+        # The argument travels encoded, as over HTTP: the canister sees what a live one would.
+        answer = subnet.query_certified(node_id, canister_id, method, decode_payload(encode_value(arg)),
+                                        sender.source)
+        if answer is None:
+            raise TestingError(f"subnet {subnet_id} has no certified state to answer queries from")
+        reply, _height = answer
+        if type(reply) is not Reply:
+            raise CallRejected(_code_name(reply.code), reply.message)
+        return decode_payload(reply.data) if reply.data else None
+
+    def state_hash(self, subnet_id: str) -> bytes:
+        subnet = self.subnet(subnet_id)
+        hashes = subnet.recording.hashes
+        if hashes:
+            return hashes[-1][1]
+        node = subnet.online_node()
+        genesis = node.state_manager.snapshot(node.state_manager.latest_height)
+        if genesis is None:
+            raise TestingError(f"subnet {subnet_id} keeps no snapshot of its latest height")
+        return genesis.full_hash
+
+    def run_log(self, checkpoint_interval: int):
+        from replica.testnet.recording import run_log_from_recordings
+
+        registry = self.registry.get()
+        classes = [self.environment.registry.class_of(n) for n in self.environment.registry.names()]
+        return run_log_from_recordings(
+            [s.recording for s in self.subnets.values()], classes, self.limits,
+            [record.topology() for record in registry.records], checkpoint_interval=checkpoint_interval)
+
+
+def _code_name(code: object) -> str:
+    from replica.client.agent import reject_code_name
+
+    return reject_code_name(code)

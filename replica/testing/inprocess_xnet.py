@@ -1,0 +1,43 @@
+"""XNet without sockets: a node pulls certified slices straight from a peer's slice provider.
+
+The deterministic testnet replaces the gRPC client and the refresher thread with one call,
+and keeps everything else a live network does to a slice:
+
+    request = fetcher.wanted(peer subnet)                     (next indices, as the refresher asks)
+    data    = peer node's provider.get_stream_slice(request)  (encode_certified_stream_slice at its
+                                                               latest certified height, as its endpoint serves)
+    fetcher.deliver(peer subnet, data)                        (decode + verify under the registry key,
+                                                               check against the request, pool)
+
+and the block maker and every validator then take it through ``get_xnet_payload`` /
+``validate_xnet_payload`` as usual. "No stream yet" and "nothing new" are honest empty
+answers (the endpoint's NOT_FOUND / OUT_OF_RANGE), not faults.
+"""
+
+from __future__ import annotations
+
+from typing import Iterable
+
+from state_manager import certified_slice as cs
+
+from replica.node.replica_node import ReplicaNode
+
+__all__ = ["pull_slices"]
+
+
+def pull_slices(node: ReplicaNode, peers: Iterable[tuple[str, ReplicaNode]]) -> int:
+    """Deliver to ``node`` one slice from each ``(peer subnet, serving node)`` that has
+    something new for it; return how many slices were accepted into its pool."""
+    accepted = 0
+    for peer_subnet, server in peers:
+        request = node.fetcher.wanted(peer_subnet)
+        if request is None:
+            continue
+        try:
+            data = server.provider.get_stream_slice(
+                request.subnet, request.witness_begin, request.msg_begin, request.msg_limit, request.byte_limit)
+        except (cs.NoStream, cs.IndexOutOfRange):
+            continue
+        if node.fetcher.deliver(peer_subnet, data):
+            accepted += 1
+    return accepted
