@@ -1,8 +1,12 @@
 """The agent: talks to nodes' ingress HTTP APIs and trusts only what it can verify (shell).
 
 ``Agent(endpoint, identity, registry)`` signs calls with ``identity`` and sends them to
-``endpoint`` (``"127.0.0.1:port"``, or ``{subnet id: "host:port"}`` to reach each canister's
-own subnet). ``registry`` (``consensus_stub.registry.Registry``, e.g. a testnet's
+``endpoint`` (``"127.0.0.1:port"``, a list of one subnet's nodes, or ``{subnet id:
+"host:port" | ["host:port", …]}`` to reach each canister's own subnet through any of its
+nodes). With several nodes, a node that
+gives no HTTP answer or answers 503 ``unavailable`` is passed over for the next, which the
+agent then keeps using; a call resubmitted that way and refused as ``duplicate`` was pooled
+by the node that went silent, and counts as submitted. ``registry`` (``consensus_stub.registry.Registry``, e.g. a testnet's
 ``registry.bin``) is the root of trust: it says which subnet's canister ranges cover a
 canister and that subnet's threshold public key.
 
@@ -43,7 +47,7 @@ from state_manager.messages import MANAGEMENT_CANISTER_ID, RejectCode
 
 from .agent_errors import (
     AgentError, CallRejected, CallTimeout, CanisterNotRouted, MalformedCertificate,
-    PathNotProven, ReplyUnavailable, RequestRefused, UnexpectedAnswer,
+    PathNotProven, ReplyUnavailable, RequestRefused, TransportError, UnexpectedAnswer,
 )
 from .certificate import VerifiedCertificate, verify_certificate
 from .envelope import compute_message_id, sign_ingress
@@ -55,6 +59,18 @@ from .http_wire import (
 from .identity import UserKey
 
 __all__ = ["Agent", "RequestStatus", "reject_code_name", "error_for_answer"]
+
+
+def _endpoint_list(endpoints: str | Sequence[str]) -> tuple[str, ...]:
+    return (endpoints,) if isinstance(endpoints, str) else tuple(endpoints)
+
+
+def _reason(body: bytes) -> object:
+    """The ``reason`` of a refusal answer (None if the body is not one)."""
+    try:
+        return json_object(body, 0).get("reason")
+    except UnexpectedAnswer:
+        return None
 
 SECOND_NS = 10**9
 #: Certified statuses of a message id (``unknown``: the tree proves the id absent).
@@ -86,7 +102,7 @@ class Agent:
 
     def __init__(
         self,
-        endpoint: str | Mapping[str, str],
+        endpoint: str | Sequence[str] | Mapping[str, str | Sequence[str]],
         identity: UserKey,
         registry: Registry,
         *,
@@ -103,7 +119,11 @@ class Agent:
         self.ingress_ttl_ns = int(ingress_ttl_s * SECOND_NS)
         self.poll_interval_s = poll_interval_s
         self.max_poll_interval_s = max_poll_interval_s
-        self._endpoints = endpoint
+        self._endpoints: tuple[str, ...] | dict[str, tuple[str, ...]] = (
+            _endpoint_list(endpoint) if not isinstance(endpoint, Mapping)
+            else {s: _endpoint_list(e) for s, e in endpoint.items()})
+        if not all(self._endpoints.values() if isinstance(self._endpoints, dict) else self._endpoints):
+            raise AgentError("every subnet needs at least one endpoint")
         self._clock = clock
         self._lock = threading.Lock()
         self._verified_heights: dict[str, int] = {}
@@ -139,7 +159,11 @@ class Agent:
         return routed
 
     def endpoint_for(self, canister_id: int, subnet: str | None = None) -> str:
-        if isinstance(self._endpoints, str):
+        """The endpoint requests for ``canister_id`` go to first."""
+        return self._candidates(canister_id, subnet)[0]
+
+    def _candidates(self, canister_id: int, subnet: str | None) -> tuple[str, ...]:
+        if isinstance(self._endpoints, tuple):
             return self._endpoints
         subnet = self.subnet_of(canister_id, subnet)
         if subnet not in self._endpoints:
@@ -162,7 +186,9 @@ class Agent:
     def submit_call(self, canister_id: int, method: str, arg: Any = None, *, subnet: str | None = None) -> bytes:
         """Sign and submit an update call; its message id once the node pooled it."""
         envelope, message_id = self._envelope(canister_id, method, arg)
-        status, body = self._post(canister_id, "call", envelope, subnet)
+        status, body, failed_over = self._post_any(canister_id, "call", envelope, subnet)
+        if status == 409 and failed_over:   # pooled by the node that went silent (module docstring)
+            return message_id
         if status != 202:
             raise error_for_answer(status, body)
         answer = json_object(body, status)
@@ -280,9 +306,9 @@ class Agent:
     def status(self, endpoint: str | None = None) -> dict:
         """The node's ``/api/v2/status`` (unverified: heights and keys as the node reports them)."""
         if endpoint is None:
-            if not isinstance(self._endpoints, str):
+            if not isinstance(self._endpoints, tuple):
                 raise AgentError("name the endpoint: this agent knows one per subnet")
-            endpoint = self._endpoints
+            endpoint = self._endpoints[0]
         status, body = self._http.request("GET", endpoint, STATUS_PATH, None)
         if status != 200:
             raise error_for_answer(status, body)
@@ -291,4 +317,28 @@ class Agent:
     # -- HTTP -------------------------------------------------------------------------------------
 
     def _post(self, canister_id: int, kind: str, body: bytes, subnet: str | None = None) -> tuple[int, bytes]:
-        return self._http.request("POST", self.endpoint_for(canister_id, subnet), canister_url(canister_id, kind), body)
+        status, answer, _ = self._post_any(canister_id, kind, body, subnet)
+        return status, answer
+
+    def _post_any(self, canister_id: int, kind: str, body: bytes,
+                  subnet: str | None) -> tuple[int, bytes, bool]:
+        """POST to the first node of the subnet that answers (module docstring): its status and
+        body, and whether an earlier node was passed over. The node that answered goes first
+        from then on. ``TransportError`` if none answers."""
+        candidates = self._candidates(canister_id, subnet)
+        path = canister_url(canister_id, kind)
+        failure = TransportError(f"no endpoint for canister {canister_id}")
+        for position, endpoint in enumerate(candidates):
+            try:
+                status, answer = self._http.request("POST", endpoint, path, body)
+            except TransportError as exc:
+                failure = exc
+                continue
+            if status == 503 and position + 1 < len(candidates) and _reason(answer) == "unavailable":
+                continue
+            if position and isinstance(self._endpoints, dict):
+                routed = self.subnet_of(canister_id, subnet)
+                with self._lock:
+                    self._endpoints[routed] = (endpoint,) + tuple(e for e in candidates if e != endpoint)
+            return status, answer, position > 0
+        raise failure   # the last node gave no answer (the last node's 503 would have been returned)

@@ -43,7 +43,7 @@ def test_up_status_down_and_up_again_resumes(tmp_path):
         assert launcher is not None
         children = [int(layout.pid(s).read_text()) for s in ("subnet-0", "subnet-1")]
 
-        rows = json.loads(_replica(tmp_path, "testnet", "status", "--json").stdout)
+        rows = json.loads(_replica(tmp_path, "testnet", "status", "--json").stdout)["subnets"]
         assert [r["subnet"] for r in rows] == ["subnet-0", "subnet-1"]
         assert all(r["running"] and r["certified_height"] >= 1 and len(r["endpoints"]) == 2 for r in rows)
 
@@ -87,12 +87,12 @@ def test_up_status_down_and_up_again_resumes(tmp_path):
         assert running_launcher(layout) is None
         assert not any(_alive(pid) for pid in children + [launcher])
         assert "no testnet is running" in _replica(tmp_path, "testnet", "down").stdout
-        stopped = json.loads(_replica(tmp_path, "testnet", "status", "--json").stdout)
+        stopped = json.loads(_replica(tmp_path, "testnet", "status", "--json").stdout)["subnets"]
         assert not any(r["running"] for r in stopped)
         heights = {r["subnet"]: r["height"] for r in stopped}
 
         _replica(tmp_path, "testnet", "up")   # resumes: same genesis, the block logs replayed
-        resumed = json.loads(_replica(tmp_path, "testnet", "status", "--json").stdout)
+        resumed = json.loads(_replica(tmp_path, "testnet", "status", "--json").stdout)["subnets"]
         assert all(r["height"] > heights[r["subnet"]] for r in resumed)
         assert layout.read_manifest()["nodes"] == 2
         # the installed canisters and their state survived: same ids, same values, still callable
