@@ -1,0 +1,325 @@
+"""The agreement state machine, one rule at a time, driven by hand (no network)."""
+
+from __future__ import annotations
+
+import ast
+import dataclasses
+import pathlib
+
+import pytest
+
+from consensus_stub.agreement import protocol as p
+from consensus_stub.agreement.messages import (
+    CatchUp, CertificationShareGossip, FinalizationShare, IngressGossip, NotarizationShare, Proposal, Status,
+)
+from consensus_stub.agreement.signing import (
+    compute_finalization_message, compute_notarization_message, compute_proposal_message,
+)
+from consensus_stub.agreement.simulation import Schedule, Simulation
+from consensus_stub.block import GENESIS_PARENT_HASH, Block, block_hash
+from consensus_stub.notary import BlockNotYetValid, WrongMaker
+from state_manager.certification import sign_certification_share, verify_certification
+from state_manager.messages import Ingress
+
+from ..test_architecture import FORBIDDEN_CALLS, FORBIDDEN_MODULES, ROOT, _imports
+from .agreement_fixtures import SEC, T0, dealt, make_node
+
+N1, N2, N3, N4 = (f"alpha-node-{i}" for i in range(1, 5))
+T = SEC   # the default round timeout
+
+
+def propose(maker: str, height: int = 1, rank: int = 0, parent: bytes = GENESIS_PARENT_HASH, time: int = T0) -> Proposal:
+    block = Block(height, parent, time, 1, (), (), maker, rank)
+    return Proposal(block, dealt()[3][maker](compute_proposal_message(block_hash(block))))
+
+
+def nshare(signer: str, proposal: Proposal) -> NotarizationShare:
+    height, digest = proposal.block.height, block_hash(proposal.block)
+    return NotarizationShare(height, digest, signer, dealt()[3][signer](compute_notarization_message(height, digest)))
+
+
+def fshare(signer: str, proposal: Proposal) -> FinalizationShare:
+    height, digest = proposal.block.height, block_hash(proposal.block)
+    return FinalizationShare(height, digest, signer, dealt()[3][signer](compute_finalization_message(height, digest)))
+
+
+def own(outputs, kind):
+    """This node's own signed artifacts of ``kind`` among ``outputs`` (each is persisted, then broadcast)."""
+    persisted = [o.message for o in outputs if isinstance(o, p.Persist) and isinstance(o.message, kind)]
+    broadcast = [o.message for o in outputs if isinstance(o, p.Broadcast) and isinstance(o.message, kind)]
+    assert persisted == broadcast
+    return persisted
+
+
+def finalized(outputs):
+    return [o for o in outputs if isinstance(o, p.Finalized)]
+
+
+# -- the two steps ---------------------------------------------------------------------------
+
+def test_a_block_is_notarized_then_finalized_by_a_quorum():
+    node = make_node(N4)
+    assert node.config.quorum == 3 and p.compute_quorum(7) == 5 and p.compute_quorum(1) == 1
+    p0 = propose(N1)
+    out = node.on_message(p0, T0)
+    assert [s.block_hash for s in own(out, NotarizationShare)] == [block_hash(p0.block)]
+    assert own(out, FinalizationShare) == []          # step two waits for a notarization
+    assert own(node.on_message(nshare(N1, p0), T0), FinalizationShare) == []
+    out = node.on_message(nshare(N2, p0), T0)         # 3 of 4 with our own: notarized
+    assert [s.height for s in own(out, FinalizationShare)] == [1]
+    assert node.notarized_height == 1 and node.finalized_height == 0
+    assert finalized(node.on_message(fshare(N1, p0), T0)) == []
+    (done,) = finalized(node.on_message(fshare(N2, p0), T0))
+    assert (done.block, done.block_hash) == (p0.block, block_hash(p0.block))
+    assert [s for s, _ in done.proof] == [N1, N2, N4]
+    assert node.finalized_height == 1 and node.status() == Status(N4, 1, 1)
+
+
+def test_rank_r_waits_r_timeouts_and_a_lower_rank_is_still_signed():
+    node = make_node(N4)
+    p1 = propose(N2, rank=1)
+    assert own(node.on_message(p1, T0 + T // 2), NotarizationShare) == []   # rank 1: not before T
+    assert node.wakeup_at == T0 + T
+    assert len(own(node.on_timer(T0 + T), NotarizationShare)) == 1
+    p0 = propose(N1, rank=0)
+    assert len(own(node.on_message(p0, T0 + T + 1), NotarizationShare)) == 1  # lower rank: signed too
+    # both notarized: the node signed two blocks at height 1, so it never finalization-signs it
+    out = []
+    for signer in (N1, N2):
+        out += node.on_message(nshare(signer, p0), T0 + T + 2) + node.on_message(nshare(signer, p1), T0 + T + 2)
+    assert node.notarized_height == 1 and own(out, FinalizationShare) == []
+    # others finalize p0; the node follows their finalization
+    out = [o for s in (N1, N2, N3) for o in node.on_message(fshare(s, p0), T0 + T + 3)]
+    assert [f.block_hash for f in finalized(out)] == [block_hash(p0.block)]
+
+
+def test_a_higher_rank_is_not_signed_after_a_lower_one():
+    node = make_node(N4)
+    node.on_message(propose(N1, rank=0), T0)
+    assert own(node.on_message(propose(N2, rank=1), T0 + 5 * T), NotarizationShare) == []
+
+
+def test_the_maker_of_rank_r_proposes_after_r_timeouts_unless_a_lower_rank_block_is_there():
+    node = make_node(N4)                       # rank 3 at height 1
+    assert node.wakeup_at == T0 + 3 * T
+    assert own(node.on_timer(T0 + 3 * T - 1), Proposal) == []
+    (mine,) = own(node.on_timer(T0 + 3 * T), Proposal)
+    assert (mine.block.height, mine.block.rank, mine.block.maker, mine.block.time) == (1, 3, N4, T0 + 3 * T)
+    quiet = make_node(N4)
+    quiet.on_message(propose(N1, rank=0), T0)  # valid (we signed it): no need for our block
+    assert own(quiet.on_timer(T0 + 3 * T), Proposal) == []
+
+
+def test_a_refused_proposal_is_reported_and_not_signed():
+    def validate(block, context, now):
+        if block.rank == 0:
+            raise WrongMaker("refused by the test")
+    node = make_node(N4, validate=validate)
+    out = node.on_message(propose(N1), T0)
+    assert own(out, NotarizationShare) == []
+    (refused,) = [o for o in out if isinstance(o, p.Refused)]
+    assert refused.height == 1 and "WrongMaker" in refused.reason
+    node.on_message(propose(N2, rank=1), T0)
+    assert len(own(node.on_timer(T0 + T), NotarizationShare)) == 1  # the fallback is signed
+
+
+def test_a_transient_refusal_is_asked_again():
+    ready = []
+
+    def validate(block, context, now):
+        if not ready:
+            raise BlockNotYetValid("registry version not here yet")
+    node = make_node(N4, validate=validate)
+    out = node.on_message(propose(N1), T0)
+    assert own(out, NotarizationShare) == [] and not [o for o in out if isinstance(o, p.Refused)]
+    ready.append(True)
+    assert len(own(node.on_timer(node.wakeup_at), NotarizationShare)) == 1
+
+
+def test_the_validator_sees_the_parent_and_the_unfinalized_ancestors():
+    seen = []
+    node = make_node(N4, validate=lambda block, context, now: seen.append(context))
+    p0 = propose(N1)
+    node.on_message(p0, T0)
+    for signer in (N1, N2):
+        node.on_message(nshare(signer, p0), T0)     # notarized, not finalized
+    child = propose(N2, height=2, parent=block_hash(p0.block), time=T0 + 1)
+    node.on_message(child, T0 + 1)
+    context = seen[-1]
+    assert (context.height, context.parent, context.unfinalized) == (2, p0.block, (p0.block,))
+    assert context.tip == p.ChainTip(0, GENESIS_PARENT_HASH)
+
+
+def test_forged_and_foreign_artifacts_are_dropped_and_counted():
+    node = make_node(N4)
+    p0 = propose(N1)
+    node.on_message(p0, T0)
+    forged = dataclasses.replace(nshare(N1, p0), signer=N2)            # N1's signature, N2's name
+    node.on_message(forged, T0)
+    node.on_message(dataclasses.replace(nshare(N1, propose(N2, rank=1)), signer=N4), T0)  # claims to be us
+    node.on_message(dataclasses.replace(nshare(N1, p0), signer="mallory"), T0)
+    node.on_message(Proposal(propose(N1, rank=1).block, p0.signature), T0)  # not node 1's rank
+    bad_signature = propose(N2, rank=1)
+    node.on_message(Proposal(bad_signature.block, p0.signature), T0)
+    node.on_message(nshare(N1, propose(N1, height=40)), T0)           # far ahead
+    assert node.counters == {
+        "notarization_bad_signature": 2, "notarization_not_a_member": 1, "proposal_wrong_maker": 1,
+        "proposal_bad_signature": 1, "notarization_too_far_ahead": 1}
+    assert node.notarized_height == 0
+
+
+# -- catch-up ------------------------------------------------------------------------------
+
+@pytest.fixture(scope="module")
+def chain():
+    """Ten heights finalized by a simulated subnet; node 1's view of them."""
+    _, _, subnet, signers, verifier = dealt()
+    sim = Simulation(subnet, signers, verifier, Schedule(seed=5))
+    assert sim.run_until_finalized(10, T0 + 60 * SEC)
+    return sim
+
+
+def test_a_node_behind_is_answered_with_a_verified_catch_up(chain):
+    ahead = chain.nodes[N1]
+    fresh = make_node(N2, now=chain.now)
+    (reply,) = [o for o in ahead.on_message(fresh.status(), chain.now) if isinstance(o, p.Send)]
+    assert reply.to == N2 and isinstance(reply.message, CatchUp)
+    out = fresh.on_message(reply.message, chain.now)
+    got = [f.block_hash for f in finalized(out)]
+    assert got == chain.finalized_chain(N1)[: len(got)] and len(got) == ahead.finalized_height
+    assert finalized(out)[-1].proof and not finalized(out)[0].proof
+
+
+def test_a_catch_up_must_chain_onto_our_tip_and_carry_a_quorum(chain):
+    ahead = chain.nodes[N1]
+    (reply,) = [o for o in ahead.on_message(Status(N2, 0, 0), chain.now) if isinstance(o, p.Send)]
+    good = reply.message
+    blocks = list(good.blocks)
+    broken = blocks[:3] + [dataclasses.replace(blocks[3], time=blocks[3].time + 1)] + blocks[4:]
+    notarization_sigs = tuple(
+        (s, dealt()[3][s](compute_notarization_message(good.last.height, block_hash(good.last))))
+        for s in (N1, N2, N3))
+    cases = {
+        "catch_up_not_finalized": dataclasses.replace(good, signatures=good.signatures[:2]),
+        "catch_up_broken_chain": CatchUp(tuple(broken), good.signatures),
+        "catch_up_gap": CatchUp(tuple(blocks[2:]), good.signatures),
+    }
+    for reason, catch_up in cases.items():
+        fresh = make_node(N2, now=chain.now)
+        assert finalized(fresh.on_message(catch_up, chain.now)) == []
+        assert fresh.counters == {reason: 1}
+    fresh = make_node(N2, now=chain.now)   # notarization signatures never finalize (domain separation)
+    assert finalized(fresh.on_message(dataclasses.replace(good, signatures=notarization_sigs), chain.now)) == []
+
+
+def test_a_node_far_behind_catches_up_in_bounded_steps(chain):
+    ahead = chain.nodes[N1]
+    small = p.AgreementConfig(ahead.config.subnet, N2, max_catch_up_blocks=4)
+    fresh = make_node(N2, now=chain.now)
+    fresh.config = small   # the sender's limit is what counts; reuse a node to read it
+    ahead.config, original = dataclasses.replace(ahead.config, max_catch_up_blocks=4), ahead.config
+    try:
+        heights = []
+        while fresh.finalized_height < ahead.finalized_height:
+            (reply,) = [o for o in ahead.on_message(fresh.status(), chain.now) if isinstance(o, p.Send)
+                        and isinstance(o.message, CatchUp)]
+            assert len(reply.message.blocks) <= 4
+            fresh.on_message(reply.message, chain.now)
+            heights.append(fresh.finalized_height)
+        assert heights == sorted(set(heights))
+    finally:
+        ahead.config = original
+
+
+# -- restarts -------------------------------------------------------------------------------
+
+def test_a_restarted_node_keeps_its_votes():
+    node = make_node(N4)
+    p0 = propose(N1)
+    out = node.on_message(p0, T0)
+    for signer in (N1, N2):
+        out += node.on_message(nshare(signer, p0), T0)
+    persisted = [o.message for o in out if isinstance(o, p.Persist)]
+    assert [type(m) for m in persisted] == [NotarizationShare, FinalizationShare]
+    restarted = make_node(N4, now=T0 + 10 * T, finalized=(), own_artifacts=persisted)
+    start = restarted.start(T0 + 10 * T)
+    assert [o.message for o in start if isinstance(o, p.Broadcast)][1:] == persisted   # sent again
+    # it finalization-signed height 1: no other block there gets its notarization share
+    restarted.on_message(propose(N2, rank=1), T0 + 10 * T)
+    assert own(restarted.on_timer(T0 + 11 * T), NotarizationShare) == []
+
+
+def test_a_restarted_node_that_signed_two_blocks_does_not_finalize_and_a_maker_does_not_propose_again():
+    maker = make_node(N1)
+    started = maker.start(T0)
+    (mine,) = own(started, Proposal)
+    signed = own(started, NotarizationShare)   # a maker signs its own block like any other
+    assert [s.block_hash for s in signed] == [block_hash(mine.block)]
+    restarted = make_node(N1, now=T0 + 1, finalized=(), own_artifacts=[mine, *signed])
+    start = restarted.start(T0 + 1)
+    assert [o for o in start if isinstance(o, p.Persist)] == []        # nothing new signed
+    assert [o.message for o in start if isinstance(o, p.Broadcast)][1:] == [mine, *signed]
+    p1 = propose(N2, rank=1)
+    out = restarted.on_message(p1, T0 + 2 * T)
+    assert own(out, NotarizationShare) == []      # rank 1 after our rank 0: no
+    voter = make_node(N4, now=T0, own_artifacts=[nshare(N4, p1)])   # signed p1, rank unknown at restore
+    out = voter.on_message(mine, T0 + 1)
+    assert len(own(out, NotarizationShare)) == 1  # rank 0 improves on rank 1
+    for signer in (N1, N2):
+        out += voter.on_message(nshare(signer, mine), T0 + 1)
+    assert voter.notarized_height == 1 and own(out, FinalizationShare) == []
+
+
+def test_restoring_needs_the_proof_of_the_last_finalized_block(chain):
+    entries = [p.Finalized(chain.blocks[h], chain.chain[h]) for h in (1, 2)]
+    with pytest.raises(p.AgreementConfigError):
+        make_node(N2, finalized=entries)
+
+
+# -- ingress, certification shares, configuration -----------------------------------------------
+
+def test_ingress_is_gossiped_and_handed_to_the_shell():
+    node = make_node(N4)
+    ingress = (Ingress(b"user", 5, "m", b"", b"\x01" * 32, T0 + 60 * SEC),)
+    assert node.submit_ingress(ingress, T0) == [p.Broadcast(IngressGossip(ingress))]
+    assert node.submit_ingress((), T0) == []
+    assert node.on_message(IngressGossip(ingress), T0) == [p.IngressReceived(ingress)]
+
+
+def test_certification_shares_are_exchanged_and_aggregated_once():
+    _, secrets, subnet, _, _ = dealt()
+    node = make_node(N4)
+    root = b"\x05" * 32
+    shares = {n: sign_certification_share(7, root, secrets[n].node_index, secrets[n].secret_share)
+              for n in (N1, N2, N3, N4)}
+    out = node.submit_certification_share(shares[N4], T0)
+    assert out == [p.Broadcast(CertificationShareGossip(shares[N4]))]
+    assert node.on_message(CertificationShareGossip(shares[N1]), T0) == []
+    (certified,) = [o for o in node.on_message(CertificationShareGossip(shares[N2]), T0) if isinstance(o, p.Certified)]
+    verify_certification(certified.certification, subnet.public_key)
+    assert node.on_message(CertificationShareGossip(shares[N3]), T0) == []   # once per height
+
+
+def test_bad_configurations_are_refused():
+    _, _, subnet, _, _ = dealt()
+    with pytest.raises(p.AgreementConfigError):
+        p.AgreementConfig(subnet, "mallory")
+    with pytest.raises(p.AgreementConfigError):
+        p.AgreementConfig(subnet, N1, round_timeout_ns=0)
+    with pytest.raises(p.AgreementConfigError):
+        p.AgreementConfig(subnet, N1, max_catch_up_blocks=1000)
+
+
+def test_the_protocol_core_is_pure():
+    """No clocks, sockets, threads, randomness, identity/hash-seed builtins or asserts in the package."""
+    violations = []
+    for path in sorted(pathlib.Path(ROOT, "consensus_stub", "agreement").glob("*.py")):
+        tree = ast.parse(path.read_text(), str(path))
+        violations += [f"{path.name} imports {name}" for _, name in _imports(tree)
+                       if name.split(".")[0] in FORBIDDEN_MODULES]
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in FORBIDDEN_CALLS:
+                violations.append(f"{path.name}:{node.lineno} calls {node.func.id}()")
+            if isinstance(node, ast.Assert):
+                violations.append(f"{path.name}:{node.lineno} uses assert")
+    assert violations == []
