@@ -25,14 +25,27 @@ from replica.node.replica_node import ReplicaNode
 __all__ = ["pull_slices"]
 
 
-def pull_slices(node: ReplicaNode, peers: Iterable[tuple[str, ReplicaNode]]) -> int:
-    """Deliver to ``node`` one slice from each ``(peer subnet, serving node)`` that has
-    something new for it; return how many slices were accepted into its pool."""
+#: What a node last asked a peer subnet for, and the certified header it was answered from.
+LastPulls = dict[tuple[str, str], tuple[object, object]]
+
+
+def pull_slices(node: ReplicaNode, peers: Iterable[tuple[str, ReplicaNode, object]], last: LastPulls) -> int:
+    """Deliver to ``node`` one slice from each ``(peer subnet, serving node, certified header
+    of the peer's stream to us)`` that has something new for it; return how many slices were
+    accepted into its pool.
+
+    The same request answered from an unchanged certified header carries the same messages
+    and signals as the last answer (only the certified height differs): it is skipped, as the
+    fetcher would discard it after paying for its signature check."""
     accepted = 0
-    for peer_subnet, server in peers:
+    for peer_subnet, server, header in peers:
         request = node.fetcher.wanted(peer_subnet)
         if request is None:
             continue
+        key = (node.node_id, peer_subnet)
+        if last.get(key) == (request, header):
+            continue
+        last[key] = (request, header)
         try:
             data = server.provider.get_stream_slice(
                 request.subnet, request.witness_begin, request.msg_begin, request.msg_limit, request.byte_limit)
