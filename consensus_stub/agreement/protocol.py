@@ -480,20 +480,22 @@ class AgreementNode:
         return block.parent_hash in self._notarized.get(block.height - 1, {})
 
     def _apply_notarizations(self) -> bool:
-        """A known block with ``q`` notarization shares and a notarized parent is notarized."""
-        height = self.notarized_height + 1
+        """A known block with ``q`` notarization shares and a notarized parent is notarized —
+        at every height up to the round's, not only the next one: a node that saw one block
+        notarized at ``h`` must still learn of a second, or it could not sign its children."""
         progressed = False
-        while True:
-            found = False
+        height = self.finalized_height + 1
+        while height <= self.notarized_height + 1:
+            notarized = self._notarized.get(height, {})
             for digest, signers in self._notarization.get(height, {}).items():
                 candidate = self._candidates.get(digest)
-                if (len(signers) >= self._quorum and candidate is not None
-                        and digest not in self._notarized.get(height, {}) and self._parent_is_notarized(candidate.block)):
-                    self._notarized.setdefault(height, {})[digest] = None
-                    found = progressed = True
-            if not found or not self._notarized.get(height):
-                return progressed
+                if (len(signers) >= self._quorum and candidate is not None and digest not in notarized
+                        and self._parent_is_notarized(candidate.block)):
+                    notarized = self._notarized.setdefault(height, {})
+                    notarized[digest] = None
+                    progressed = True
             height += 1
+        return progressed
 
     def _apply_finalizations(self, out: list[Output]) -> bool:
         """The highest block with ``q`` finalization shares whose chain down to our tip we hold."""

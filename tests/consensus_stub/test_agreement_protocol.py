@@ -150,6 +150,24 @@ def test_the_validator_sees_the_parent_and_the_unfinalized_ancestors():
     assert context.tip == p.ChainTip(0, GENESIS_PARENT_HASH)
 
 
+def test_a_second_notarized_block_at_a_height_is_still_learned():
+    """Found by the adversarial schedules: two blocks notarized at height 1, each node seeing
+    one first. A node must learn of the other too, or it can never sign the children built
+    on it, and the subnet stalls."""
+    node = make_node(N4)
+    p0, p1 = propose(N1), propose(N2, rank=1)
+    node.on_message(p0, T0)
+    node.on_message(p1, T0)
+    for signer in (N1, N2):
+        node.on_message(nshare(signer, p0), T0 + T)
+    assert node.notarized_height == 1            # p0 notarized: the round is now height 2
+    child = propose(N2, height=2, parent=block_hash(p1.block), time=T0 + T)   # rank 0 at height 2, on p1
+    assert own(node.on_message(child, T0 + T), NotarizationShare) == []       # p1 is not notarized (yet)
+    out = [o for signer in (N1, N2, N3) for o in node.on_message(nshare(signer, p1), T0 + T)]
+    (share,) = own(out, NotarizationShare)
+    assert share.block_hash == block_hash(child.block)
+
+
 def test_forged_and_foreign_artifacts_are_dropped_and_counted():
     node = make_node(N4)
     p0 = propose(N1)
