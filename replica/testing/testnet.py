@@ -61,6 +61,7 @@ def seed_bytes(seed: int | str | bytes) -> bytes:
 class Testnet:
     """A test network (module docstring). Use it as a context manager, or call ``close``."""
 
+    __test__ = False  # not a pytest test class, despite the name
     default_sender = UserKey.from_seed(b"replica.testing default sender")
 
     def __init__(
