@@ -17,9 +17,13 @@ canister and that subnet's threshold public key.
   most ``max_certificate_age_s`` old);
 * ``update_call`` = ``submit_call`` + ``wait``: polls ``request_status`` until the certified
   status is replied (the decoded reply) or rejected (``CallRejected``);
+* ``request_statuses`` verifies the statuses of many messages of one subnet with one
+  certificate (a load generator's poll);
 * ``query_call`` runs a query (answered from the node's latest certified state; a query
   answer carries no certificate, so it is as good as the node that gave it);
-* ``read_state`` → a ``VerifiedCertificate`` of the paths asked for.
+* ``read_state`` → a ``VerifiedCertificate`` of the paths asked for. Every certificate is
+  checked in full, except that a certification whose exact bytes verified before under the
+  same key is not pairing-checked again (``_verify_signature``).
 
 Calls to the management canister (``MANAGEMENT_CANISTER_ID``) are executed by the subnet
 they are sent to, so they name it: ``subnet=`` on ``submit_call``, ``update_call``, ``wait``,
@@ -33,6 +37,7 @@ The HTTP transport (``http_transport``) ignores proxy settings: an agent talks t
 
 from __future__ import annotations
 
+import collections
 import secrets
 import threading
 import time
@@ -43,6 +48,7 @@ from consensus_stub.registry import Registry
 from replica.execution.codec import EncodingError, decode_payload
 from state_manager.encoding import decode
 from state_manager.hash_tree import Unknown, lookup_path
+from state_manager.certification import Certification, verify_certification
 from state_manager.messages import MANAGEMENT_CANISTER_ID, RejectCode
 
 from .agent_errors import (
@@ -53,12 +59,15 @@ from .certificate import VerifiedCertificate, verify_certificate
 from .envelope import compute_message_id, sign_ingress
 from .http_transport import HttpTransport, error_for_answer, json_object
 from .http_wire import (
-    MAX_CERTIFICATE_BYTES, STATUS_PATH, QueryAnswer, WireError, canister_url, decode_certificate, decode_query_answer,
+    MAX_CERTIFICATE_BYTES, MAX_PATHS, STATUS_PATH, QueryAnswer, WireError, canister_url, decode_certificate, decode_query_answer,
     encode_read_state_request,
 )
 from .identity import UserKey
 
 __all__ = ["Agent", "RequestStatus", "reject_code_name", "error_for_answer"]
+
+#: Certifications whose signature an agent remembers having verified.
+_REMEMBERED_SIGNATURES = 64
 
 
 def _endpoint_list(endpoints: str | Sequence[str]) -> tuple[str, ...]:
@@ -97,6 +106,29 @@ class RequestStatus:
     reject_message: str | None = None
 
 
+def _status_in(certificate: VerifiedCertificate, message_id: bytes) -> RequestStatus:
+    """The status of ``message_id`` that ``certificate`` proves."""
+    prefix = [b"request_status", message_id]
+    status = certificate.lookup_value(prefix + [b"status"])
+    if status is None:
+        return RequestStatus(message_id, "unknown", certificate)
+    if status not in STATUSES[1:]:
+        raise MalformedCertificate(f"unknown request status {status!r}")
+    if status == "replied":
+        reply = certificate.lookup_value(prefix + [b"reply"])
+        if not isinstance(reply, bytes):
+            raise MalformedCertificate("a replied status without reply bytes")
+        return RequestStatus(message_id, status, certificate, reply=reply)
+    if status == "rejected":
+        code = certificate.lookup_value(prefix + [b"reject_code"])
+        message = certificate.lookup_value(prefix + [b"reject_message"])
+        if type(code) is not int or not isinstance(message, str):
+            raise MalformedCertificate("a rejected status without reject code and message")
+        return RequestStatus(message_id, status, certificate, reject_code=reject_code_name(code),
+                             reject_message=message)
+    return RequestStatus(message_id, status, certificate)
+
+
 class Agent:
     """A client of the ingress HTTP API (module docstring)."""
 
@@ -127,6 +159,7 @@ class Agent:
         self._clock = clock
         self._lock = threading.Lock()
         self._verified_heights: dict[str, int] = {}
+        self._verified_signatures: collections.OrderedDict[tuple, None] = collections.OrderedDict()
         self._http = HttpTransport(timeout_s)
 
     # -- lifecycle ----------------------------------------------------------------------------
@@ -271,7 +304,8 @@ class Agent:
             raise MalformedCertificate(str(exc)) from exc
         verified = verify_certificate(certificate, subnet_id=subnet, public_key=record.public_key,
                                       now_ns=self._clock(), max_age_ns=self.max_certificate_age_ns,
-                                      min_height=self.verified_height(subnet))
+                                      min_height=self.verified_height(subnet),
+                                      verify_signature=self._verify_signature)
         for path in paths:
             if isinstance(lookup_path(verified.tree, list(path)), Unknown):
                 raise PathNotProven(f"the certificate neither reveals nor excludes {[p.hex() for p in path]}")
@@ -280,28 +314,33 @@ class Agent:
                 self._verified_heights[subnet] = verified.height
         return verified
 
+    def _verify_signature(self, certification: Certification, public_key: bytes) -> None:
+        """``verify_certification``, remembering the last ``_REMEMBERED_SIGNATURES`` that
+        verified: the same certification (key, height, root and signature bytes alike) answers
+        every read at one height, and a BLS pairing check costs milliseconds."""
+        key = (public_key, certification.height, certification.root, certification.signature)
+        with self._lock:
+            if key in self._verified_signatures:
+                self._verified_signatures.move_to_end(key)
+                return
+        verify_certification(certification, public_key)
+        with self._lock:
+            self._verified_signatures[key] = None
+            while len(self._verified_signatures) > _REMEMBERED_SIGNATURES:
+                self._verified_signatures.popitem(last=False)
+
     def request_status(self, message_id: bytes, canister_id: int, *, subnet: str | None = None) -> RequestStatus:
         """The verified status of ``message_id`` (sent to ``canister_id``, on ``subnet``)."""
-        prefix = [b"request_status", message_id]
-        certificate = self.read_state(canister_id, [prefix], subnet=subnet)
-        status = certificate.lookup_value(prefix + [b"status"])
-        if status is None:
-            return RequestStatus(message_id, "unknown", certificate)
-        if status not in STATUSES[1:]:
-            raise MalformedCertificate(f"unknown request status {status!r}")
-        if status == "replied":
-            reply = certificate.lookup_value(prefix + [b"reply"])
-            if not isinstance(reply, bytes):
-                raise MalformedCertificate("a replied status without reply bytes")
-            return RequestStatus(message_id, status, certificate, reply=reply)
-        if status == "rejected":
-            code = certificate.lookup_value(prefix + [b"reject_code"])
-            message = certificate.lookup_value(prefix + [b"reject_message"])
-            if type(code) is not int or not isinstance(message, str):
-                raise MalformedCertificate("a rejected status without reject code and message")
-            return RequestStatus(message_id, status, certificate, reject_code=reject_code_name(code),
-                                 reject_message=message)
-        return RequestStatus(message_id, status, certificate)
+        return self.request_statuses([message_id], canister_id, subnet=subnet)[message_id]
+
+    def request_statuses(self, message_ids: Sequence[bytes], canister_id: int, *,
+                         subnet: str | None = None) -> dict[bytes, RequestStatus]:
+        """The verified statuses of up to ``MAX_PATHS - 1`` messages of one subnet, from one
+        certificate (the subnet that hosts ``canister_id``, or ``subnet``)."""
+        if not 1 <= len(message_ids) < MAX_PATHS:
+            raise AgentError(f"ask for 1 to {MAX_PATHS - 1} message ids at once, not {len(message_ids)}")
+        certificate = self.read_state(canister_id, [[b"request_status", m] for m in message_ids], subnet=subnet)
+        return {message_id: _status_in(certificate, message_id) for message_id in message_ids}
 
     def status(self, endpoint: str | None = None) -> dict:
         """The node's ``/api/v2/status`` (unverified: heights and keys as the node reports them)."""

@@ -19,9 +19,7 @@ import examples.ledger
 import examples.ping_pong
 from examples.ledger import account_of
 from replica.client.agent import Agent
-from replica.client.management import (
-    MANAGEMENT_CANISTER_ID, created_canister_id, install_code_request, installed_module_hash,
-)
+from replica.client.management import install_many
 from replica.progress import Progress
 
 from .launcher import INITIAL_BALANCE, user_key
@@ -46,34 +44,16 @@ def _modules(subnet: str) -> list[tuple[ModuleType, str, Any]]:
             (examples.ledger, "Ledger", {"balances": ((holder, INITIAL_BALANCE),)})]
 
 
-def _await_all(agent: Agent, submitted: list[tuple[bytes, str]], timeout_s: float) -> list[Any]:
-    return [agent.wait(message_id, MANAGEMENT_CANISTER_ID, timeout_s, subnet=subnet)
-            for message_id, subnet in submitted]
-
-
 def install_example_apps(agent: Agent, subnets: Iterable[str], progress: Progress | None = None, *,
                          timeout_s: float = 60.0) -> dict[str, ExampleApps]:
-    """Install the three example apps on every subnet (module docstring); the agent's
-    identity becomes their controller. Every subnet's calls are submitted together and then
-    awaited, so installing takes two certified round trips, not one per call."""
+    """Install the three example apps on every subnet (module docstring) with
+    ``install_many``; the agent's identity becomes their controller."""
     subnets = list(subnets)
-    wanted = [(subnet, module) for subnet in subnets for module in _modules(subnet)]
-    creating = [(agent.submit_call(MANAGEMENT_CANISTER_ID, "create_canister", None, subnet=subnet), subnet)
-                for subnet, _ in wanted]
-    ids = [created_canister_id(answer) for answer in _await_all(agent, creating, timeout_s)]
-    if progress is not None:
-        progress.update(f"{len(ids)} canisters created")
-    installing = [
-        (agent.submit_call(MANAGEMENT_CANISTER_ID, "install_code",
-                           install_code_request(canister_id, inspect.getsource(module), class_name, arg),
-                           subnet=subnet), subnet)
-        for canister_id, (subnet, (module, class_name, arg)) in zip(ids, wanted)]
-    for answer in _await_all(agent, installing, timeout_s):
-        installed_module_hash(answer)
+    ids = install_many(agent, [(subnet, inspect.getsource(module), class_name, arg)
+                               for subnet in subnets for module, class_name, arg in _modules(subnet)], timeout_s)
     if progress is not None:
         progress.update(f"{len(ids)} canisters installed")
-    per_subnet = {subnet: ids[3 * k:3 * k + 3] for k, subnet in enumerate(subnets)}
-    return {subnet: ExampleApps(subnet, *per_subnet[subnet]) for subnet in subnets}
+    return {subnet: ExampleApps(subnet, *ids[3 * k:3 * k + 3]) for k, subnet in enumerate(subnets)}
 
 
 def initial_supply(apps: dict[str, ExampleApps]) -> int:
