@@ -23,6 +23,7 @@ __all__ = ["register"]
 
 def _up(args: argparse.Namespace) -> int:
     from replica.testnet.lifecycle import testnet_directory, up
+    from replica.testnet.status_page import status_page_url
 
     directory = testnet_directory(args.dir)
     rows = up(directory, subnets=args.subnets, nodes=args.nodes, round_ms=args.round_ms, fresh=args.fresh,
@@ -32,6 +33,9 @@ def _up(args: argparse.Namespace) -> int:
         endpoint = next(iter(sorted(r.endpoints.items())), ("", "-"))[1]
         ids = f"{r.canister_range[0]}-{r.canister_range[1]}"
         print(f"{r.subnet:<10} {r.nodes:>5}  {ids:<15}  {'http://' + endpoint:<28}  {r.log}")
+    page = status_page_url(directory)
+    if page:
+        print(f"live status page: {page}")
     print(f"testnet up in {directory}; stop it with `replica testnet down`")
     return 0
 

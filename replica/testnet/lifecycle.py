@@ -210,9 +210,19 @@ def log_lines(directory: Path, name: str | None, follow: bool) -> Iterator[str]:
 
 
 def _serve(argv: list[str]) -> int:
-    """``python -m replica.testnet.lifecycle DIR [--no-restart]``: the background launcher."""
+    """``python -m replica.testnet.lifecycle DIR [--no-restart]``: the background launcher,
+    and the testnet's live status page (its URL in ``DIR/status-page.url``)."""
+    from .status_page import StatusPage, page_url_path
+
     directory = Path(argv[0])
-    return launch(directory, duration_s=None, traffic=False, restart="--no-restart" not in argv[1:])
+    page = StatusPage(directory)
+    url_file = page_url_path(directory)
+    url_file.write_text(page.start() + "\n")
+    try:
+        return launch(directory, duration_s=None, traffic=False, restart="--no-restart" not in argv[1:])
+    finally:
+        url_file.unlink(missing_ok=True)
+        page.stop()
 
 
 if __name__ == "__main__":

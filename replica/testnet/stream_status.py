@@ -169,6 +169,16 @@ class StatusReader:
             raise StatusError(f"{subnet}: /metadata/height is not an integer")
         return _Sample(height, certificate.time_ns, headers, sizes)
 
+    def request_statuses(self, subnet: str, message_ids: list[bytes]) -> tuple[dict[bytes, str], int]:
+        """``({message id: certified status or "unknown"}, certified height)`` in one verified read."""
+        paths = [[b"request_status", m, b"status"] for m in message_ids]
+        try:
+            certificate = self._agent.read_state(MANAGEMENT_CANISTER_ID, paths, subnet=subnet)
+            return ({m: certificate.lookup_value(p) or "unknown" for m, p in zip(message_ids, paths)},
+                    certificate.height)
+        except (AgentError, IngressRefused) as exc:
+            raise StatusError(f"{subnet}: {exc}") from exc
+
     # -- what the nodes report ----------------------------------------------------------------
 
     def _node_statuses(self, subnet: str) -> list[dict]:
