@@ -24,7 +24,9 @@ twice in separate places. Two kinds of numbers:
   ``replica_stream_begin|end|signals_end``       per ``remote``: our stream's header
   ``replica_stream_messages``                    per ``remote``: ``end − begin``, messages not yet
                                                  acknowledged by the receiver (the backlog)
-  ``replica_stream_bytes``                       per ``remote``: bytes of those messages
+  ``replica_stream_bytes``                       per ``remote``: their size as routing counts it
+                                                 (what ``max_stream_bytes`` limits; ``testnet status``
+                                                 shows their encoded bytes in the certified tree)
   ``replica_stream_oldest_unacknowledged_rounds``  per ``remote``: rounds since the message at
                                                  ``begin`` entered the stream (0 if none)
   ``replica_stream_reject_signals``              per ``remote`` and ``reason``: signals held now
@@ -265,7 +267,8 @@ def _stream_families(streams: Mapping[str, StreamSummary]) -> Iterable:
         ("replica_stream_signals_end", "Next index we expect in remote's stream to us", lambda s: s.signals_end),
         ("replica_stream_messages", "Messages in our stream to remote not yet acknowledged (backlog)",
          lambda s: s.end - s.begin),
-        ("replica_stream_bytes", "Bytes of the messages in our stream to remote", lambda s: s.byte_size),
+        ("replica_stream_bytes", "Size of the messages in our stream to remote, as the stream byte limit counts it",
+         lambda s: s.byte_size),
         ("replica_stream_oldest_unacknowledged_rounds",
          "Rounds since the oldest unacknowledged message of our stream to remote entered it",
          lambda s: s.oldest_unacknowledged_rounds),

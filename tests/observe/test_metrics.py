@@ -10,7 +10,7 @@ from __future__ import annotations
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from replica.node.metrics import StreamAges
+from replica.node.metrics import NodeMetrics, StreamAges
 from tests.integration.http_testnet import (
     ALPHA, BETA, PINGER, agent_for, canister, envelope, get, post, running_http_testnet,
 )
@@ -82,3 +82,25 @@ def test_stream_ages_count_rounds_since_the_oldest_unacknowledged_message_entere
     assert ages.observe("b", 7, 4, 4) == 0          # all acknowledged
     assert ages.observe("b", 9, 4, 6) == 0
     assert ages.observe("b", 12, 4, 6) == 3
+
+
+def test_the_fetch_paths_records_and_refusals_are_exported_by_reason():
+    metrics = NodeMetrics("alpha", "alpha-node-0")
+    metrics.read_fetch_records(lambda: {("beta-node-1", "PeerTimeout"): 3},
+                               lambda: {("beta", "CertificationSignatureInvalid"): 2})
+    metrics.block_refused("InvalidBlock")
+    metrics.ingress_refused("pool_full")
+    metrics.ingress_refused("pool_full")
+    metrics.slice_fetched("beta", 0.004)
+    samples = {}
+    for family in text_string_to_metric_families(metrics.exposition().decode()):
+        for sample in family.samples:
+            samples[(sample.name, tuple(sorted(sample.labels.items())))] = sample.value
+    assert samples[("xnet_slice_fetch_failures_total", (("peer", "beta-node-1"), ("reason", "PeerTimeout")))] == 3
+    assert samples[("xnet_slice_validation_failures_total",
+                    (("reason", "CertificationSignatureInvalid"), ("remote", "beta")))] == 2
+    assert samples[("replica_block_validation_failures_total", (("reason", "InvalidBlock"),))] == 1
+    assert samples[("replica_ingress_refusals_total", (("reason", "pool_full"),))] == 2
+    assert samples[("xnet_slice_fetch_duration_seconds_count", (("remote", "beta"),))] == 1
+    assert samples[("xnet_slice_fetch_duration_seconds_bucket", (("le", "0.005"), ("remote", "beta")))] == 1
+    assert samples[("xnet_slice_fetch_duration_seconds_bucket", (("le", "0.0025"), ("remote", "beta")))] == 0

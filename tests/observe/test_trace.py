@@ -103,6 +103,8 @@ def test_trace_locates_calls_stuck_behind_a_stopped_subnet_and_a_full_stream(tmp
         stream = net.subnets[ALPHA].read(lambda state: state.streams[BETA])
         assert (stream.begin, stream.end) == (0, 2)
         alpha_height = net.subnets[ALPHA].height
+        ages = {node.metrics.snapshot()[0].streams[BETA].oldest_unacknowledged_rounds
+                for node in net.subnets[ALPHA].nodes.values()}
         timelines = _timelines(net, tmp_path, asks)
         traces = [trace_message(m, timelines, now_ns=time.time_ns(), round_s=ROUND_S) for m in asks]
     in_stream = [t for t in traces if any("in stream" in s for s in t.stuck)]
@@ -119,5 +121,8 @@ def test_trace_locates_calls_stuck_behind_a_stopped_subnet_and_a_full_stream(tmp
         assert f"{BETA} last made a block at height {beta_height}" in where
         assert trace.status == "processing"
     assert indices == {0, 1}
+    # every alpha node's /metrics reports the same age for the oldest unacknowledged message
+    oldest = min(next(h for h in t.hops if h.kind == "routed").height for t in in_stream)
+    assert ages == {alpha_height - oldest}
     (where,) = held[0].stuck
     assert f"held in the output queue of canister {HERE} on {ALPHA}" in where and "at most 2 messages" in where
