@@ -5,7 +5,6 @@ from __future__ import annotations
 import pytest
 
 from replica.client import UnknownCanister
-from replica.client.certificate import verify_certificate  # noqa: F401 - the module the statuses go through
 from replica.testing import (
     CallNotAnswered, CallRejected, CanisterSourceError, Testnet, TestingError, TimeRegression, UnknownMessage,
     UnknownNode, UnknownSubnet, UserKey,
