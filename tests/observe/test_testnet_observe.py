@@ -119,3 +119,23 @@ def test_status_page_renders_in_headless_chromium(testnet):
         assert text in html, text
     shot = subprocess.run(common + [f"--screenshot={screenshot}", url], capture_output=True, text=True, timeout=120)
     assert shot.returncode == 0 and screenshot.stat().st_size > 10_000, shot.stderr[-2000:]
+
+
+def test_status_watch_repeats_until_interrupted(testnet):
+    import signal
+
+    env = dict(os.environ)
+    env.pop("REPLICA_TESTNET", None)
+    process = subprocess.Popen([sys.executable, "-m", "replica.cli", "testnet", "status", "--watch", "--json",
+                                "--interval", "0.3", "--dir", str(testnet["cwd"] / "net")],
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+    try:
+        time.sleep(4)
+    finally:
+        process.send_signal(signal.SIGINT)
+        out, err = process.communicate(timeout=30)
+    assert process.returncode == 0, err
+    views = [json.loads(part) for part in re.split(r"(?m)^(?=\{$)", out) if part.strip()]
+    assert len(views) >= 2
+    heights = [v["certified"]["subnets"][0]["certified_height"] for v in views]
+    assert heights == sorted(heights) and heights[-1] > heights[0]   # new certified heights each time
