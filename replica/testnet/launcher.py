@@ -84,7 +84,15 @@ LEDGER, PINGER, COUNTER = 1, 2, 3
 INITIAL_BALANCE = 1_000_000
 CANISTERS_PER_SUBNET = 1_000
 APPS = (Ledger, PingPong, Counter)
-LIMIT_PRESETS = {"DEFAULT": DEFAULT, "MINIMAL": MINIMAL}
+#: ``TINY_QUEUES``: ``MINIMAL``'s queues, streams, slices and round budgets (back-pressure on
+#: every path), with ingress, blocks and expiries large enough to install canisters.
+LIMIT_PRESETS = {
+    "DEFAULT": DEFAULT, "MINIMAL": MINIMAL,
+    "TINY_QUEUES": MINIMAL.with_(max_ingress_bytes=DEFAULT.max_ingress_bytes // 64,
+                                 max_block_payload_bytes=DEFAULT.max_block_payload_bytes // 32,
+                                 max_ingress_ttl_ns=DEFAULT.max_ingress_ttl_ns,
+                                 ingress_history_retention_ns=DEFAULT.ingress_history_retention_ns),
+}
 
 #: A subnet process exiting with this code refused to start (e.g. a corrupt block log):
 #: restarting it would only fail again, so the launcher stops the testnet instead.
@@ -209,12 +217,14 @@ def _genesis_state(registry, subnet: str, position: int, genesis_time: int, apps
 
 
 def create_testnet(directory: Path | str, subnets: int, nodes: int, *, seed: bytes, tick_s: float = 0.5,
-                   genesis_apps: bool = True) -> TestnetLayout:
+                   genesis_apps: bool = True, limits: str = "DEFAULT") -> TestnetLayout:
     """Write a fresh testnet directory (refuses a directory that already holds one). With
     ``genesis_apps`` every subnet starts with the example apps and the demo user's tokens
     (``replica testnet run``); without, it starts empty and canisters come by ``install_code``
-    (``replica testnet up``)."""
+    (``replica testnet up``). ``limits`` names one of ``LIMIT_PRESETS``."""
     layout = TestnetLayout(Path(directory))
+    if limits not in LIMIT_PRESETS:
+        raise TestnetError(f"no limits preset {limits!r}; the presets are {', '.join(LIMIT_PRESETS)}")
     if layout.manifest.exists():
         raise TestnetError(f"{layout.root} already holds a testnet; launch it, or choose another directory")
     if subnets < 1 or nodes < 1:
@@ -235,7 +245,7 @@ def create_testnet(directory: Path | str, subnets: int, nodes: int, *, seed: byt
         "nodes": nodes,
         "canister_modules": [module_name_of(cls) for cls in APPS] if genesis_apps else [],
         "genesis_apps": genesis_apps,
-        "limits": "DEFAULT",
+        "limits": limits,
         "tick_s": tick_s,
         "seed": seed.hex(),
     })
