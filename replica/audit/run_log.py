@@ -3,9 +3,9 @@
 A run directory holds::
 
     manifest.bin        canonical msgpack (see ``_manifest_value``):
-                        ["replica-run-log", 1, subnets, canister modules, limits name,
+                        ["replica-run-log", 2, subnets, canister modules, limits name,
                          limits [[field, value], ...], checkpoint interval, topologies,
-                         files [[subnet, file name, sha256, size], ...]]
+                         files [[subnet, file name, sha256, size], ...], build]
     subnet-000.bin ...  one per subnet, canonical msgpack:
                         ["replica-subnet-log", 1, subnet id, genesis state bytes,
                          [batch bytes, ...], [[height, full hash, certified root], ...],
@@ -15,7 +15,12 @@ Genesis and checkpoints are ``state_codec.encode_state`` bytes, batches are
 ``message_routing.batch.encode_batch`` bytes for heights 1..n, and the hashes are the ones
 the live run committed after each batch. Checkpoints (every ``checkpoint interval``
 heights) are where restarted replicas resume. Canister modules are ``"package.module:Class"``
-names; the limits are a named preset (``DEFAULT``, ``MINIMAL``) or ``custom``.
+names; the limits are a named preset (``DEFAULT``, ``MINIMAL``) or ``custom``. ``build`` is
+the build the live run ran (``build.build_to_value``), or nil when unknown.
+
+Manifest and blob are at version 2; subnet files are still at version 1 (unchanged). A
+version-1 manifest (no ``build`` item) is still read: such a run has no recorded build, and
+the audit says so instead of comparing builds.
 
 ``encode_run_log`` packs manifest and files into one blob (shipped to Spark executors and
 replay subprocesses); ``decode_run_log`` and ``load_run_log`` check it all strictly and
@@ -37,6 +42,7 @@ from state_manager.encoding import EncodingError, decode, encode
 from state_manager.routing_table import NetworkTopology
 from state_manager.state_codec import topology_from_value, topology_to_value
 
+from .build import BuildInfo, build_from_value, build_to_value
 from .errors import RunLogError
 
 __all__ = [
@@ -44,7 +50,10 @@ __all__ = [
     "decode_run_log", "write_run_log", "load_run_log", "limits_preset_name",
 ]
 
-RUN_LOG_VERSION = 1
+RUN_LOG_VERSION = 2
+SUBNET_FILE_VERSION = 1
+READABLE_VERSIONS = (1, 2)
+_MANIFEST_ITEMS = {1: 9, 2: 10}
 MANIFEST_FILE = "manifest.bin"
 _RUN_TAG = "replica-run-log"
 _SUBNET_TAG = "replica-subnet-log"
@@ -88,6 +97,7 @@ class RunLog:
     limits: Limits
     checkpoint_interval: int
     topologies: tuple[NetworkTopology, ...]
+    build: BuildInfo | None = None      # the live run's build; None: recorded before builds were
 
     def subnet_ids(self) -> tuple[str, ...]:
         return tuple(s.subnet_id for s in self.subnets)
@@ -114,7 +124,7 @@ def _subnet_file_name(position: int) -> str:
 
 
 def _subnet_value(log: SubnetLog) -> tuple:
-    return (_SUBNET_TAG, RUN_LOG_VERSION, log.subnet_id, log.genesis, tuple(log.batches),
+    return (_SUBNET_TAG, SUBNET_FILE_VERSION, log.subnet_id, log.genesis, tuple(log.batches),
             tuple((h, f, c) for h, f, c in log.hashes), tuple((h, d) for h, d in log.checkpoints))
 
 
@@ -123,6 +133,7 @@ def _manifest_value(log: RunLog, files: tuple[tuple[str, str, bytes, int], ...])
         _RUN_TAG, RUN_LOG_VERSION, log.subnet_ids(), tuple(log.canister_modules), log.limits_name,
         tuple((name, getattr(log.limits, name)) for name in _LIMIT_FIELDS), log.checkpoint_interval,
         tuple(topology_to_value(t) for t in log.topologies), files,
+        None if log.build is None else build_to_value(log.build),
     )
 
 
@@ -155,11 +166,14 @@ def _decode(data: bytes, what: str) -> Any:
         raise RunLogError(f"{what}: {exc}") from exc
 
 
-def _check_version(tag: Any, version: Any, expected_tag: str, what: str) -> None:
+def _check_version(tag: Any, version: Any, expected_tag: str, what: str,
+                   readable: tuple[int, ...] = READABLE_VERSIONS) -> int:
     if tag != expected_tag:
         raise RunLogError(f"{what}: not a {expected_tag} (tag {tag!r})")
-    if type(version) is not int or version != RUN_LOG_VERSION:
-        raise RunLogError(f"{what}: unsupported version {version!r} (this build reads {RUN_LOG_VERSION})")
+    if type(version) is not int or version not in readable:
+        raise RunLogError(f"{what}: unsupported version {version!r} (this build reads "
+                          f"{', '.join(map(str, readable))})")
+    return version
 
 
 def _limits(name: str, values: Any) -> Limits:
@@ -178,7 +192,7 @@ def _limits(name: str, values: Any) -> Limits:
 def _decode_subnet(data: bytes, subnet_id: str) -> SubnetLog:
     what = f"subnet log {subnet_id}"
     tag, version, sid, genesis, batches, hashes, checkpoints = check_tuple(_decode(data, what), what, 7)
-    _check_version(tag, version, _SUBNET_TAG, what)
+    _check_version(tag, version, _SUBNET_TAG, what, (SUBNET_FILE_VERSION,))
     if sid != subnet_id:
         raise RunLogError(f"{what}: file holds subnet {sid!r}")
     batch_bytes = tuple(check_bytes(b, "batch") for b in check_tuple(batches, "batches"))
@@ -203,9 +217,12 @@ def _decode_subnet(data: bytes, subnet_id: str) -> SubnetLog:
 
 def _assemble(manifest_bytes: bytes, files: dict[str, bytes]) -> RunLog:
     try:
-        value = check_tuple(_decode(manifest_bytes, "manifest"), "manifest", 9)
-        tag, version, subnets, modules, limits_name, limits, interval, topologies, entries = value
-        _check_version(tag, version, _RUN_TAG, "manifest")
+        value = check_tuple(_decode(manifest_bytes, "manifest"), "manifest")
+        version = _check_version(value[0] if value else None, value[1] if len(value) > 1 else None, _RUN_TAG,
+                                 "manifest")
+        value = check_tuple(value, "manifest", _MANIFEST_ITEMS[version])
+        tag, version, subnets, modules, limits_name, limits, interval, topologies, entries = value[:9]
+        build = None if version == 1 or value[9] is None else build_from_value(value[9])
         subnet_ids = tuple(check_str(s, "subnet") for s in check_tuple(subnets, "subnets"))
         if list(subnet_ids) != sorted(set(subnet_ids)) or not subnet_ids:
             raise RunLogError("manifest: subnets must be a non-empty sorted list of distinct ids")
@@ -232,7 +249,7 @@ def _assemble(manifest_bytes: bytes, files: dict[str, bytes]) -> RunLog:
         raise RunLogError(f"run log: {exc}") from exc
     except ValueError as exc:  # e.g. a Limits/Topology constructor refusing a value
         raise RunLogError(f"run log: {exc}") from exc
-    return RunLog(tuple(logs), module_names, limits_name, limits_value, interval, topology_values)
+    return RunLog(tuple(logs), module_names, limits_name, limits_value, interval, topology_values, build)
 
 
 def decode_run_log(blob: bytes) -> RunLog:

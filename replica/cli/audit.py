@@ -143,7 +143,7 @@ def replay_one_command(args: argparse.Namespace) -> int:
     for p, rows in replays.items():
         seed = _seed_for(p, args.worker_hash_seed)
         print(f"replica {p} of {args.subnet} (PYTHONHASHSEED={seed}):")
-        for _, _, height, full, certified, error in rows:
+        for _, _, height, full, certified, error, *_ in rows:  # the build last
             if error is not None:
                 print(f"  {height:>5}  replay failed: {error}")
                 ok = False

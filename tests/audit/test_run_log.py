@@ -101,7 +101,7 @@ def _rewrite_manifest(tmp_path, position, value):
 
 
 @pytest.mark.parametrize("position, value, message", [
-    (1, 2, "unsupported version"),
+    (1, 3, "unsupported version"),
     (0, "something-else", "not a replica-run-log"),
     (4, "MINIMAL", "differ from the MINIMAL preset"),
     (4, "HUGE", "unknown preset"),
