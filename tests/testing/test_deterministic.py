@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from replica.client import UnknownCanister
+from replica.client import IngressTooLarge, UnknownCanister
 from replica.testing import (
     CallNotAnswered, CallRejected, CanisterSourceError, Testnet, TestingError, TimeRegression, UnknownMessage,
     UnknownNode, UnknownSubnet, UserKey,
@@ -237,3 +237,38 @@ def test_options_are_checked():
         Testnet(seed=1.5)
     with pytest.raises(TestingError):
         Testnet().update_call(2**64 - 1, "create_canister")   # the management canister needs subnet=
+
+
+def test_deterministic_mode_opens_no_socket_and_starts_no_thread(monkeypatch):
+    import socket
+    import threading
+
+    def refuse(*args, **kwargs):
+        raise AssertionError("the deterministic testnet opened a socket")
+
+    monkeypatch.setattr(socket, "socket", refuse)
+    monkeypatch.setattr(socket, "create_connection", refuse)
+    threads = threading.active_count()
+    with Testnet(seed="no-io") as net:
+        a = net.install(Greeter, subnet="subnet-0")
+        b = net.install(Greeter, subnet="subnet-1")
+        assert net.update_call(a, "ask", b) == "hello, friend"
+        assert threading.active_count() == threads
+
+
+def test_limits_are_the_testnets():
+    import dataclasses
+
+    from message_routing.limits import DEFAULT, MINIMAL
+
+    with pytest.raises(IngressTooLarge):
+        Testnet(limits=MINIMAL).install(Greeter)             # MINIMAL admits 512-byte envelopes: no module fits
+    short_ttl = dataclasses.replace(DEFAULT, max_ingress_ttl_ns=60 * SECOND)
+    with Testnet(limits=short_ttl) as net:
+        a = net.install(Greeter, subnet="subnet-0")
+        b = net.install(Greeter, subnet="subnet-1")
+        assert net.update_call(a, "ask", b) == "hello, friend"
+        mid = net.submit_call(a, "greet", "late")
+        net.advance_time(61 * SECOND)                        # expired under this TTL, not under DEFAULT's 5 minutes
+        with pytest.raises(CallNotAnswered):
+            net.await_call(mid, max_ticks=2)
