@@ -14,7 +14,8 @@ The protocol, for a subnet of ``n = 3f + 1`` nodes with quorum ``q = n - f = 2f 
   and starts when the node learns of ``N``.
 * **Block makers by rank**: at height ``h`` the node of rank ``r`` is
   ``node_ids[(h - 1 + r) mod n]`` (``block_maker_for``); it proposes ``r × round_timeout``
-  after the round starts, unless a valid block of lower rank is already there.
+  (plus the pacing ``block_interval``) after the round starts, unless a valid block of lower
+  rank is already there.
 * **Notarization** (step one): a node signs a block of rank ``r`` once ``r × round_timeout``
   has passed, its parent is notarized, ``validate`` accepts it, and it has not signed a block
   of rank ``<= r`` at that height, nor finalization-signed the height. ``q`` shares notarize.
@@ -82,6 +83,9 @@ class AgreementConfig:
     #: Artifacts are kept for heights up to this far above the notarized height.
     lookahead_heights: int = 16
     max_catch_up_blocks: int = MAX_CATCH_UP_BLOCKS
+    #: The least time from a round's start to its first proposal: paces an idle subnet
+    #: (0: as fast as messages travel). Every rank's proposal waits this much longer.
+    block_interval_ns: int = 0
 
     def __post_init__(self) -> None:
         if self.node_id not in self.subnet.node_ids:
@@ -90,6 +94,8 @@ class AgreementConfig:
             value = getattr(self, name)
             if type(value) is not int or value < 1:
                 raise AgreementConfigError(f"{name} must be a positive int, got {value!r}")
+        if type(self.block_interval_ns) is not int or self.block_interval_ns < 0:
+            raise AgreementConfigError("block_interval_ns must be a non-negative int")
         if type(self.max_catch_up_blocks) is not int or not 1 <= self.max_catch_up_blocks <= MAX_CATCH_UP_BLOCKS:
             raise AgreementConfigError(f"max_catch_up_blocks must be in 1..{MAX_CATCH_UP_BLOCKS}")
 
@@ -315,7 +321,7 @@ class AgreementNode:
         height = self._round_height
         timeout = self.config.round_timeout_ns
         if height not in self._proposed:
-            times.append(self._round_start + rank_of(self._subnet, height, self.node_id) * timeout)
+            times.append(self._proposal_due(height))
         best_signed = self._best_signed_rank(height)
         for digest in self._by_height.get(height, {}):
             rank = self._candidates[digest].block.rank
@@ -582,10 +588,15 @@ class AgreementNode:
         return BlockContext(height, rank, block_maker_for(self._subnet, height, rank), parent_hash, parent,
                             tuple(reversed(unfinalized)), ChainTip(self.finalized_height, self.finalized_hash))
 
+    def _proposal_due(self, height: int) -> int:
+        """``round start + block_interval + rank × round_timeout``."""
+        rank = rank_of(self._subnet, height, self.node_id)
+        return self._round_start + self.config.block_interval_ns + rank * self.config.round_timeout_ns
+
     def _propose(self, now: int, out: list[Output]) -> bool:
         height = self._round_height
         rank = rank_of(self._subnet, height, self.node_id)
-        if height in self._proposed or now < self._round_start + rank * self.config.round_timeout_ns:
+        if height in self._proposed or now < self._proposal_due(height):
             return False
         if any(self._candidates[d].block.rank < rank and self._candidates[d].verdict == _VALID
                for d in self._by_height.get(height, {})):

@@ -33,9 +33,9 @@ def _dealt(nodes: int):
 
 
 def make_node(node_id: str, nodes: int = 4, *, now: int = T0, validate=stub_validate, propose=stub_propose,
-              **restore) -> AgreementNode:
+              config: dict | None = None, **restore) -> AgreementNode:
     _, _, subnet, signers, verifier = dealt(nodes)
-    return AgreementNode(AgreementConfig(subnet, node_id), propose=propose, validate=validate,
+    return AgreementNode(AgreementConfig(subnet, node_id, **(config or {})), propose=propose, validate=validate,
                          sign=signers[node_id], verifier=verifier, now=now, **restore)
 
 

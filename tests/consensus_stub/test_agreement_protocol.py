@@ -110,6 +110,16 @@ def test_the_maker_of_rank_r_proposes_after_r_timeouts_unless_a_lower_rank_block
     assert own(quiet.on_timer(T0 + 3 * T), Proposal) == []
 
 
+def test_the_block_interval_paces_every_rank():
+    node = make_node(N1, config={"block_interval_ns": T // 10})     # rank 0 at height 1
+    assert own(node.start(T0), Proposal) == [] and node.wakeup_at == T0 + T // 10
+    (mine,) = own(node.on_timer(T0 + T // 10), Proposal)
+    assert mine.block.time == T0 + T // 10
+    fallback = make_node(N2, config={"block_interval_ns": T // 10})  # rank 1
+    assert own(fallback.on_timer(T0 + T), Proposal) == []
+    assert len(own(fallback.on_timer(T0 + T + T // 10), Proposal)) == 1
+
+
 def test_a_refused_proposal_is_reported_and_not_signed():
     def validate(block, context, now):
         if block.rank == 0:
