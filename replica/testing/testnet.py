@@ -179,7 +179,10 @@ class Testnet:
         self._clock.set(time_ns)
 
     def advance_time(self, delta_ns: int) -> None:
-        """Deterministic mode only: move time forward by ``delta_ns`` nanoseconds."""
+        """Deterministic mode only: move time forward by ``delta_ns`` nanoseconds. The
+        subnets' state time follows at their next round: until a ``tick`` a status read after
+        a jump of more than 5 minutes fails the certificate's freshness check, as it would for
+        a client whose clock ran ahead of the network."""
         self._deterministic_only("advance_time")
         self._clock.advance(delta_ns)
 

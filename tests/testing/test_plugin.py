@@ -67,6 +67,11 @@ def test_fixtures_markers_seed_and_failure_report_from_an_outside_project(tmp_pa
     run_dir = re.search(r"run log: (\S+)", out).group(1)
     assert load_run_log(run_dir).subnet_ids() == ("subnet-0", "subnet-1")
     assert f"replica replay-one {run_dir} --subnet subnet-0" in out
+    replay = subprocess.run([sys.executable, "-m", "replica.cli", "replay-one", run_dir, "--subnet", "subnet-0"],
+                            cwd=tmp_path, env=dict(os.environ, PYTHONPATH=str(ROOT)), capture_output=True,
+                            text=True, timeout=180)
+    assert replay.returncode == 0, replay.stdout + replay.stderr
+    assert "live: same" in replay.stdout and "DIFFERS" not in replay.stdout   # the failed run replays as recorded
     hash_11 = re.search(r"HASH (\w+)", out).group(1)
     other = _pytest(tmp_path, "--replica-seed", "12", "-k", "default_shape")
     assert other.returncode == 0, other.stdout + other.stderr
