@@ -126,3 +126,23 @@ def test_trace_locates_calls_stuck_behind_a_stopped_subnet_and_a_full_stream(tmp
     assert ages == {alpha_height - oldest}
     (where,) = held[0].stuck
     assert f"held in the output queue of canister {HERE} on {ALPHA}" in where and "at most 2 messages" in where
+
+
+def test_trace_shows_a_request_the_receiving_subnet_rejected_and_the_synthetic_reject(tmp_path):
+    with _testnet(tmp_path) as net:
+        envelope = sign_ingress(ALICE, HERE, "ask", 1500, next(_nonce), time.time_ns() + 60 * 10**9)  # no such canister
+        message_id = net.subnets[ALPHA].submit(envelope).message_id
+        for _ in range(60):
+            _step(net)
+            status = net.subnets[ALPHA].ingress_status(message_id)
+            if status is not None and status.state is IngressState.REJECTED:
+                break
+        rejected_at = net.subnets[ALPHA].height
+        trace = trace_message(message_id, _timelines(net, tmp_path, [message_id]), now_ns=time.time_ns(),
+                              round_s=ROUND_S)
+    assert trace.status == "rejected" and not trace.stuck, format_trace(trace)
+    kinds = [(h.kind, h.subnet) for h in trace.hops]
+    assert kinds[-4:] == [("rejected", BETA), ("synthetic_reject", ALPHA), ("callback", ALPHA), ("rejected", ALPHA)]
+    assert "CANISTER_NOT_FOUND" in trace.hops[-4].text and trace.hops[-1].height == rejected_at
+    # the Greeter rejects its caller with the synthetic reject's code (3: DESTINATION_INVALID) and message
+    assert "CANISTER_REJECT 3: Canister 1500 not found" in trace.hops[-1].text
