@@ -10,6 +10,8 @@ twice in separate places. Two kinds of numbers:
   ``replica_certification_duration_seconds``     histogram: commit → certification delivered
   ``replica_block_validation_failures_total``    proposals this node refused, by ``reason`` (error class)
   ``replica_ingress_refusals_total``             HTTP ``call`` / ``query`` refusals, by ``reason``
+  ``replica_ingress_pool_refusals_total``        messages this node did not admit to its ingress pool,
+                                                 by ``reason`` (also those another node admitted first)
   ``replica_reject_signals_total``               reject signals this node's state added to our stream
                                                  to ``remote``, by ``reason`` (``RejectReason`` name)
   ``xnet_slice_fetch_duration_seconds``          histogram per ``remote`` subnet, successful fetches
@@ -161,6 +163,9 @@ class NodeMetrics:
         self.ingress_refusals = Counter(
             "replica_ingress_refusals", "Ingress calls and queries the HTTP API refused, by reason", ["reason"],
             registry=r)
+        self.ingress_pool_refusals = Counter(
+            "replica_ingress_pool_refusals", "Ingress messages this node did not admit to its pool, by reason",
+            ["reason"], registry=r)
         self.reject_signals = Counter(
             "replica_reject_signals", "Reject signals added to our stream to a remote subnet, by reason",
             ["remote", "reason"], registry=r)
@@ -219,6 +224,9 @@ class NodeMetrics:
 
     def ingress_refused(self, reason: str) -> None:
         self.ingress_refusals.labels(reason).inc()
+
+    def ingress_pool_refused(self, reason: str) -> None:
+        self.ingress_pool_refusals.labels(reason).inc()
 
     def slice_fetched(self, remote: str, seconds: float) -> None:
         self.slice_fetch_duration.labels(remote).observe(seconds)

@@ -205,7 +205,14 @@ class ReplicaNode:
         * ``DUPLICATE`` — the latest state's ingress history has the message id already;
         * then the pool's own checks (``IngressPool.add``: duplicate, expiry, size, bounds).
 
-        A refused message is not pooled, so it can never reach a block."""
+        A refused message is not pooled, so it can never reach a block; the refusal is counted
+        by reason in the node's metrics (``replica_ingress_pool_refusals_total``)."""
+        verdict = self._admit(ingress, now)
+        if verdict is not Admission.ADDED:
+            self.metrics.ingress_pool_refused(verdict.reason)
+        return verdict
+
+    def _admit(self, ingress: Ingress, now: int) -> Admission:
         state = self.state
         if ingress.receiver != MANAGEMENT_CANISTER_ID:
             host = self.registry.get().latest().routing_table.lookup(ingress.receiver)

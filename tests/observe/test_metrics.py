@@ -71,6 +71,10 @@ def test_metrics_of_every_node_match_its_state():
                     assert samples[("xnet_slice_fetch_duration_seconds_count", (("remote", remote),))] >= 1
                     refusals = samples.get(("replica_ingress_refusals_total", (("reason", "unknown_canister"),)), 0)
                     assert refusals == (1 if node_address == address else 0)
+                    # the subnet's first online node judged the refused call for every node (Subnet.submit_ingress)
+                    pool_refusals = samples.get(("replica_ingress_pool_refusals_total",
+                                                 (("reason", "unknown_canister"),)), 0)
+                    assert pool_refusals == (1 if subnet_id == ALPHA and node_id == next(iter(sub.nodes)) else 0)
 
 
 def test_stream_ages_count_rounds_since_the_oldest_unacknowledged_message_entered():
