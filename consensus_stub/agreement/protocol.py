@@ -229,6 +229,7 @@ class AgreementNode:
         self.finalized_hash = GENESIS_PARENT_HASH
         self._chain: dict[int, tuple[Block, bytes]] = {}
         self._proofs: dict[int, tuple[tuple[str, bytes], ...]] = {}
+        self._chain_low = 1
         # artifacts above the finalized tip
         self._candidates: dict[bytes, _Candidate] = {}
         self._by_height: dict[int, dict[bytes, None]] = {}
@@ -396,8 +397,10 @@ class AgreementNode:
             catch_up = self._catch_up_from(status.finalized_height + 1)
             if catch_up is None:
                 self._count("catch_up_not_retained")
-            else:
-                out.append(Send(peer, catch_up))
+                return
+            out.append(Send(peer, catch_up))
+            if catch_up.last.height < self.finalized_height:
+                return   # the notarized blocks would be out of its reach; it asks again
         # the notarized chain above what the peer has (at most the lookahead)
         first = max(status.notarized_height, self.finalized_height) + 1
         last = min(self.notarized_height, first + self.config.lookahead_heights - 1)
@@ -555,10 +558,11 @@ class AgreementNode:
         for height in sorted(self._notarized):
             kept = {d: None for d in self._notarized[height] if self._parent_is_notarized(self._candidates[d].block)}
             self._notarized[height] = kept
-        oldest = tip - self.config.retained_heights
-        for table in (self._chain, self._proofs):
-            for height in [h for h in table if h <= oldest and h != tip]:
-                del table[height]
+        # the retained tail: heights are consecutive, so drop from its low end (O(1) per height)
+        while self._chain_low <= tip - self.config.retained_heights:
+            self._chain.pop(self._chain_low, None)
+            self._proofs.pop(self._chain_low, None)
+            self._chain_low += 1
 
     def _sign_finalizations(self, out: list[Output]) -> bool:
         """Finalization-sign ``h`` if we notarization-signed exactly one block at ``h``, and it is notarized."""
@@ -674,6 +678,10 @@ class AgreementNode:
             last = finalized[-1]
             if not last.proof:
                 raise AgreementConfigError("the last finalized block must carry its proof")
+            for earlier, later in zip(finalized, finalized[1:]):
+                if later.height != earlier.height + 1 or later.block.parent_hash != earlier.block_hash:
+                    raise AgreementConfigError(f"finalized blocks do not chain at height {later.height}")
+            self._chain_low = finalized[0].height
             for entry in finalized:
                 self._chain[entry.height] = (entry.block, entry.block_hash)
                 if entry.proof:

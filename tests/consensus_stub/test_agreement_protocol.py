@@ -298,10 +298,32 @@ def test_a_restarted_node_that_signed_two_blocks_does_not_finalize_and_a_maker_d
     assert voter.notarized_height == 1 and own(out, FinalizationShare) == []
 
 
-def test_restoring_needs_the_proof_of_the_last_finalized_block(chain):
-    entries = [p.Finalized(chain.blocks[h], chain.chain[h]) for h in (1, 2)]
-    with pytest.raises(p.AgreementConfigError):
+def test_restoring_needs_a_chained_tail_with_the_proof_of_its_last_block(chain):
+    entries = [p.Finalized(chain.blocks[h], chain.chain[h]) for h in (1, 2, 3)]
+    with pytest.raises(p.AgreementConfigError, match="proof"):
         make_node(N2, finalized=entries)
+    proof = chain.disks[N1].finalized[-1].proof
+    with pytest.raises(p.AgreementConfigError, match="chain"):
+        make_node(N2, finalized=[entries[0], dataclasses.replace(entries[2], proof=proof)])
+    restored = make_node(N2, finalized=[*entries[:2], dataclasses.replace(entries[2], proof=proof)])
+    assert (restored.finalized_height, restored.finalized_hash) == (3, chain.chain[3])
+    assert restored.finalized_block(1) == (chain.blocks[1], chain.chain[1])
+
+
+def test_only_retained_heights_are_served():
+    _, _, subnet, signers, verifier = dealt()
+    sim = Simulation(subnet, signers, verifier, Schedule(seed=9), retained_heights=3)
+    assert sim.run_until_finalized(10, T0 + 60 * SEC)
+    ahead = sim.nodes[N1]
+    assert ahead.finalized_block(1) is None and ahead.finalized_block(ahead.finalized_height) is not None
+    assert [o for o in ahead.on_message(Status(N2, 0, 0), sim.now) if isinstance(o, p.Send)] == []
+    assert ahead.counters["catch_up_not_retained"] == 1   # a node this far behind needs state sync
+    recent = ahead.finalized_height - 1
+    sends = [o.message for o in ahead.on_message(Status(N2, recent, recent), sim.now) if isinstance(o, p.Send)]
+    (catch_up,) = [m for m in sends if isinstance(m, CatchUp)]
+    assert [b.height for b in catch_up.blocks] == [ahead.finalized_height]
+    # and the notarized blocks above, which the peer can take once it caught up
+    assert {m.block.height for m in sends if isinstance(m, Proposal)} <= {ahead.finalized_height + 1}
 
 
 # -- ingress, certification shares, configuration -----------------------------------------------
