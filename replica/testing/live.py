@@ -149,7 +149,8 @@ class LiveNetwork:
 
     def await_answer(self, message_id: bytes, canister_id: int, subnet_id: str, max_ticks: int) -> RequestStatus:
         """Poll the verified status until it is final; give up after about ``max_ticks`` rounds."""
-        deadline = time.monotonic() + 5.0 + max_ticks * self.round_s
+        # Rounds are timer-driven and slices are pulled on their own interval: be generous.
+        deadline = time.monotonic() + 10.0 + 2 * max_ticks * self.round_s
         status = None
         while True:
             try:
