@@ -1,4 +1,4 @@
-"""The pytest plugin (entry point ``pytest11``: ``replica-testing``): testnets as fixtures.
+"""The pytest plugin (entry point ``pytest11``, named as this module): testnets as fixtures.
 
 * ``testnet`` — a fresh deterministic ``Testnet`` per test, 2 subnets × 1 node unless the
   test says otherwise with ``@pytest.mark.testnet(subnets=3, nodes=4, seed=7, limits=...)``;

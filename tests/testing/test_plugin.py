@@ -81,6 +81,6 @@ def test_fixtures_markers_seed_and_failure_report_from_an_outside_project(tmp_pa
 def test_the_package_declares_the_plugin_entry_point():
     # The installed metadata has it once the package is (re)installed; the declaration is checked here.
     project = tomllib.loads((ROOT / "pyproject.toml").read_text())
-    target = project["project"]["entry-points"]["pytest11"]["replica-testing"]
+    target = project["project"]["entry-points"]["pytest11"]["replica.testing.pytest_plugin"]
     plugin = import_module(target)
     assert callable(plugin.testnet) and hasattr(plugin, "pytest_addoption")
