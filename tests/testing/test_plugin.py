@@ -1,5 +1,6 @@
 """The pytest plugin from a project outside this repository: a temporary directory with one
-test file and no conftest, run with pytest in a child process."""
+test file and no conftest, run with pytest in a child process that finds the plugin through
+the declared ``pytest11`` entry point."""
 
 from __future__ import annotations
 
@@ -48,18 +49,38 @@ def test_fails_on_purpose(testnet):
 '''
 
 
+def _declared_entry_point() -> tuple[str, str]:
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())
+    (name, target), = project["project"]["entry-points"]["pytest11"].items()
+    return name, target
+
+
+def _site_with_the_entry_point(tmp_path: Path) -> Path:
+    """A throwaway distribution carrying the declared ``pytest11`` entry point, as the installed
+    package's metadata will (this checkout's editable install predates the entry point)."""
+    name, target = _declared_entry_point()
+    dist = tmp_path / "site" / "entry_point_probe-0.dist-info"
+    dist.mkdir(parents=True)
+    (dist / "METADATA").write_text("Metadata-Version: 2.1\nName: entry-point-probe\nVersion: 0\n")
+    (dist / "entry_points.txt").write_text(f"[pytest11]\n{name} = {target}\n")
+    return dist.parent
+
+
 def _pytest(tmp_path: Path, *args: str) -> subprocess.CompletedProcess:
-    (tmp_path / "test_outside.py").write_text(OUTSIDE_TEST)
-    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    project = tmp_path / "project"
+    project.mkdir(exist_ok=True)
+    (project / "test_outside.py").write_text(OUTSIDE_TEST)
+    site = tmp_path / "site" if (tmp_path / "site").exists() else _site_with_the_entry_point(tmp_path)
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(site), str(ROOT)]))
     env.pop("PYTEST_ADDOPTS", None)
     return subprocess.run(
-        [sys.executable, "-m", "pytest", "-p", "replica.testing.pytest_plugin", "-p", "no:cacheprovider", "-s",
-         "--rootdir", str(tmp_path), str(tmp_path / "test_outside.py"), *args],
-        cwd=tmp_path, env=env, capture_output=True, text=True, timeout=180)
+        [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-s", "--rootdir", str(project),
+         str(project / "test_outside.py"), *args],
+        cwd=project, env=env, capture_output=True, text=True, timeout=180)
 
 
 def test_fixtures_markers_seed_and_failure_report_from_an_outside_project(tmp_path):
-    first = _pytest(tmp_path, "--replica-seed", "11")
+    first = _pytest(tmp_path, "--replica-seed", "11")              # the plugin comes from its entry point
     out = first.stdout
     assert first.returncode == 1, out + first.stderr            # exactly the deliberate failure
     assert re.search(r"2 passed", out) and re.search(r"1 failed", out), out
@@ -73,14 +94,15 @@ def test_fixtures_markers_seed_and_failure_report_from_an_outside_project(tmp_pa
     assert replay.returncode == 0, replay.stdout + replay.stderr
     assert "live: same" in replay.stdout and "DIFFERS" not in replay.stdout   # the failed run replays as recorded
     hash_11 = re.search(r"HASH (\w+)", out).group(1)
-    other = _pytest(tmp_path, "--replica-seed", "12", "-k", "default_shape")
+    # -p with the module path as well as the entry point: registered once (same name).
+    other = _pytest(tmp_path, "-p", "replica.testing.pytest_plugin", "--replica-seed", "12", "-k", "default_shape")
     assert other.returncode == 0, other.stdout + other.stderr
     assert re.search(r"HASH (\w+)", other.stdout).group(1) != hash_11   # the seed reached the testnet
 
 
 def test_the_package_declares_the_plugin_entry_point():
     # The installed metadata has it once the package is (re)installed; the declaration is checked here.
-    project = tomllib.loads((ROOT / "pyproject.toml").read_text())
-    target = project["project"]["entry-points"]["pytest11"]["replica.testing.pytest_plugin"]
+    name, target = _declared_entry_point()
+    assert name == target   # named as the module: `-p` with the module path and the entry point coincide
     plugin = import_module(target)
     assert callable(plugin.testnet) and hasattr(plugin, "pytest_addoption")
