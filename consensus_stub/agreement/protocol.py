@@ -23,7 +23,8 @@ The protocol, for a subnet of ``n = 3f + 1`` nodes with quorum ``q = n - f = 2f 
   notarization-signed exactly one block at ``h`` and that block is notarized; ``q`` shares
   finalize the block and, through the parent hashes, all its ancestors.
 * **Catch-up**: every ``rebroadcast_interval`` a node broadcasts a ``Status`` and re-sends
-  its own artifacts above the finalized tip (messages may be lost). A node ahead of a
+  its own artifacts above the finalized tip and the proposals it signed (messages may be
+  lost, makers may crash). A node ahead of a
   ``Status`` answers with the finalized blocks the sender lacks (``CatchUp``: hash chain +
   ``q`` finalization signatures on the last block) and the notarized blocks above.
 
@@ -259,7 +260,7 @@ class AgreementNode:
         """The first outputs after construction: a ``Status`` (peers answer with what we
         missed), our own artifacts again, and whatever is due."""
         out: list[Output] = [Broadcast(self.status())]
-        out += [Broadcast(m) for m in self._own_artifacts_above_tip()]
+        out += [Broadcast(m) for m in self._artifacts_to_resend()]
         self._advance(now, out)
         return out
 
@@ -291,7 +292,7 @@ class AgreementNode:
         if now >= self._next_rebroadcast:
             self._next_rebroadcast = now + self.config.rebroadcast_interval_ns
             out.append(Broadcast(self.status()))
-            out += [Broadcast(m) for m in self._own_artifacts_above_tip()]
+            out += [Broadcast(m) for m in self._artifacts_to_resend()]
         self._advance(now, out)
         return out
 
@@ -670,8 +671,16 @@ class AgreementNode:
         out.append(Persist(message))
         out.append(Broadcast(message))
 
-    def _own_artifacts_above_tip(self) -> list[Message]:
-        return [m for k, m in sorted(self._own.items(), key=lambda item: item[0]) if k[0] > self.finalized_height]
+    def _artifacts_to_resend(self) -> list[Message]:
+        """Our own artifacts above the tip, and the proposals of others we notarization-signed:
+        if their maker crashed after reaching only us, peers could otherwise never sign the
+        block we signed, and we (having signed a lower rank) would never sign theirs."""
+        own = [m for k, m in sorted(self._own.items(), key=lambda item: item[0]) if k[0] > self.finalized_height]
+        relayed = [self._candidates[d].proposal
+                   for height in sorted(self._signed_notarization)
+                   for d in self._signed_notarization[height]
+                   if d in self._candidates and self._candidates[d].block.maker != self.node_id]
+        return own + relayed
 
     def _restore(self, finalized: Sequence[Finalized], own_artifacts: Iterable[Message]) -> None:
         if finalized:

@@ -44,11 +44,14 @@ def fshare(signer: str, proposal: Proposal) -> FinalizationShare:
 
 
 def own(outputs, kind):
-    """This node's own signed artifacts of ``kind`` among ``outputs`` (each is persisted, then broadcast)."""
-    persisted = [o.message for o in outputs if isinstance(o, p.Persist) and isinstance(o.message, kind)]
-    broadcast = [o.message for o in outputs if isinstance(o, p.Broadcast) and isinstance(o.message, kind)]
-    assert persisted == broadcast
-    return persisted
+    """The artifacts of ``kind`` this node newly signed among ``outputs``: each is persisted,
+    then broadcast right after (re-sent artifacts are broadcast only)."""
+    signed = []
+    for index, output in enumerate(outputs):
+        if isinstance(output, p.Persist) and isinstance(output.message, kind):
+            assert outputs[index + 1] == p.Broadcast(output.message)
+            signed.append(output.message)
+    return signed
 
 
 def finalized(outputs):
@@ -118,6 +121,15 @@ def test_the_block_interval_paces_every_rank():
     fallback = make_node(N2, config={"block_interval_ns": T // 10})  # rank 1
     assert own(fallback.on_timer(T0 + T), Proposal) == []
     assert len(own(fallback.on_timer(T0 + T + T // 10), Proposal)) == 1
+
+
+def test_a_node_resends_its_own_artifacts_and_the_proposals_it_signed():
+    node = make_node(N4)
+    p0 = propose(N1)
+    signed = own(node.on_message(p0, T0), NotarizationShare)
+    node.on_message(propose(N2, rank=1), T0)              # seen, not signed
+    resent = [o.message for o in node.on_timer(node.wakeup_at) if isinstance(o, p.Broadcast)]
+    assert resent == [Status(N4, 0, 0), *signed, p0]
 
 
 def test_a_refused_proposal_is_reported_and_not_signed():
