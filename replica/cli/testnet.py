@@ -58,9 +58,10 @@ def _status(args: argparse.Namespace) -> int:
     from replica.testnet.stream_status import format_view, reader_for_testnet
 
     directory = testnet_directory(args.dir)
-    rows = status(directory)
-    reader = reader_for_testnet(directory) if any(r.running for r in rows) else None
+    reader = None
     try:
+        rows = status(directory)
+        reader = reader_for_testnet(directory) if any(r.running for r in rows) else None
         while True:
             view = reader.view(interval_s=args.interval) if reader is not None else None
             if args.json:

@@ -129,13 +129,17 @@ def test_status_watch_repeats_until_interrupted(testnet):
     process = subprocess.Popen([sys.executable, "-m", "replica.cli", "testnet", "status", "--watch", "--json",
                                 "--interval", "0.3", "--dir", str(testnet["cwd"] / "net")],
                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+    lines = []
     try:
-        time.sleep(4)
+        while sum(line == "}\n" for line in lines) < 2:   # each view is one indented JSON object
+            line = process.stdout.readline()
+            assert line, process.stderr.read()
+            lines.append(line)
     finally:
         process.send_signal(signal.SIGINT)
         out, err = process.communicate(timeout=30)
     assert process.returncode == 0, err
-    views = [json.loads(part) for part in re.split(r"(?m)^(?=\{$)", out) if part.strip()]
+    views = [json.loads(part) for part in re.split(r"(?m)^(?=\{$)", "".join(lines)) if part.strip()]
     assert len(views) >= 2
     heights = [v["certified"]["subnets"][0]["certified_height"] for v in views]
     assert heights == sorted(heights) and heights[-1] > heights[0]   # new certified heights each time
