@@ -38,7 +38,7 @@ from .build import BuildInfo, build_from_value, current_build
 from .environment import ARCHIVE_ALIAS, EXECUTOR_PYTHON, environment_archive
 from .build_check import compare_builds
 from .drilldown import diff_states, drill_requests
-from .errors import AuditError
+from .errors import AuditError, EnvironmentArchiveError
 from .faults import apply_fault
 from .inputs import RunInputs, prepare_run
 from .perturbation import Fault
@@ -100,6 +100,8 @@ def spark_session(master: str = "local[*]", *, app_name: str = "replica-audit", 
     local = master.startswith("local")
     if not local:
         archive = archive or environment_archive(status=status)
+        if not Path(archive).is_file():
+            raise EnvironmentArchiveError(f"no environment archive at {archive}")
     previous_python = os.environ.get("PYSPARK_PYTHON")
     # PySpark reads PYSPARK_PYTHON once, when the context starts: what its workers run.
     os.environ["PYSPARK_PYTHON"] = (previous_python or sys.executable) if local else EXECUTOR_PYTHON
