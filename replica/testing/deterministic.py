@@ -15,15 +15,16 @@ commit, threshold-BLS certification) — with three substitutions:
 subnet without a quorum of online nodes makes no block that round (``stalled`` counts it).
 
 Certification on demand. A live subnet certifies every height; here a height is certified
-(real threshold BLS: share, aggregation, every node's check) only when something reads it —
-a status certificate, or a peer pulling a stream to it that changed since the subnet's last
-certified height. Reads see the latest height, as with eager certification; the one
-difference is timing a live network also shows: a stream change that only acknowledges
-(``signals_end`` / ``begin`` moving) waits up to ``SIGNAL_LAG`` heights for a certification,
-like a slice pool refreshed a little late. The policy is itself deterministic, so hashes do
-not depend on anything but the calls. It turns an idle round from ~5 ms of signing and
-pairing checks per subnet into ~0.1-0.2 ms of block making and execution (see
-``benchmarks/python_api.py``).
+(real threshold BLS: share, aggregation, every node's check) only when something needs it:
+a status read by the test, or XNet. For XNet each subnet has a *served* snapshot — the
+certified height its endpoint answers peers from — moved to its latest height (certifying
+it) when a peer's pull finds the stream to that peer changed: at once for new messages or
+reject signals; for a change that only acknowledges (``signals_end`` / ``begin`` moving)
+once ``SIGNAL_LAG`` heights have passed, like a slice pool refreshed a little late. Reads by
+the test never move a served snapshot, so reading statuses changes nothing in the run. The
+policy is itself deterministic, so hashes depend on nothing but the calls. It turns an idle
+round from ~5 ms of signing and pairing checks per subnet into ~0.1-0.2 ms of block making
+and execution (see ``benchmarks/python_api.py``).
 
 The same seed, limits and sequence of calls give the same state hashes in every run and
 process: nothing here depends on hash seeds, addresses or time.
@@ -32,6 +33,7 @@ process: nothing here depends on hash seeds, addresses or time.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import partial
 from typing import Any
 
 from consensus_stub.genesis import SubnetSpec
@@ -43,11 +45,14 @@ from replica.execution import ExecutionEnvironment
 from replica.execution.codec import decode_payload, encode_value
 from replica.node.replica_node import NodeConfig, RegistryHolder
 from replica.testnet.subnet import NoBlockFinalized, Subnet
+from xnet.slice_provider import CertifiedSliceProvider
+from state_manager.certification import Certification
 from state_manager.encoding import decode
 from state_manager.ingress_history import IngressState
 from state_manager.messages import Reply
 from state_manager.replicated_state import ReplicatedState
 from state_manager.state_codec import encode_state
+from state_manager.state_tree import StateTrees
 from state_manager.streams import StreamHeader
 
 from .certified_status import status_from_certificate, verified_certificate
@@ -62,7 +67,7 @@ __all__ = ["DeterministicNetwork", "ANSWERED"]
 ANSWERED = (IngressState.REPLIED, IngressState.REJECTED, IngressState.DONE)
 #: A certificate older than this fails verification (the agent's default).
 MAX_CERTIFICATE_AGE_NS = 300 * 10**9
-#: Heights an acknowledgement-only change of a stream may wait for a certification (``_worth_certifying``).
+#: Heights an acknowledgement-only change of a stream may wait to be served (``_worth_serving``).
 SIGNAL_LAG = 4
 # Nodes in a test process keep few heights: nobody fetches old snapshots here.
 _CONFIG = NodeConfig(keep_heights=3)
@@ -100,10 +105,12 @@ class DeterministicNetwork:
             self.stalled[spec.subnet_id] = 0
         self._nonce = 0
         self._verified_heights: dict[str, int] = {}
-        #: Per subnet, its stream headers at its latest certified height (what peers can pull).
-        self._certified_headers: dict[str, dict[str, StreamHeader]] = {s: {} for s in self.subnets}
+        #: Per subnet: the certified snapshot its XNet endpoint serves, its stream headers, its height.
+        self._served: dict[str, tuple[StateTrees, Certification]] = {}
+        self._served_headers: dict[str, dict[str, StreamHeader]] = {s: {} for s in self.subnets}
+        self._served_heights: dict[str, int] = {s: 0 for s in self.subnets}
+        self._providers = {s: CertifiedSliceProvider(s, partial(self._served.get, s)) for s in self.subnets}
         self._last_pulls: LastPulls = {}
-        self._certified_heights: dict[str, int] = {s: 0 for s in self.subnets}
 
     # -- topology -------------------------------------------------------------------------
 
@@ -151,37 +158,40 @@ class DeterministicNetwork:
             except NoBlockFinalized:
                 self.stalled[subnet_id] += 1   # too few nodes online: this subnet waits
 
-    def _worth_certifying(self, peer_id: str, peer: Subnet, header: StreamHeader | None,
-                          certified: StreamHeader | None) -> bool:
-        """Whether a peer's stream to us changed enough to certify the peer's latest height now:
-        new messages or reject signals at once; accept signals and garbage collection alone
-        (``signals_end`` / ``begin``) once ``SIGNAL_LAG`` heights have passed since the peer's
-        last certification — acknowledgements ping-pong for a few rounds after every call, and
-        a live subnet's slice pool also picks them up a little late."""
-        if header is None or header == certified:
+    def _worth_serving(self, peer_id: str, peer: Subnet, header: StreamHeader | None,
+                       served: StreamHeader | None) -> bool:
+        """Whether a peer's stream to us changed enough to serve (and certify) the peer's latest
+        height now (module docstring)."""
+        if header is None or header == served:
             return False
-        if certified is None or header.end > certified.end or header.reject_signals != certified.reject_signals:
+        if served is None or header.end > served.end or header.reject_signals != served.reject_signals:
             return True
-        return peer.height - self._certified_heights[peer_id] >= SIGNAL_LAG
+        return peer.height - self._served_heights[peer_id] >= SIGNAL_LAG
 
     def certify(self, subnet_id: str) -> None:
-        """Certify ``subnet_id``'s latest height if it is not yet (module docstring)."""
+        """Certify ``subnet_id``'s latest height if it is not yet."""
+        self.subnets[subnet_id].certify_latest()
+
+    def _serve_latest(self, subnet_id: str) -> None:
+        """Certify ``subnet_id``'s latest height and make it the snapshot its endpoint serves."""
         subnet = self.subnets[subnet_id]
-        if subnet.certify_latest():
-            self._certified_headers[subnet_id] = subnet.read(_stream_headers)
-            self._certified_heights[subnet_id] = subnet.height
+        subnet.certify_latest()
+        latest = subnet.online_node().state_manager.latest_certified()
+        if latest is not None:
+            self._served[subnet_id] = latest
+            self._served_headers[subnet_id] = subnet.read(_stream_headers)
+            self._served_heights[subnet_id] = latest[0].height
 
     def _pull(self, subnet_id: str, subnet: Subnet) -> None:
         servers = []
         for peer_id, peer in self.subnets.items():
             if peer_id == subnet_id or len(peer.offline) == len(peer.nodes):
-                continue
+                continue   # no node of the peer is online to answer
             header = peer.read(lambda state: _stream_header(state, subnet_id))
-            if self._worth_certifying(peer_id, peer, header, self._certified_headers[peer_id].get(subnet_id)):
-                self.certify(peer_id)
-            server = next((n for nid, n in peer.nodes.items() if nid not in peer.offline), None)
-            if server is not None:
-                servers.append((peer_id, server, self._certified_headers[peer_id].get(subnet_id)))
+            if self._worth_serving(peer_id, peer, header, self._served_headers[peer_id].get(subnet_id)):
+                self._serve_latest(peer_id)
+            if peer_id in self._served:
+                servers.append((peer_id, self._providers[peer_id], self._served_headers[peer_id].get(subnet_id)))
         if not servers:
             return
         for node_id, node in subnet.nodes.items():

@@ -4,8 +4,8 @@ The deterministic testnet replaces the gRPC client and the refresher thread with
 and keeps everything else a live network does to a slice:
 
     request = fetcher.wanted(peer subnet)                     (next indices, as the refresher asks)
-    data    = peer node's provider.get_stream_slice(request)  (encode_certified_stream_slice at its
-                                                               latest certified height, as its endpoint serves)
+    data    = peer's provider.get_stream_slice(request)       (encode_certified_stream_slice from a
+                                                               certified snapshot, as its endpoint serves)
     fetcher.deliver(peer subnet, data)                        (decode + verify under the registry key,
                                                                check against the request, pool)
 
@@ -21,6 +21,7 @@ from typing import Iterable
 from state_manager import certified_slice as cs
 
 from replica.node.replica_node import ReplicaNode
+from xnet.slice_provider import CertifiedSliceProvider
 
 __all__ = ["pull_slices"]
 
@@ -29,16 +30,17 @@ __all__ = ["pull_slices"]
 LastPulls = dict[tuple[str, str], tuple[object, object]]
 
 
-def pull_slices(node: ReplicaNode, peers: Iterable[tuple[str, ReplicaNode, object]], last: LastPulls) -> int:
-    """Deliver to ``node`` one slice from each ``(peer subnet, serving node, certified header
-    of the peer's stream to us)`` that has something new for it; return how many slices were
-    accepted into its pool.
+def pull_slices(node: ReplicaNode, peers: Iterable[tuple[str, CertifiedSliceProvider, object]],
+                last: LastPulls) -> int:
+    """Deliver to ``node`` one slice from each ``(peer subnet, the peer's slice provider, header
+    of the peer's stream to us in the snapshot it serves)`` that has something new for it;
+    return how many slices were accepted into its pool.
 
     The same request answered from an unchanged certified header carries the same messages
     and signals as the last answer (only the certified height differs): it is skipped, as the
     fetcher would discard it after paying for its signature check."""
     accepted = 0
-    for peer_subnet, server, header in peers:
+    for peer_subnet, provider, header in peers:
         request = node.fetcher.wanted(peer_subnet)
         if request is None:
             continue
@@ -47,7 +49,7 @@ def pull_slices(node: ReplicaNode, peers: Iterable[tuple[str, ReplicaNode, objec
             continue
         last[key] = (request, header)
         try:
-            data = server.provider.get_stream_slice(
+            data = provider.get_stream_slice(
                 request.subnet, request.witness_begin, request.msg_begin, request.msg_limit, request.byte_limit)
         except (cs.NoStream, cs.IndexOutOfRange):
             continue

@@ -62,3 +62,23 @@ def _run(operations) -> tuple[list, dict]:
 @given(_operations)
 def test_any_sequence_of_calls_replays_to_the_same_hashes(operations):
     assert _run(operations) == _run(operations)
+
+
+def _cross_traffic(reads: bool) -> dict:
+    with Testnet(seed="reads") as net:
+        a = net.install(Greeter, subnet="subnet-0")
+        b = net.install(Greeter, subnet="subnet-1")
+        ids = [net.submit_call(b, "ask", a), net.submit_call(a, "ask", b)]
+        hashes = []
+        for _ in range(10):   # the calls and then their acknowledgements travel
+            net.tick()
+            if reads:   # observing must not change what happens
+                for mid in ids:
+                    net.ingress_status(mid)
+                net.query_call(a, "greeted")
+            hashes.append(tuple(net.state_hash(s) for s in net.subnets))
+        return {"answers": [net.await_call(mid) for mid in ids], "hashes": hashes}
+
+
+def test_reading_statuses_and_queries_does_not_change_the_run():
+    assert _cross_traffic(reads=True) == _cross_traffic(reads=False)
