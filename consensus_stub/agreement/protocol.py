@@ -17,7 +17,7 @@ The protocol, for a subnet of ``n = 3f + 1`` nodes with quorum ``q = n - f = 2f 
   (plus the pacing ``block_interval``) after the round starts, unless a valid block of lower
   rank is already there.
 * **Notarization** (step one): a node signs a block of rank ``r`` once ``r × round_timeout``
-  has passed, its parent is notarized, ``validate`` accepts it, and it has not signed a block
+  has passed (counting only ranks whose makers it heard from lately: see ``absent_after_ns``), its parent is notarized, ``validate`` accepts it, and it has not signed a block
   of rank ``<= r`` at that height, nor finalization-signed the height. ``q`` shares notarize.
 * **Finalization** (step two): a node finalization-signs height ``h`` only if it
   notarization-signed exactly one block at ``h`` and that block is notarized; ``q`` shares
@@ -87,6 +87,9 @@ class AgreementConfig:
     #: The least time from a round's start to its first proposal: paces an idle subnet
     #: (0: as fast as messages travel). Every rank's proposal waits this much longer.
     block_interval_ns: int = 0
+    #: A peer not heard from for this long counts as absent: makers of lower rank that are
+    #: absent are not waited for (0: always wait ``rank × round_timeout``).
+    absent_after_ns: int = 6_000_000_000
 
     def __post_init__(self) -> None:
         if self.node_id not in self.subnet.node_ids:
@@ -95,8 +98,9 @@ class AgreementConfig:
             value = getattr(self, name)
             if type(value) is not int or value < 1:
                 raise AgreementConfigError(f"{name} must be a positive int, got {value!r}")
-        if type(self.block_interval_ns) is not int or self.block_interval_ns < 0:
-            raise AgreementConfigError("block_interval_ns must be a non-negative int")
+        for name in ("block_interval_ns", "absent_after_ns"):
+            if type(getattr(self, name)) is not int or getattr(self, name) < 0:
+                raise AgreementConfigError(f"{name} must be a non-negative int")
         if type(self.max_catch_up_blocks) is not int or not 1 <= self.max_catch_up_blocks <= MAX_CATCH_UP_BLOCKS:
             raise AgreementConfigError(f"max_catch_up_blocks must be in 1..{MAX_CATCH_UP_BLOCKS}")
 
@@ -243,6 +247,7 @@ class AgreementNode:
         self._own: dict[tuple[int, int, bytes], Message] = {}          # (height, kind, hash) -> artifact
         self._proposed: dict[int, bytes] = {}
         self._requested: dict[int, None] = {}   # heights we asked peers for missing blocks
+        self._last_heard = {n: now for n in config.subnet.node_ids if n != config.node_id}
         self._round_height = 0
         self._round_start = now
         self._now = now
@@ -267,6 +272,7 @@ class AgreementNode:
     def on_message(self, message: Message, now: int) -> list[Output]:
         """Handle one decoded message from a peer."""
         out: list[Output] = []
+        self._now = max(self._now, now)
         if isinstance(message, Proposal):
             self._on_proposal(message)
         elif isinstance(message, NotarizationShare):
@@ -321,14 +327,15 @@ class AgreementNode:
         """When ``on_timer`` must run next (at the latest)."""
         times = [self._next_rebroadcast]
         height = self._round_height
-        timeout = self.config.round_timeout_ns
         if height not in self._proposed:
             times.append(self._proposal_due(height))
         best_signed = self._best_signed_rank(height)
         for digest in self._by_height.get(height, {}):
             rank = self._candidates[digest].block.rank
             if rank < best_signed:
-                times.append(self._round_start + rank * timeout)
+                times.append(self._notarization_due(height, rank))
+        if self.config.absent_after_ns:   # a peer turning absent can make a rank due earlier
+            times += [heard + self.config.absent_after_ns for heard in self._last_heard.values()]
         # Only deadlines ahead count: a due action that could not happen (a lower-rank block
         # is there, a validation was transient) waits for the rebroadcast, which is always
         # included, and is due at once when on_timer has not run since it passed.
@@ -342,6 +349,10 @@ class AgreementNode:
         return self._chain.get(height)
 
     # -- the state machine ----------------------------------------------------------------
+
+    def _heard(self, node_id: str) -> None:
+        if node_id in self._last_heard:
+            self._last_heard[node_id] = max(self._last_heard[node_id], self._now)
 
     def _count(self, reason: str) -> None:
         self.counters[reason] = self.counters.get(reason, 0) + 1
@@ -371,6 +382,7 @@ class AgreementNode:
                 block.maker, compute_proposal_message(digest), proposal.signature):
             self._count("proposal_bad_signature")
             return
+        self._heard(block.maker)
         self._candidates[digest] = _Candidate(proposal, digest, _VALID if own else _PENDING)
         self._by_height.setdefault(block.height, {})[digest] = None
 
@@ -389,11 +401,13 @@ class AgreementNode:
             self._count(f"{what}_bad_signature")
             return
         signers[share.signer] = share.signature
+        self._heard(share.signer)
 
     def _on_status(self, status: Status, out: list[Output]) -> None:
         peer = status.sender
         if peer not in self._members or peer == self.node_id:
             return
+        self._heard(peer)   # the transport authenticated the sender
         if status.finalized_height < self.finalized_height:
             catch_up = self._catch_up_from(status.finalized_height + 1)
             if catch_up is None:
@@ -593,10 +607,23 @@ class AgreementNode:
         return BlockContext(height, rank, block_maker_for(self._subnet, height, rank), parent_hash, parent,
                             tuple(reversed(unfinalized)), ChainTip(self.finalized_height, self.finalized_hash))
 
+    def _is_absent(self, node_id: str) -> bool:
+        absent_after = self.config.absent_after_ns
+        return absent_after > 0 and node_id != self.node_id and self._now >= self._last_heard[node_id] + absent_after
+
+    def _waited_ranks(self, height: int, rank: int) -> int:
+        """How many lower ranks a block of ``rank`` waits for: those whose makers are not absent.
+        Only liveness depends on it (safety never does), so a wrong guess costs time, not blocks."""
+        return sum(1 for lower in range(rank) if not self._is_absent(block_maker_for(self._subnet, height, lower)))
+
+    def _notarization_due(self, height: int, rank: int) -> int:
+        """``round start + waited ranks × round_timeout``."""
+        return self._round_start + self._waited_ranks(height, rank) * self.config.round_timeout_ns
+
     def _proposal_due(self, height: int) -> int:
-        """``round start + block_interval + rank × round_timeout``."""
+        """``round start + block_interval + waited ranks × round_timeout``."""
         rank = rank_of(self._subnet, height, self.node_id)
-        return self._round_start + self.config.block_interval_ns + rank * self.config.round_timeout_ns
+        return self._notarization_due(height, rank) + self.config.block_interval_ns
 
     def _propose(self, now: int, out: list[Output]) -> bool:
         height = self._round_height
@@ -635,7 +662,7 @@ class AgreementNode:
                             key=lambda c: (c.block.rank, c.digest))
         for candidate in candidates:
             block = candidate.block
-            if block.rank >= best_signed or now < self._round_start + block.rank * self.config.round_timeout_ns:
+            if block.rank >= best_signed or now < self._notarization_due(height, block.rank):
                 return False
             if candidate.verdict == _INVALID or not self._parent_is_notarized(block):
                 continue

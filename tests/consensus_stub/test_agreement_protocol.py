@@ -132,6 +132,31 @@ def test_a_node_resends_its_own_artifacts_and_the_proposals_it_signed():
     assert resent == [Status(N4, 0, 0), *signed, p0]
 
 
+def test_makers_not_heard_from_lately_are_not_waited_for():
+    window = T // 2
+    node = make_node(N4, config={"absent_after_ns": window})           # rank 3 at height 1
+    node.on_message(Status(N3, 0, 0), T0 + window - 1)                # N3 (rank 2) is alive
+    assert own(node.on_timer(T0 + window), Proposal) == []            # N1, N2 absent: wait 1 rank, not 3
+    assert node.wakeup_at == T0 + T - 1                               # when N3 would turn absent
+    node.on_message(Status(N3, 0, 0), T0 + T - 2)
+    assert own(node.on_timer(T0 + T - 1), Proposal) == []
+    (mine,) = own(node.on_timer(T0 + T), Proposal)
+    assert (mine.block.rank, mine.block.time) == (3, T0 + T)
+    lonely = make_node(N4, config={"absent_after_ns": window})
+    (mine,) = own(lonely.on_timer(T0 + window), Proposal)             # nobody heard from: no wait
+    assert mine.block.time == T0 + window
+    patient = make_node(N4, config={"absent_after_ns": 0})             # 0: always r timeouts
+    assert own(patient.on_timer(T0 + 3 * T - 1), Proposal) == []
+    assert len(own(patient.on_timer(T0 + 3 * T), Proposal)) == 1
+    # the notary side: a rank-1 block is signed at once when the rank-0 maker is absent
+    late = propose(N2, rank=1, time=T0 + window)
+    signer = make_node(N3, config={"absent_after_ns": window})
+    assert len(own(signer.on_message(late, T0 + window), NotarizationShare)) == 1
+    waiting = make_node(N3, config={"absent_after_ns": window})
+    waiting.on_message(Status(N1, 0, 0), T0 + window - 1)
+    assert own(waiting.on_message(late, T0 + window), NotarizationShare) == []
+
+
 def test_a_refused_proposal_is_reported_and_not_signed():
     def validate(block, context, now):
         if block.rank == 0:
