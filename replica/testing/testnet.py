@@ -95,8 +95,8 @@ class Testnet:
             if not isinstance(subnets, int) or limits is not DEFAULT:
                 raise NotInThisMode("a live testnet names its subnets subnet-0, subnet-1, ... and uses DEFAULT limits")
             self._net = LiveNetwork.start(subnets, nodes, seed=str(seed), directory=directory, round_ms=round_ms)
-        #: The subnet ids, in order (``subnets[0]`` hosts canister ids 0..999, and so on).
-        self.subnets: list[str] = list(self._net.topology())
+        #: The subnet ids, in the order given (``subnets[0]`` hosts canister ids 0..999, and so on).
+        self.subnets: list[str] = names if mode == "deterministic" else list(self._net.topology())
 
     @classmethod
     def connect(cls, directory: Path | str) -> "Testnet":

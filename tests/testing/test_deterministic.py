@@ -46,10 +46,11 @@ def test_canisters_get_ids_from_their_subnets_ranges(testnet):
 
 
 def test_subnets_can_be_named():
-    with Testnet(["alpha", "beta", "gamma"]) as net:
-        assert net.subnets == ["alpha", "beta", "gamma"]
+    with Testnet(["gamma", "alpha", "beta"]) as net:
+        assert net.subnets == ["gamma", "alpha", "beta"]
+        assert net.topology()["gamma"].canister_ranges == ((0, 999),)   # ranges follow the order given
         c = net.install(Greeter, subnet="gamma")
-        assert net.get_subnet(c) == "gamma"
+        assert net.get_subnet(c) == "gamma" and c < 1000
         assert net.update_call(net.install(Greeter, subnet="alpha"), "ask", c) == "hello, friend"
 
 
