@@ -17,16 +17,19 @@ The protocol, for a subnet of ``n = 3f + 1`` nodes with quorum ``q = n - f = 2f 
   (plus the pacing ``block_interval``) after the round starts, unless a valid block of lower
   rank is already there.
 * **Notarization** (step one): a node signs a block of rank ``r`` once ``r × round_timeout``
-  has passed (counting only ranks whose makers it heard from lately: see ``absent_after_ns``), its parent is notarized, ``validate`` accepts it, and it has not signed a block
-  of rank ``<= r`` at that height, nor finalization-signed the height. ``q`` shares notarize.
+  has passed, its parent is notarized, ``validate`` accepts it, and it has not signed a
+  block of rank ``<= r`` at that height, nor finalization-signed the height. ``q`` shares
+  notarize. (Ranks whose makers it has not heard from for ``absent_after_ns`` are not
+  waited for, by makers and notaries alike: a down maker costs timeouts only until it
+  counts as absent. Only liveness depends on that guess.)
 * **Finalization** (step two): a node finalization-signs height ``h`` only if it
   notarization-signed exactly one block at ``h`` and that block is notarized; ``q`` shares
   finalize the block and, through the parent hashes, all its ancestors.
 * **Catch-up**: every ``rebroadcast_interval`` a node broadcasts a ``Status`` and re-sends
   its own artifacts above the finalized tip and the proposals it signed (messages may be
-  lost, makers may crash). A node ahead of a
-  ``Status`` answers with the finalized blocks the sender lacks (``CatchUp``: hash chain +
-  ``q`` finalization signatures on the last block) and the notarized blocks above.
+  lost, makers may crash). A node ahead of a ``Status`` answers with the finalized blocks
+  the sender lacks (``CatchUp``: hash chain + ``q`` finalization signatures on the last
+  block) and the notarized blocks above.
 
 Why at most one block is final per height (crash faults, any delays): a finalized ``B``
 has ``q`` finalization signers that signed no other block at ``h``, ever (the guards above,

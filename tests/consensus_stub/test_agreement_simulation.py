@@ -82,6 +82,17 @@ def test_a_crashed_node_restarts_from_its_disk_and_catches_up():
     assert sim.finalized_chain(N3) == sim.finalized_chain(N1)[: len(sim.finalized[N3])]
 
 
+def test_seven_nodes_with_two_down_a_partition_and_a_restart():
+    nodes = [f"alpha-node-{i}" for i in range(1, 8)]
+    schedule = Schedule(
+        seed=13, max_delay_ns=300 * MS, duplicate_per_mille=100, drop_per_mille=100,
+        partitions=(Partition(T0 + 2 * SEC, T0 + 8 * SEC, (tuple(nodes[:4]), tuple(nodes[4:]))),),
+        crashes=(Crash(nodes[6], T0), Crash(nodes[1], T0 + 10 * SEC, T0 + 15 * SEC)))
+    sim = simulation(schedule, 7)
+    sim.run_until(T0 + 15 * SEC)
+    assert sim.run_until_finalized(max(len(c) for c in sim.finalized.values()) + 5, T0 + 120 * SEC)
+
+
 def test_the_same_seed_gives_the_same_finalized_chain():
     def run(seed):
         schedule = Schedule(seed=seed, max_delay_ns=1_500 * MS, duplicate_per_mille=200, drop_per_mille=100,
