@@ -21,7 +21,7 @@ import heapq
 from dataclasses import dataclass, field
 from typing import Callable, Mapping, Optional
 
-from ..block import Block
+from ..block import GENESIS_PARENT_HASH, Block
 from ..notary import BlockNotYetValid, TimeRegresses
 from ..registry import SubnetRecord
 from .messages import AgreementError, decode_message, encode_message
@@ -101,7 +101,8 @@ class Schedule:
 
 
 class SafetyViolation(AgreementError):
-    """Two nodes finalized different blocks at one height (or one node skipped a height)."""
+    """Two nodes finalized different blocks at one height, or one node skipped a height or
+    finalized a block whose parent is not its previous one."""
 
 
 def stub_propose(context: BlockContext, now: int) -> Block:
@@ -282,6 +283,8 @@ class Simulation:
         chain = self.finalized[node_id]
         if output.height != len(chain) + 1:
             raise SafetyViolation(f"{node_id} finalized height {output.height} after {len(chain)}")
+        if output.block.parent_hash != (chain[-1] if chain else GENESIS_PARENT_HASH):
+            raise SafetyViolation(f"{node_id} finalized a block at height {output.height} off its own chain")
         seen = self.chain.setdefault(output.height, output.block_hash)
         if seen != output.block_hash:
             raise SafetyViolation(
