@@ -138,9 +138,11 @@ def describe_executors(spark: SparkSession, tasks: int | None = None) -> list[di
     sc = spark.sparkContext
     tasks = tasks or 4 * sc.defaultParallelism
     seen = {}
-    for executor, pid, python, encoded, loaded in sc.parallelize(range(tasks), tasks).mapPartitions(describe_worker).collect():
+    described = sc.parallelize(range(tasks), tasks).mapPartitions(describe_worker).collect()
+    for executor, pid, python, encoded, loaded, origins in described:
         seen[(executor, pid)] = {"executor": executor, "pid": pid, "python": python,
-                                 "build": _decode_build(encoded), "compiled_loaded": list(loaded)}
+                                 "build": _decode_build(encoded), "compiled_loaded": list(loaded),
+                                 "imports_from": dict(origins)}
     return [seen[key] for key in sorted(seen)]
 
 

@@ -116,11 +116,14 @@ def _loads_compiled(module: str) -> bool:
 
 
 def describe_worker(items: Iterable) -> Iterator[tuple]:
-    """``mapPartitions`` body: ``(executor, pid, python, encoded build, compiled modules loaded)``.
+    """``mapPartitions`` body: ``(executor, pid, python, encoded build, compiled modules loaded,
+    {module: file} of the project's top package and its first dependencies)``.
     Sleeps a little so that a handful of these tasks spread over every executor."""
     for _ in items:
         pass
     time.sleep(0.2)
     build = current_build()
     loaded = tuple(m for m in build.compiled if _loads_compiled(m))
-    yield executor_name(Path.cwd()), os.getpid(), sys.executable, encode(build_to_value(build)), loaded
+    origins = {name: str(getattr(importlib.import_module(name), "__file__", "") or "")
+               for name in ("replica", "msgpack", "sortedcontainers", "blspy")}
+    yield executor_name(Path.cwd()), os.getpid(), sys.executable, encode(build_to_value(build)), loaded, origins
