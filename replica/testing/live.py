@@ -43,6 +43,8 @@ class LiveNetwork:
         self.directory = directory
         self.owned = owned
         self.round_s = round_s
+        #: The directory was made for this testnet (the pytest plugin removes it after a passing test).
+        self.temporary = False
         self._agents: dict[bytes, Agent] = {}
         self._default = UserKey.from_seed(b"replica.testing live reader")
         self.registry = self._agent(self._default).registry
@@ -53,10 +55,12 @@ class LiveNetwork:
         path = Path(directory) if directory is not None else Path(tempfile.mkdtemp(prefix="replica-testnet-"))
         lifecycle.up(path, subnets=subnets, nodes=nodes, round_ms=round_ms, seed=seed, out=io.StringIO())
         try:
-            return cls(path, owned=True, round_s=round_ms / 1000)
+            network = cls(path, owned=True, round_s=round_ms / 1000)
         except BaseException:
             lifecycle.down(path, out=io.StringIO())
             raise
+        network.temporary = directory is None
+        return network
 
     @classmethod
     def attach(cls, directory: Path | str) -> "LiveNetwork":

@@ -9,12 +9,13 @@
 
 When a test that used ``testnet`` fails, its report gets a "replica testnet" section with
 the seed and the run log saved for ``replica replay-one`` (a live testnet writes its run
-log to ``DIR/run`` as it stops; the section names it).
+log to ``DIR/run`` as it stops; the section names it, and the directory is kept).
 """
 
 from __future__ import annotations
 
 import re
+import shutil
 import tempfile
 from pathlib import Path
 from typing import Iterator
@@ -26,6 +27,7 @@ from .testnet import Testnet
 __all__ = ["testnet", "live_testnet", "replica_seed"]
 
 _NETS = pytest.StashKey[list]()
+_FAILED = pytest.StashKey[bool]()
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -76,10 +78,13 @@ def testnet(request: pytest.FixtureRequest, replica_seed: int | str) -> Iterator
 
 @pytest.fixture
 def live_testnet(request: pytest.FixtureRequest, replica_seed: int | str) -> Iterator[Testnet]:
-    """A live testnet in a temporary directory, stopped after the test (module docstring)."""
+    """A live testnet in a temporary directory, stopped after the test; the directory is
+    removed after a passing test and kept (logs, run log) after a failing one."""
     with Testnet(mode="live", **_options(request, "live_testnet", replica_seed)) as net:
         _remember(request, net)
         yield net
+    if not request.node.stash.get(_FAILED, False) and getattr(net._net, "temporary", False):
+        shutil.rmtree(net._net.directory, ignore_errors=True)
 
 
 def _describe(item: pytest.Item, net: Testnet) -> str:
@@ -102,6 +107,8 @@ def _describe(item: pytest.Item, net: Testnet) -> str:
 @pytest.hookimpl(wrapper=True)
 def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo):
     report = yield
+    if report.failed:
+        item.stash[_FAILED] = True
     if report.when == "call" and report.failed:
         for net in item.stash.get(_NETS, []):
             report.sections.append(("replica testnet", _describe(item, net)))

@@ -55,3 +55,4 @@ def test_a_live_testnet_answers_the_same_calls(live_testnet):
         net.run_log()                                                 # written as the testnet stops
     net.close()
     assert net.run_log().subnet_ids() == ("subnet-0", "subnet-1")
+
