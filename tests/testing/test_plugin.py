@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import os
 import re
+import shutil
 import subprocess
 import sys
 import tomllib
@@ -93,6 +94,7 @@ def test_fixtures_markers_seed_and_failure_report_from_an_outside_project(tmp_pa
                             text=True, timeout=180)
     assert replay.returncode == 0, replay.stdout + replay.stderr
     assert "live: same" in replay.stdout and "DIFFERS" not in replay.stdout   # the failed run replays as recorded
+    shutil.rmtree(run_dir)
     hash_11 = re.search(r"HASH (\w+)", out).group(1)
     # -p with the module path as well as the entry point: registered once (same name).
     other = _pytest(tmp_path, "-p", "replica.testing.pytest_plugin", "--replica-seed", "12", "-k", "default_shape")
