@@ -1,9 +1,10 @@
-"""``replica testnet up | status | logs | down | run``: a local multi-subnet testnet.
+"""``replica testnet up | status | logs | migrate | down | run``: a local multi-subnet testnet.
 
 ``up`` starts it in the background and returns once every subnet has certified a block;
 later commands find it through the directory (``--dir``, else ``$REPLICA_TESTNET``, else
 ``.replica/testnet``). ``run`` is the scripted foreground run: demo traffic for
-``--duration`` seconds, then settle, check the ledgers' supply and stop.
+``--duration`` seconds, then settle, check the ledgers' supply and stop. ``migrate``
+moves a canister you control to another subnet (``replica.testnet.migration``).
 """
 
 from __future__ import annotations
@@ -117,6 +118,29 @@ def _run(args: argparse.Namespace) -> int:
     return launch(layout.root, duration_s=args.duration, traffic=not args.no_traffic, restart=not args.no_restart)
 
 
+def _migrate(args: argparse.Namespace) -> int:
+    from replica.client.identities import IdentityStore
+    from replica.progress import Progress
+    from replica.testnet.http_endpoints import agent_for_testnet
+    from replica.testnet.launcher import TestnetLayout, update_registry_file
+    from replica.testnet.lifecycle import testnet_directory
+    from replica.testnet.migration import migrate_canister
+
+    directory = testnet_directory(args.dir)
+    store = IdentityStore()
+    identity = store.load(args.identity) if args.identity else store.current()
+    layout = TestnetLayout(directory)
+    with agent_for_testnet(directory, identity.key) as agent:
+        progress = Progress(f"migrating canister {args.canister} to {args.to}")
+        report = migrate_canister(agent, lambda change: update_registry_file(layout, change), args.canister, args.to,
+                                  timeout_s=args.timeout, progress=progress)
+        progress.finish(f"answering on {report.destination} after {report.rounds} rounds ({report.seconds:.1f} s)")
+    print(f"canister {report.canister_id}: {report.source} -> {report.destination}; registry versions "
+          f"{', '.join(map(str, report.registry_versions))}; snapshot {report.snapshot_bytes} bytes, "
+          f"SHA-256 {report.snapshot_hash.hex()}")
+    return 0
+
+
 def _guarded(command):
     """Run ``command``; a testnet error is one line on stderr and exit status 2, not a traceback."""
     def run(args: argparse.Namespace) -> int:
@@ -162,6 +186,12 @@ def register(sub) -> None:
     logs = command("logs", "print a log: the launcher's, or a subnet's (NODE: a subnet or node id)", _logs)
     logs.add_argument("node", nargs="?", default=None, help="a subnet or node id (none: the launcher)")
     logs.add_argument("--follow", "-f", action="store_true", help="keep printing new lines")
+    migrate = command("migrate", "move a canister you control to another subnet (same id, same state)", _migrate)
+    migrate.add_argument("canister", type=int, help="the canister id")
+    migrate.add_argument("--to", required=True, help="the subnet to move it to")
+    migrate.add_argument("--timeout", type=float, default=120.0, help="seconds each step may take")
+    migrate.add_argument("--identity", default=None, help="identity to sign with (none: the one in use; "
+                                                          "it must control the canister)")
     run = command("run", "the scripted foreground run: demo traffic, settle, check, stop", _run)
     shape(run)
     run.add_argument("--duration", type=float, default=None,

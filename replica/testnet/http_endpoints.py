@@ -49,6 +49,9 @@ def _status(subnet: Subnet, node_id: str, manager: StateManager) -> dict:
         "certified_height": latest[1].height if latest is not None else None,
         "certified_root": latest[1].root.hex() if latest is not None else None,
         "subnet_public_key": key.hex() if key is not None else None,
+        # the registry version of the node's latest executed batch (reading an attribute of
+        # its current state needs no lock; a migration waits for every subnet to reach one)
+        "registry_version": subnet.nodes[node_id].state.metadata.network_topology.registry_version,
         "replica_version": _version(),
     }
 

@@ -48,6 +48,7 @@ from __future__ import annotations
 
 import collections
 import datetime
+import fcntl
 import json
 import os
 import signal
@@ -57,10 +58,10 @@ import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 from consensus_stub.genesis import SubnetSpec, encode_node_secrets, genesis_registry
-from consensus_stub.registry import decode_registry, encode_registry
+from consensus_stub.registry import Registry, decode_registry, encode_registry
 from examples.counter import Counter
 from examples.ledger import Ledger, account_of
 from examples.ping_pong import PingPong
@@ -76,7 +77,7 @@ from state_manager.state_codec import encode_state
 
 __all__ = [
     "LIMIT_PRESETS", "LEDGER", "PINGER", "COUNTER", "INITIAL_BALANCE", "TestnetError", "TestnetLayout",
-    "canister_range", "user_key", "create_testnet", "has_genesis_apps", "launch", "quiescent", "total_supply", "Supervisor",
+    "canister_range", "user_key", "create_testnet", "has_genesis_apps", "update_registry_file", "launch", "quiescent", "total_supply", "Supervisor",
     "EXIT_REFUSED", "RESTART_LIMIT", "RESTART_WINDOW_S", "STOP_TIMEOUT_S", "LAUNCHER_PID_ENV",
 ]
 
@@ -252,6 +253,21 @@ def create_testnet(directory: Path | str, subnets: int, nodes: int, *, seed: byt
     return layout
 
 
+def update_registry_file(layout: TestnetLayout, change: Callable[[Registry], Registry]) -> Registry:
+    """Apply ``change`` to ``registry.bin`` and write the result atomically; return it. The
+    launcher (node addresses) and a migration (new versions) both rewrite the file: an
+    exclusive lock on ``registry.bin.lock`` keeps one from undoing the other."""
+    lock_path = layout.registry.with_name(layout.registry.name + ".lock")
+    with open(lock_path, "ab") as lock:
+        fcntl.flock(lock.fileno(), fcntl.LOCK_EX)
+        try:
+            registry = change(decode_registry(layout.registry.read_bytes()))
+            _write(layout.registry, encode_registry(registry))
+            return registry
+        finally:
+            fcntl.flock(lock.fileno(), fcntl.LOCK_UN)
+
+
 # -- the launcher -----------------------------------------------------------------------------
 
 def _statuses(layout: TestnetLayout, subnets: list[str]) -> dict[str, dict]:
@@ -366,8 +382,7 @@ class Supervisor:
                         f"{self.publish_timeout_s} s; see {self.layout.log(subnet)}")
                 return
             found.update(addresses)
-        registry = decode_registry(self.layout.registry.read_bytes())
-        _write(self.layout.registry, encode_registry(registry.with_node_addresses(found)))
+        update_registry_file(self.layout, lambda registry: registry.with_node_addresses(found))
         self._unpublished.clear()
 
     # -- supervision ------------------------------------------------------------------------

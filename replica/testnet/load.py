@@ -41,6 +41,7 @@ from replica.client.management import install_many
 from replica.client.refusals import IngressRefused
 from replica.errors import ReplicaError
 from replica.progress import Progress
+from state_manager.messages import MANAGEMENT_CANISTER_ID
 
 from . import load_canister
 
@@ -195,12 +196,15 @@ def run_load(agent: Agent, subnets: list[str], options: LoadOptions, *,
     stop_polling = threading.Event()
     last_submission = [0.0]
 
-    def submit(subnet: str, canister: int, target: int) -> None:
+    def submit(canister: int, target: int) -> None:
         arg = {"target": target, "pad": options.pad_bytes}
-        height = heights.current[subnet]
         submitted_at = time.monotonic()
         try:
-            message_id = agent.submit_call(canister, "relay", arg)
+            # the subnet hosting the canister now (canisters may migrate during a run): the
+            # call's status lives in that subnet's ingress history
+            subnet = agent.subnet_of(canister)
+            height = heights.current[subnet]
+            message_id = agent.submit_call(canister, "relay", arg, subnet=subnet)
         except IngressRefused as refusal:
             with lock:
                 refused[refusal.reason] += 1
@@ -222,7 +226,8 @@ def run_load(agent: Agent, subnets: list[str], options: LoadOptions, *,
                 for start in range(0, len(waiting), MAX_PATHS - 1):
                     chunk = waiting[start:start + MAX_PATHS - 1]
                     try:
-                        statuses = agent.request_statuses([c.message_id for c in chunk], chunk[0].canister)
+                        statuses = agent.request_statuses([c.message_id for c in chunk], MANAGEMENT_CANISTER_ID,
+                                                          subnet=subnet)
                     except AgentError:
                         continue   # not certified yet, or a node restarting: the next poll asks again
                     now = time.monotonic()
@@ -250,7 +255,7 @@ def run_load(agent: Agent, subnets: list[str], options: LoadOptions, *,
                     subnet, canister = rng.choice(everyone)
                     others = [c for s, c in everyone if s != subnet] if rng.random() < options.cross_subnet else []
                     target = rng.choice(others or canisters[subnet])
-                    pool.submit(submit, subnet, canister, target)
+                    pool.submit(submit, canister, target)
                     due += 1
                 if progress is not None:
                     with lock:
