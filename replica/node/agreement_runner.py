@@ -9,6 +9,10 @@ the lock, so a ``Persist`` is done before the sends after it:
 * ``Send``/``Broadcast`` → encoded once and pushed with the ``AgreementClient``;
 * ``Finalized``    → ``on_finalized(output)`` (a node process stores and executes the block);
 * anything else    → ``on_output(output)`` (ingress for the pool, certifications, refusals).
+
+The client's ``send`` must return at once and never call back into a runner on the same
+thread (the ``AgreementClient``'s gRPC futures do not): it runs under the lock, and a
+synchronous round trip to a peer that sends back would deadlock.
 """
 
 from __future__ import annotations
@@ -18,7 +22,7 @@ import threading
 import time
 from typing import Callable, Optional
 
-from consensus_stub.agreement.messages import Message, encode_message
+from consensus_stub.agreement.messages import Message, Status, encode_message
 from consensus_stub.agreement.protocol import AgreementNode, Broadcast, Finalized, Output, Persist, Send
 
 from .agreement_transport import AgreementClient
@@ -49,6 +53,7 @@ class AgreementRunner:
         self._stop = threading.Event()
         self._thread: Optional[threading.Thread] = None
         self.failure: Optional[BaseException] = None
+        self.refused_statuses = 0
 
     def start(self) -> None:
         with self._lock:
@@ -63,7 +68,11 @@ class AgreementRunner:
             self._thread.join(timeout=10)
 
     def deliver(self, sender: str, message: Message) -> None:
-        """A message from ``sender`` (authenticated by its TLS certificate)."""
+        """A message from ``sender`` (authenticated by its TLS certificate). Signed artifacts
+        may come from any peer (nodes relay them); a ``Status`` speaks for its sender only."""
+        if isinstance(message, Status) and message.sender != sender:
+            self.refused_statuses += 1
+            return
         with self._lock:
             self._carry_out(self.node.on_message(message, self._clock()))
         self._wake.set()   # the wakeup time may have moved

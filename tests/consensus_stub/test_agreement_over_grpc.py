@@ -4,19 +4,25 @@ from __future__ import annotations
 
 import datetime
 import os
+import queue
 import signal
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
 import grpc
 import pytest
 
-from consensus_stub.agreement.messages import Status, encode_message
+from consensus_stub.agreement.messages import Status, decode_message, encode_message
+from consensus_stub.agreement.protocol import AgreementConfig, AgreementNode
+from consensus_stub.agreement.signing import NodeKeyVerifier, node_key_signer
+from consensus_stub.agreement.simulation import stub_propose, stub_validate
 from consensus_stub.genesis import SubnetSpec, encode_node_secrets, genesis_registry
 from consensus_stub.node_keys import generate_node_identity
 from consensus_stub.registry import encode_registry
+from replica.node.agreement_runner import AgreementRunner
 from replica.node.agreement_transport import DELIVER_METHOD, AgreementClient, AgreementServer, PeerAddress
 from xnet.grpc.tls import tls_target_name
 
@@ -124,3 +130,54 @@ def test_the_transport_refuses_unlisted_clients_and_garbage():
         assert len(received) == 1
     finally:
         server.stop(0)
+
+
+def test_runners_drive_the_protocol_with_a_clock_and_threads():
+    """Four runners wired by an in-memory transport: the timer loop, the lock and the order of
+    outputs, without gRPC. A ``Status`` naming another sender than the channel's is refused."""
+    registry, secrets = dealt()
+    subnet = registry.subnet("alpha", 1)
+    verifier = NodeKeyVerifier.for_subnet(registry.record(1), "alpha")
+    runners: dict[str, AgreementRunner] = {}
+    persisted: dict[str, list] = {n: [] for n in NODES}
+    finalized: dict[str, list] = {n: [] for n in NODES}
+
+    wire: queue.Queue = queue.Queue()   # sends return at once, like gRPC futures
+
+    class Wire:
+        def __init__(self, sender: str) -> None:
+            self.sender = sender
+
+        def send(self, node_id: str, data: bytes) -> None:
+            wire.put((self.sender, node_id, data))
+
+    def carry() -> None:
+        while (item := wire.get()) is not None:
+            sender, receiver, data = item
+            runners[receiver].deliver(sender, decode_message(data))
+
+    carrier = threading.Thread(target=carry, daemon=True)
+    carrier.start()
+
+    for node_id in NODES:
+        node = AgreementNode(
+            AgreementConfig(subnet, node_id, round_timeout_ns=200_000_000, block_interval_ns=5_000_000),
+            propose=stub_propose, validate=lambda b, c, now: stub_validate(b, c, now + 10**9),
+            sign=node_key_signer(secrets[node_id].identity), verifier=verifier, now=time.time_ns())
+        runners[node_id] = AgreementRunner(node, Wire(node_id), persist=persisted[node_id].append,
+                                           on_finalized=finalized[node_id].append)
+    runners[NODES[0]].deliver(NODES[1], Status(NODES[2], 0, 0))
+    assert runners[NODES[0]].refused_statuses == 1
+    try:
+        for runner in runners.values():
+            runner.start()
+        wait_for(lambda: min(len(f) for f in finalized.values()) >= 5, 30, "five heights")
+    finally:
+        for runner in runners.values():
+            runner.stop()
+        wire.put(None)
+        carrier.join(timeout=10)
+    assert all(r.failure is None for r in runners.values())
+    hashes = [[f.block_hash for f in finalized[n][:5]] for n in NODES]
+    assert all(h == hashes[0] for h in hashes)
+    assert all(persisted[n] for n in NODES)
