@@ -66,7 +66,7 @@ def _pool_audit(blob: bytes, log, chunks: list[list[tuple]], cores: int, status:
     rows = 0
     with context.Pool(cores, initializer=init_local_worker, initargs=(blob,)) as pool:
         for done, result in enumerate(pool.imap_unordered(local_replay_chunk, chunks), 1):
-            for _, subnet, height, full, certified, error in result:
+            for _, subnet, height, full, certified, error, *_ in result:  # the build last
                 votes[(subnet, height, full, certified, error)] += 1
             rows += len(result)
             status.update(f"pool: {done}/{len(chunks)} chunks, {time.perf_counter() - started:.0f} s")

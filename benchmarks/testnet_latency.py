@@ -2,7 +2,8 @@
 
 1. ``up_to_ready_s``: ``replica testnet up`` (a fresh directory) until every subnet has
    certified a block and published its ingress endpoints.
-2. Update calls (``--calls``, the counter on subnet-0), one at a time, each submitted over
+2. The example apps are installed through the management canister (``example_apps``), as
+   a user installs theirs. Update calls (``--calls``, the counter on subnet-0), one at a time, each submitted over
    HTTP and answered only once its reply is certified and verified by the agent.
    ``rounds`` of a call = the height of the first certificate that shows it replied minus
    the node's finalized height when it was submitted (1 is the least possible: it enters the
@@ -34,7 +35,7 @@ from floor import in_floor_units, measure_floor_us
 from replica.client.identity import UserKey
 from replica.progress import Progress
 from replica.testnet.http_endpoints import agent_for_testnet
-from replica.testnet.launcher import COUNTER, PINGER, canister_range
+from replica.testnet.example_apps import install_example_apps
 from replica.testnet.lifecycle import down, up
 
 TARGETS = {"up_to_ready_s": 5.0, "update_call_median_rounds": 3, "xnet_rtt_median_rounds": 4}
@@ -72,20 +73,21 @@ def main() -> int:
         up_s = time.perf_counter() - started
         try:
             agent = agent_for_testnet(directory, UserKey.from_seed(b"latency-benchmark"))
-            endpoints = {s: agent.endpoint_for(canister_range(i)[0]) for i, s in enumerate(("subnet-0", "subnet-1"))}
+            apps = install_example_apps(agent, ("subnet-0", "subnet-1"))
+            endpoints = {s: agent.endpoint_for(app.counter) for s, app in apps.items()}
             heights_from = agent.status(endpoints["subnet-0"])["finalized_height"]
             measured_from = time.perf_counter()
             progress = Progress("update calls", total=args.calls)
             local = []
             for k in range(args.calls):
-                local.append(_timed_call(agent, endpoints["subnet-0"], canister_range(0)[0] + COUNTER, "increment", 1))
+                local.append(_timed_call(agent, endpoints["subnet-0"], apps["subnet-0"].counter, "increment", 1))
                 progress.update(f"last {local[-1][1]} rounds, {local[-1][0] * 1e3:.0f} ms", done=k + 1)
             progress.finish()
             progress = Progress("cross-subnet pings", total=args.calls)
             xnet = []
-            target = canister_range(0)[0] + PINGER
+            target = apps["subnet-0"].pinger
             for k in range(args.calls):
-                xnet.append(_timed_call(agent, endpoints["subnet-1"], canister_range(1)[0] + PINGER, "ping",
+                xnet.append(_timed_call(agent, endpoints["subnet-1"], apps["subnet-1"].pinger, "ping",
                                         {"target": target, "rounds": 1}))
                 progress.update(f"last {xnet[-1][1]} rounds, {xnet[-1][0] * 1e3:.0f} ms", done=k + 1)
             progress.finish()

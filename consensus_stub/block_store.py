@@ -50,7 +50,7 @@ from .block import (
 
 __all__ = [
     "BlockStore", "BlockLog", "ChainError", "BlockStoreError", "CorruptBlockLog", "UnsupportedBlockLog",
-    "BlockLogBehind", "open_block_store", "LOG_VERSION",
+    "BlockLogBehind", "open_block_store", "read_block_log", "LOG_VERSION",
 ]
 
 _log = logging.getLogger(__name__)
@@ -385,6 +385,13 @@ def _replace_atomically(path: Path, data: bytes) -> None:
         os.fsync(directory)
     finally:
         os.close(directory)
+
+
+def read_block_log(path: Path | str) -> list[Block]:
+    """The blocks of a log, read-only (a live log a node is appending to: a record being
+    written is not there yet). Raises ``BlockStoreError`` for a damaged log, like ``open``."""
+    path = Path(path)
+    return [r.block for r in _validate(path, path.read_bytes())[0]]
 
 
 def open_block_store(path: Path | str | None) -> BlockStore:

@@ -278,6 +278,17 @@ class Registry:
         """This registry plus a newer version."""
         return Registry((*self._records, record))
 
+    def with_next_version(self, *, routing_table: RoutingTable | None = None,
+                          canister_migrations: CanisterMigrations | None = None) -> "Registry":
+        """This registry plus version ``latest + 1``: the latest record with a new routing
+        table and/or canister migrations (a migration's steps; ``InconsistentRegistry`` if the
+        result names unknown subnets)."""
+        latest = self.latest()
+        return self.with_record(replace(
+            latest, version=latest.version + 1,
+            routing_table=latest.routing_table if routing_table is None else routing_table,
+            canister_migrations=latest.canister_migrations if canister_migrations is None else canister_migrations))
+
     def with_node_addresses(self, addresses: Mapping[str, str]) -> "Registry":
         """The same registry with the XNet addresses of some nodes replaced in every version
         (endpoints are bound after genesis; addresses are not part of any replicated state)."""

@@ -4,7 +4,8 @@ For each slice from subnet X, in subnet order (the loopback stream first):
 
 1. ``garbage_collect_messages``: X's ``signals_end = k`` acknowledges our messages to X below
    ``k``; they leave our stream. A rejected request becomes a synthetic reject response for
-   its sender; a rejected response is rerouted.
+   its sender — unless X rejected it because its receiver migrated and the routing table now
+   names another subnet, which it is rerouted to; a rejected response is rerouted.
 2. ``garbage_collect_signals``: X's ``begin = j`` says X dropped its messages below ``j``, so
    our reject signals for them are no longer needed.
 3. ``induct_message`` for each message of the slice, in index order, each producing exactly
@@ -24,7 +25,8 @@ from .timeouts import is_response_expected
 
 __all__ = [
     "induct_loopback_stream", "process_stream_slice", "induct_message", "garbage_collect_messages",
-    "garbage_collect_signals", "generate_reject_response", "reject_rejected_message", "route_response",
+    "garbage_collect_signals", "generate_reject_response", "reject_rejected_message", "reroute_request",
+    "route_response",
 ]
 
 _REJECT_MESSAGES = {
@@ -51,15 +53,32 @@ def generate_reject_response(request: Request, code: RejectCode, message: str) -
     )
 
 
-def reject_rejected_message(state: ReplicatedState, message: Request | Response, reason: RejectReason) -> None:
-    """A message the receiving side rejected with ``reason``: a request is answered with a
-    synthetic reject (``reject_code_for(reason)``), a response is rerouted — never dropped."""
+def reject_rejected_message(state: ReplicatedState, message: Request | Response, reason: RejectReason,
+                            rejected_by: SubnetId) -> None:
+    """A message the subnet ``rejected_by`` rejected with ``reason``: a request is rerouted if
+    it was rejected as migrating and the routing table now maps its receiver elsewhere
+    (``reroute_request``), else answered with a synthetic reject (``reject_code_for(reason)``);
+    a response is rerouted — never dropped."""
     if type(message) is Request:
+        if reason is RejectReason.CANISTER_MIGRATING and reroute_request(state, message, rejected_by):
+            return
         state.metadata.count("synthetic_rejects")
         route_response(state, generate_reject_response(
             message, reject_code_for(reason), _REJECT_MESSAGES[reason].format(message.receiver)))
     else:
         route_response(state, message)
+
+
+def reroute_request(state: ReplicatedState, request: Request, rejected_by: SubnetId) -> bool:
+    """``route(receiver) ∉ {⊥, rejected_by}`` ⇒ push the request onto the stream to
+    ``route(receiver)`` (the loopback stream if that is us) and return True: the receiver
+    moved, and the subnet that rejected it is no longer where it lives. Otherwise False (our
+    routing table is not newer than the rejecting subnet's: the sender gets a reject)."""
+    destination = state.routing_table.lookup(request.receiver)
+    if destination is None or destination == rejected_by:
+        return False
+    state.stream_to(destination).push(request)
+    return True
 
 
 def route_response(state: ReplicatedState, response: Response) -> None:
@@ -101,7 +120,7 @@ def garbage_collect_messages(state: ReplicatedState, remote: SubnetId, stream_sl
     for index, message in stream.discard_messages_before(header.signals_end):
         reason = rejected.get(index)
         if reason is not None:
-            reject_rejected_message(state, message, reason)
+            reject_rejected_message(state, message, reason, remote)
 
 
 def garbage_collect_signals(state: ReplicatedState, remote: SubnetId, stream_slice: StreamSlice) -> None:
@@ -134,6 +153,10 @@ def induct_message(
         return None
     receiver = message.receiver if is_request else message.originator
     canister = state.canisters.get(receiver)
+    if is_request and canister is not None and routing_table.lookup(receiver) != metadata.own_subnet_id:
+        # A canister that moved away leaves a stopped copy until it is deleted; a request
+        # for it belongs to the subnet the routing table names now.
+        return RejectReason.CANISTER_MIGRATING
     if canister is None:
         if routing_table.lookup(receiver) == metadata.own_subnet_id:
             if is_request:
@@ -202,5 +225,5 @@ def induct_loopback_stream(state: ReplicatedState, limits: Limits) -> None:
     for index, message in stream.discard_messages_before(stream.end):
         reason = induct_message(state, own, message, limits)
         if reason is not None:
-            reject_rejected_message(state, message, reason)
+            reject_rejected_message(state, message, reason, own)
     stream.signals_end = stream.end

@@ -58,6 +58,28 @@ class RoutingTable:
     def ranges_of(self, subnet: SubnetId) -> tuple[CanisterIdRange, ...]:
         return tuple(r for r, s in self.entries if s == subnet)
 
+    def with_assignment(self, assigned: CanisterIdRange, subnet: SubnetId) -> "RoutingTable":
+        """This table with ``assigned`` mapped to ``subnet``: the ranges it overlaps are cut
+        around it, and neighbouring ranges of one subnet are merged again (so moving a canister
+        away and back gives the original table)."""
+        entries: list[tuple[CanisterIdRange, SubnetId]] = []
+        for canister_range, owner in self.entries:
+            if canister_range.end < assigned.start or assigned.end < canister_range.start:
+                entries.append((canister_range, owner))
+                continue
+            if canister_range.start < assigned.start:
+                entries.append((CanisterIdRange(canister_range.start, assigned.start - 1), owner))
+            if assigned.end < canister_range.end:
+                entries.append((CanisterIdRange(assigned.end + 1, canister_range.end), owner))
+        entries.append((assigned, subnet))
+        merged: list[tuple[CanisterIdRange, SubnetId]] = []
+        for canister_range, owner in sorted(entries):
+            if merged and merged[-1][1] == owner and merged[-1][0].end + 1 == canister_range.start:
+                merged[-1] = (CanisterIdRange(merged[-1][0].start, canister_range.end), owner)
+            else:
+                merged.append((canister_range, owner))
+        return RoutingTable(tuple(merged))
+
     def subnets(self) -> tuple[SubnetId, ...]:
         return tuple(sorted({s for _, s in self.entries}))
 
@@ -77,6 +99,17 @@ class CanisterMigrations:
             if canister_range.contains(canister):
                 return trace
         return ()
+
+    def with_trace(self, migrating: CanisterIdRange, trace: tuple[SubnetId, ...]) -> "CanisterMigrations":
+        """These migrations plus ``migrating`` on ``trace`` (source first, destination last)."""
+        if len(trace) < 2 or any(r.start <= migrating.end and migrating.start <= r.end for r, _ in self.entries):
+            raise RoutingTableError(f"cannot trace {migrating} along {trace}: a trace names two subnets or more, "
+                                    f"and a range is on one trace at a time")
+        return CanisterMigrations(tuple(sorted((*self.entries, (migrating, tuple(trace))))))
+
+    def without(self, migrating: CanisterIdRange) -> "CanisterMigrations":
+        """These migrations without the trace of ``migrating`` (the migration is over)."""
+        return CanisterMigrations(tuple(e for e in self.entries if e[0] != migrating))
 
 
 @dataclass(frozen=True, slots=True)

@@ -35,7 +35,7 @@ from .routing_table import CanisterIdRange, CanisterMigrations, NetworkTopology,
 from .stable_map import StableValueError
 from .streams import Stream
 
-__all__ = ["STATE_ENCODING_VERSION", "BOUNDED_WAIT_STATE_ENCODING_VERSION", "state_uses_deadlines", "encode_state", "decode_state", "state_to_value", "state_from_value",
+__all__ = ["STATE_ENCODING_VERSION", "BOUNDED_WAIT_STATE_ENCODING_VERSION", "state_uses_deadlines", "canister_uses_deadlines", "encode_state", "decode_state", "state_to_value", "state_from_value",
            "state_encoding_version", "topology_to_value", "topology_from_value"]
 
 STATE_ENCODING_VERSION = 2
@@ -46,21 +46,28 @@ _STATE_ARITY = {1: 10, 2: 11, 3: 11}
 _CANISTER_ARITY = {1: 15, 2: 16, 3: 16}
 
 
+def canister_uses_deadlines(canister: CanisterState) -> bool:
+    """Some queued message, callback or call origin of ``canister`` has a deadline."""
+    for callback in canister.callbacks.values():
+        if callback.deadline:
+            return True
+    for context in canister.call_contexts.values():
+        if getattr(context.origin, "deadline", 0):
+            return True
+    queues = canister.queues
+    for queue_map in (queues.input_queues, queues.output_queues):
+        for queue in queue_map.values():
+            for message in queue.elements:
+                if message.deadline:
+                    return True
+    return False
+
+
 def state_uses_deadlines(state: ReplicatedState) -> bool:
-    """Some queued or streamed message, callback or call origin of ``state`` has a deadline."""
+    """Some canister (``canister_uses_deadlines``) or streamed message of ``state`` has a deadline."""
     for canister in state.canisters.values():
-        for callback in canister.callbacks.values():
-            if callback.deadline:
-                return True
-        for context in canister.call_contexts.values():
-            if getattr(context.origin, "deadline", 0):
-                return True
-        queues = canister.queues
-        for queue_map in (queues.input_queues, queues.output_queues):
-            for queue in queue_map.values():
-                for message in queue.elements:
-                    if message.deadline:
-                        return True
+        if canister_uses_deadlines(canister):
+            return True
     for stream in state.streams.values():
         for message in stream.messages:
             if message.deadline:

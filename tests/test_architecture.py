@@ -102,7 +102,9 @@ def test_checker_catches_a_violation(tmp_path):
 PACKAGES = LAYERS + ["examples"]
 
 #: Rooms of ``replica``, top to bottom: a room imports itself and rooms below it only.
-REPLICA_ROOMS = ["cli", "testnet", "audit", "node", "client", "sdk", "execution", "progress", "errors"]
+#: ``cluster`` (the local Spark cluster launcher) sits below ``audit``: the audit may use it, it
+#: knows nothing of audits or replicas.
+REPLICA_ROOMS = ["cli", "testing", "testnet", "audit", "cluster", "node", "client", "sdk", "execution", "progress", "errors"]
 
 #: What the audit may import of the rest of ``replica``: the batch processor (and the progress display).
 AUDIT_SURFACE = {"replica.node.batch_processor", "replica.progress"}

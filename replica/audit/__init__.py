@@ -17,6 +17,9 @@ Modules, one job each:
 * ``report``       report dict, terminal text, HTML page
 * ``progress``     the status line
 * ``job``          the Spark job (extract / transform / load)
+* ``build``        the build fingerprint (module sources, compiled modules, Python, dependencies)
+* ``build_check``  which builds replayed the run, against the one the live run recorded
+* ``environment``  the executors' packed environment (``spark.archives``) of this build
 
 What one simulated replica executes is documented in ``replay`` and ``replicas``: it
 decodes its start state (genesis or a recorded checkpoint), executes every batch after it

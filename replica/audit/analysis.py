@@ -1,6 +1,7 @@
 """The audit's pure transforms, in Spark SQL: DataFrames in, DataFrames out.
 
-Inputs (schemas below): replay ``rows`` (one per replica and height), replica ``specs``
+Inputs (schemas below): replay ``rows`` (one per replica and height, with the fingerprint of
+the build that replayed it), replica ``specs``
 and the ``recorded`` hashes of the live run. A *hash* below is the pair
 ``(full_hash, certified_root)``; a row with ``error`` set has no hash. Comparisons are
 null-safe, so an error row never equals a hash.
@@ -17,7 +18,8 @@ null-safe, so an error row never equals a hash.
 * ``incomplete_replicas`` replicas that reported fewer heights than they should;
 * ``split_groups``       the hash groups of the (subnet, height)s with more than one group;
 * ``majority_witnesses`` per (subnet, height) asked: one replica that computed the majority
-                         hash, the least perturbed first (what the drill-down replays).
+                         hash, the least perturbed first (what the drill-down replays);
+* ``replay_builds``      per build fingerprint: the replicas and rows it replayed.
 """
 
 from __future__ import annotations
@@ -31,7 +33,7 @@ from pyspark.sql.types import (
 __all__ = [
     "ROW_SCHEMA", "SPEC_SCHEMA", "RECORDED_SCHEMA", "hash_groups", "majority", "divergent_rows",
     "divergent_per_height", "first_divergence", "clusters", "recorded_agreement", "incomplete_replicas",
-    "majority_witnesses", "split_groups",
+    "majority_witnesses", "split_groups", "replay_builds", "BUILD_SAMPLE",
 ]
 
 ROW_SCHEMA = StructType([
@@ -41,6 +43,7 @@ ROW_SCHEMA = StructType([
     StructField("full_hash", BinaryType(), True),
     StructField("certified_root", BinaryType(), True),
     StructField("error", StringType(), True),
+    StructField("build", StringType(), True),    # None: the replay failed before a build answered
 ])
 
 SPEC_SCHEMA = StructType([
@@ -188,3 +191,16 @@ def split_groups(groups: DataFrame, majority_: DataFrame) -> DataFrame:
                    & F.col("certified_root").eqNullSafe(F.col("m_root")))
     return (groups.withColumn("n", count).where(F.col("n") > 1).join(m, _KEY, "left")
             .select(*_KEY, *_HASH, "error", "replicas", is_majority.alias("is_majority")))
+
+
+#: Replicas listed per build (the rest are counted).
+BUILD_SAMPLE = 20
+
+
+def replay_builds(rows: DataFrame) -> DataFrame:
+    """``(build, replicas, rows, sample)``: per build fingerprint, how many replicas and rows it
+    replayed, and the first ``BUILD_SAMPLE`` replica ids."""
+    return rows.groupBy("build").agg(
+        F.countDistinct("replica").cast(LongType()).alias("replicas"),
+        F.count("*").cast(LongType()).alias("rows"),
+        F.slice(F.array_sort(F.collect_set("replica")), 1, BUILD_SAMPLE).alias("sample"))

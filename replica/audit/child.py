@@ -2,14 +2,15 @@
 
 Reads one request (mode, run-log blob, work items) from stdin, checks it runs under the
 hash seed it was started with, replays with ``executor`` and
-writes the answer to stdout.
+writes the answer to stdout (rows carry this child's own build fingerprint).
 """
 
 from __future__ import annotations
 
 import sys
 
-from .executor import replay_replica, replay_to_state
+from .build import current_build
+from .executor import replay_replica, replay_to_state, with_build
 from .inputs import prepare_run
 from .isolation import check_child_hash_seed, decode_request, encode_answer
 from .run_log import decode_run_log
@@ -25,7 +26,7 @@ def main() -> int:
     tune_gc()
     if mode == "rows":
         for replica, subnet, perturbation in items:
-            rows.extend(replay_replica(run, replica, subnet, perturbation))
+            rows.extend(with_build(replay_replica(run, replica, subnet, perturbation), current_build().fingerprint))
     else:
         for request, subnet, perturbation, height in items:
             rows.append(replay_to_state(run, request, subnet, perturbation, height))

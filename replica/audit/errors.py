@@ -4,7 +4,7 @@ from __future__ import annotations
 
 __all__ = [
     "AuditError", "RunLogError", "RecordError", "PerturbationError", "FaultError", "ReplayError",
-    "IsolationError", "WorkloadError",
+    "IsolationError", "WorkloadError", "EnvironmentArchiveError",
 ]
 
 
@@ -39,3 +39,8 @@ class IsolationError(AuditError):
 
 class WorkloadError(AuditError):
     """Workload generator parameters out of range."""
+
+
+class EnvironmentArchiveError(AuditError):
+    """The executors' environment archive cannot be built (no source tree, a failed wheel
+    build or install, or a packed build that differs from the one being audited)."""

@@ -7,7 +7,9 @@ subprocess with ``PYTHONHASHSEED=S`` that runs these same functions). A replica 
 replay raises (its own bug, a corrupted batch, a missing checkpoint) is not lost: it
 yields one row with ``error`` set at the height it failed, hashes empty.
 
-Rows: ``(replica, subnet, height, full_hash, certified_root, error)``.
+Rows: ``(replica, subnet, height, full_hash, certified_root, error)``; ``replay_partition``
+adds the ``build`` fingerprint of the process that replayed the row (``build``): its own for
+in-process replicas, the child's for isolated ones.
 States (drill-down): ``(request, height, full_hash, certified_root, state bytes, error)``.
 """
 
@@ -22,7 +24,7 @@ from .inputs import RunInputs
 from .perturbation import parse_perturbation
 
 __all__ = ["ResultRow", "StateRow", "replay_replica", "replay_partition", "replay_to_state", "states_partition",
-           "hash_seed_of"]
+           "hash_seed_of", "with_build"]
 
 ResultRow = tuple  # (replica, subnet, height, full_hash | None, certified_root | None, error | None)
 StateRow = tuple   # (request, height, full_hash | None, certified_root | None, state | None, error | None)
@@ -54,14 +56,22 @@ def replay_replica(run: RunInputs, replica: int, subnet: str, perturbation_text:
         yield (replica, subnet, height + 1, None, None, _describe(exc))
 
 
-def replay_partition(specs: Iterable[tuple], run: RunInputs, run_isolated: RunIsolated) -> Iterator[ResultRow]:
-    """Rows of every ``(replica, subnet, perturbation)`` spec: in-process replicas first,
-    in the given order, then hash-seed replicas, one isolated batch per seed."""
+def with_build(rows: Iterable[ResultRow], build: str) -> Iterator[tuple]:
+    """``rows`` with the fingerprint of the build that replayed them appended."""
+    for row in rows:
+        yield (*row, build)
+
+
+def replay_partition(specs: Iterable[tuple], run: RunInputs, run_isolated: RunIsolated,
+                     build: str) -> Iterator[tuple]:
+    """Rows of every ``(replica, subnet, perturbation)`` spec, each with its build: in-process
+    replicas first, in the given order (``build`` is this process's), then hash-seed
+    replicas, one isolated batch per seed (their rows carry the child's build)."""
     by_seed: dict[int, list[tuple]] = {}
     for replica, subnet, perturbation_text in specs:
         seed = hash_seed_of(perturbation_text)
         if seed is None:
-            yield from replay_replica(run, replica, subnet, perturbation_text)
+            yield from with_build(replay_replica(run, replica, subnet, perturbation_text), build)
         else:
             by_seed.setdefault(seed, []).append((replica, subnet, perturbation_text))
     for seed in sorted(by_seed):

@@ -4,25 +4,25 @@
                 broadcast once; replica specs planned in the driver → a DataFrame
                 (``analysis.SPEC_SCHEMA``); the live hashes → a DataFrame.
 * **transform** specs, keyed by their planned partition, ``mapPartitions(worker.replay_task)``
-                → rows ``(replica, subnet, height, full_hash, certified_root, error)``
-                (``analysis.ROW_SCHEMA``, cached); the ``analysis`` transforms; the drill-down
-                replays (``mapPartitions(worker.states_task)``) and their diff.
+                → rows ``(replica, subnet, height, full_hash, certified_root, error, build)``
+                (``analysis.ROW_SCHEMA``, cached); the ``analysis`` transforms; the builds
+                that replayed (``analysis.replay_builds``) and the executors' own account of
+                theirs (``worker.describe_worker``); the drill-down replays
+                (``mapPartitions(worker.states_task)``) and their diff.
 * **load**      the collected facts → ``report.build_report``; writing files is the CLI's job.
 
-The same code runs on ``local[*]`` and on a standalone cluster: for a ``spark://`` master
-the project's packages are zipped and shipped with ``addPyFile``.
+The same code runs on ``local[*]`` and on a standalone cluster. For a cluster master the
+executors run this very build: its packed environment (``environment``: a venv with the
+project's wheel, compiled modules included) goes out with ``spark.archives`` and is their
+Python. Shuffles are sized to the rows (``analysis_partitions``), not to the executors.
 """
 
 from __future__ import annotations
 
-import atexit
-import importlib
+import math
 import os
-import shutil
 import sys
-import tempfile
 import time
-import zipfile
 from collections import Counter as Tally
 from dataclasses import dataclass
 from functools import partial
@@ -34,8 +34,11 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from . import analysis
+from .build import BuildInfo, build_from_value, current_build
+from .environment import ARCHIVE_ALIAS, EXECUTOR_PYTHON, environment_archive
+from .build_check import compare_builds
 from .drilldown import diff_states, drill_requests
-from .errors import AuditError
+from .errors import AuditError, EnvironmentArchiveError
 from .faults import apply_fault
 from .inputs import RunInputs, prepare_run
 from .perturbation import Fault
@@ -45,12 +48,10 @@ from .progress import SparkProgress
 from .replicas import ReplicaSpec, assign_partitions, plan_replicas
 from .report import AuditFacts, build_report, reproduce_command
 from .run_log import RunLog, encode_run_log
-from .worker import replay_task, states_task
+from .worker import describe_worker, replay_task, states_task
 
-__all__ = ["AuditOptions", "spark_session", "run_audit", "PROJECT_PACKAGES", "project_zip", "worker_hash_seed",
-           "default_worker_hash_seed", "default_partitions"]
-
-PROJECT_PACKAGES = ("replica", "message_routing", "state_manager", "xnet", "consensus_stub", "examples")
+__all__ = ["AuditOptions", "spark_session", "run_audit", "worker_hash_seed", "default_worker_hash_seed",
+           "default_partitions", "analysis_partitions", "describe_executors"]
 
 
 @dataclass(frozen=True)
@@ -80,22 +81,30 @@ def _is_loopback_master(master: str) -> bool:
     return host in ("127.0.0.1", "localhost")
 
 
-def project_zip(directory: Path, extra_packages: tuple[str, ...] = ()) -> Path:
-    """A zip of the project's packages (and ``extra_packages``) for executors' ``sys.path``."""
-    target = directory / "replica-audit-code.zip"
-    with zipfile.ZipFile(target, "w", zipfile.ZIP_DEFLATED) as archive:
-        for package in sorted(set(PROJECT_PACKAGES) | set(extra_packages)):
-            root = Path(importlib.import_module(package).__file__).resolve().parent
-            for path in sorted(root.rglob("*.py")):
-                archive.write(path, Path(package) / path.relative_to(root))
-    return target
+#: Rows one shuffle partition of the analysis holds: its tasks cost the same fixed overhead
+#: however few rows they get, so small audits use one partition however many executors there are.
+ROWS_PER_SHUFFLE_PARTITION = 50_000
+
+
+def analysis_partitions(rows: int) -> int:
+    """Shuffle partitions for ``rows`` replay rows: ``ceil(rows / ROWS_PER_SHUFFLE_PARTITION)``, at least 1."""
+    return max(1, math.ceil(rows / ROWS_PER_SHUFFLE_PARTITION))
 
 
 def spark_session(master: str = "local[*]", *, app_name: str = "replica-audit", shuffle_partitions: int = 8,
-                  conf: dict[str, str] | None = None) -> SparkSession:
-    """A session for the audit: no UI, the driver on loopback for local or loopback masters,
-    executors running this interpreter, and the project's code shipped for cluster masters."""
-    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)  # what PySpark starts its workers with
+                  conf: dict[str, str] | None = None, archive: Path | None = None,
+                  status: Progress | None = None) -> SparkSession:
+    """A session for the audit: no UI, the driver on loopback for local or loopback masters.
+    Local executors run this interpreter; a cluster's run the packed environment of this
+    build (``archive``, default: ``environment.environment_archive``, built if not cached)."""
+    local = master.startswith("local")
+    if not local:
+        archive = archive or environment_archive(status=status)
+        if not Path(archive).is_file():
+            raise EnvironmentArchiveError(f"no environment archive at {archive}")
+    previous_python = os.environ.get("PYSPARK_PYTHON")
+    # PySpark reads PYSPARK_PYTHON once, when the context starts: what its workers run.
+    os.environ["PYSPARK_PYTHON"] = (previous_python or sys.executable) if local else EXECUTOR_PYTHON
     if _is_loopback_master(master):
         # Before the JVM starts: otherwise Spark binds its services to the host's first
         # non-loopback interface even for a local run.
@@ -104,19 +113,43 @@ def spark_session(master: str = "local[*]", *, app_name: str = "replica-audit", 
                .config("spark.ui.enabled", "false")
                .config("spark.ui.showConsoleProgress", "false")
                .config("spark.sql.shuffle.partitions", str(shuffle_partitions))
-               .config("spark.pyspark.python", sys.executable)
+               .config("spark.pyspark.python", os.environ["PYSPARK_PYTHON"])
                .config("spark.pyspark.driver.python", sys.executable))
+    if not local:
+        builder = builder.config("spark.archives", f"{archive}#{ARCHIVE_ALIAS}")
     if _is_loopback_master(master):
         builder = builder.config("spark.driver.host", "127.0.0.1").config("spark.driver.bindAddress", "127.0.0.1")
     for key, value in (conf or {}).items():
         builder = builder.config(key, value)
-    spark = builder.getOrCreate()
+    try:
+        spark = builder.getOrCreate()
+    finally:
+        if previous_python is None:
+            os.environ.pop("PYSPARK_PYTHON", None)
+        else:
+            os.environ["PYSPARK_PYTHON"] = previous_python
     spark.sparkContext.setLogLevel("ERROR")
-    if not master.startswith("local"):
-        code_dir = Path(tempfile.mkdtemp(prefix="replica-audit-"))
-        atexit.register(shutil.rmtree, code_dir, ignore_errors=True)  # executors fetched their copy
-        spark.sparkContext.addPyFile(str(project_zip(code_dir)))
     return spark
+
+
+def describe_executors(spark: SparkSession, tasks: int | None = None) -> list[dict]:
+    """What every Python worker reached by ``tasks`` small tasks says it runs
+    (``worker.describe_worker``), one entry per worker process."""
+    sc = spark.sparkContext
+    tasks = tasks or 4 * sc.defaultParallelism
+    seen = {}
+    described = sc.parallelize(range(tasks), tasks).mapPartitions(describe_worker).collect()
+    for executor, pid, python, encoded, loaded, origins in described:
+        seen[(executor, pid)] = {"executor": executor, "pid": pid, "python": python,
+                                 "build": _decode_build(encoded), "compiled_loaded": list(loaded),
+                                 "imports_from": dict(origins)}
+    return [seen[key] for key in sorted(seen)]
+
+
+def _decode_build(encoded: bytes) -> BuildInfo:
+    from state_manager.encoding import decode
+
+    return build_from_value(decode(bytes(encoded), max_bytes=len(encoded)))
 
 
 def default_worker_hash_seed() -> int:
@@ -185,8 +218,10 @@ def run_audit(spark: SparkSession, log: RunLog, options: AuditOptions, *, source
     _validate_faults(run, specs)
     partitions = options.partitions or default_partitions(len(specs), sc.defaultParallelism)
     assignment = assign_partitions(specs, heights, partitions)
-    spec_df = spark.createDataFrame(_spec_rows(specs, assignment, heights), analysis.SPEC_SCHEMA)
-    recorded_df = spark.createDataFrame(_recorded_rows(log), analysis.RECORDED_SCHEMA)
+    shuffle = analysis_partitions(sum(s.expected_rows(heights[s.subnet]) for s in specs))
+    spark.conf.set("spark.sql.shuffle.partitions", str(shuffle))
+    spec_df = spark.createDataFrame(sc.parallelize(_spec_rows(specs, assignment, heights), shuffle), analysis.SPEC_SCHEMA)
+    recorded_df = spark.createDataFrame(sc.parallelize(_recorded_rows(log), shuffle), analysis.RECORDED_SCHEMA)
     blob = encode_run_log(log)
     broadcast = sc.broadcast(blob)
     # -- transform: replay -------------------------------------------------------------------
@@ -211,7 +246,13 @@ def run_audit(spark: SparkSession, log: RunLog, options: AuditOptions, *, source
         cluster_rows = [r.asDict() for r in analysis.clusters(first, spec_df).collect()]
         divergent_replicas = sum(c["size"] for c in cluster_rows)
         incomplete = [tuple(r) for r in analysis.incomplete_replicas(rows, spec_df).collect()]
+        replayed_by = [(r.build, r.replicas, r.rows, list(r.sample)) for r in analysis.replay_builds(rows).collect()]
     analysis_s = time.perf_counter() - started - replay_s
+    with SparkProgress(sc, status, "asking the executors which build they run", "audit-builds"):
+        executors = describe_executors(spark)
+    own = current_build()
+    known = {own.fingerprint: own, **{e["build"].fingerprint: e["build"] for e in executors}}
+    build = compare_builds(log.build, replayed_by, known)
     # -- transform: drill-down ---------------------------------------------------------------
     clusters_sorted = sorted(cluster_rows, key=lambda c: (c["first_height"], c["subnet"], c["replicas"][0]))
     chosen = clusters_sorted[: options.drilldowns]
@@ -237,7 +278,10 @@ def run_audit(spark: SparkSession, log: RunLog, options: AuditOptions, *, source
         replica_batches=_replica_batches(len(specs), row_count, incomplete), rows=int(row_count),
         error_rows=int(error_rows), per_height=per_height, split_groups=split, clusters=clusters_sorted,
         recorded_mismatches=mismatches, incomplete=incomplete, divergent_replicas=int(divergent_replicas),
+        build=build,
         environment={"master": sc.master, "default_parallelism": sc.defaultParallelism, "partitions": partitions,
+                     "shuffle_partitions": shuffle, "driver_build": own.fingerprint,
+                     "executors": [{**e, "build": e["build"].fingerprint} for e in executors],
                      "timing_s": {"replay": round(replay_s, 3), "analysis": round(analysis_s, 3),
                                   "drilldown": round(drill_s, 3), "total": round(time.perf_counter() - started, 3)}},
     )

@@ -3,8 +3,9 @@
 ``build_report`` assembles the collected facts (pure); ``render_text`` and ``render_html``
 turn a report into text (pure). The verdict is ``agree`` — exit status 0 — only when every
 replica reported every height it should, no replay failed, all replicas agree at every
-height, and the majority equals the hashes the live run recorded; otherwise ``divergent``
-(exit status 1). Everything that depends on where and how fast the audit ran lives under
+height, the majority equals the hashes the live run recorded, and every replica was replayed
+by the build the live run recorded (when it recorded one); otherwise ``divergent`` when the
+hashes say so, else ``other-build`` (exit status 1 for both). Everything that depends on where and how fast the audit ran lives under
 ``environment``, so two runs of one audit on different clusters compare equal without it.
 """
 
@@ -18,7 +19,7 @@ from typing import Any, Sequence
 __all__ = ["AuditFacts", "build_report", "render_text", "render_html", "reproduce_command", "REPORT_VERSION",
            "comparable"]
 
-REPORT_VERSION = 1
+REPORT_VERSION = 2
 MAX_LISTED = 50
 _COLORS = ("#d62728", "#1f77b4", "#ff7f0e", "#2ca02c", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f", "#bcbd22", "#17becf")
 
@@ -50,6 +51,7 @@ class AuditFacts:
     recorded_mismatches: list[tuple]          # (subnet, height, majority_full, majority_root, recorded_full, recorded_root)
     incomplete: list[tuple]                   # (replica, subnet, expected, reported)
     divergent_replicas: int
+    build: dict[str, Any] = field(default_factory=dict)       # build_check.compare_builds
     environment: dict[str, Any] = field(default_factory=dict)
 
 
@@ -86,6 +88,8 @@ def build_report(facts: AuditFacts, recorded: dict[tuple[str, int], tuple[bytes,
     clusters = sorted(facts.clusters, key=lambda c: (c["first_height"], c["subnet"], c["replicas"][0]))
     first = min(((c["first_height"], c["subnet"]) for c in clusters), default=None)
     clean = (not divergent_rows and not facts.error_rows and not facts.incomplete and not facts.recorded_mismatches)
+    other_build = facts.build.get("other_build_replicas", 0)
+    verdict = "divergent" if not clean else ("other-build" if other_build else "agree")
     heights: dict[str, dict] = {}
     for subnet, height, reporting, _ in facts.per_height:
         entry = heights.setdefault(subnet, {"first": height, "last": height, "reported": 0, "min_replicas": reporting})
@@ -106,8 +110,8 @@ def build_report(facts: AuditFacts, recorded: dict[tuple[str, int], tuple[bytes,
     return {
         "format": "replica-audit-report",
         "version": REPORT_VERSION,
-        "verdict": "agree" if clean else "divergent",
-        "exit_status": 0 if clean else 1,
+        "verdict": verdict,
+        "exit_status": 0 if verdict == "agree" else 1,
         "run": {"source": facts.source, "subnets": facts.subnets, "canister_modules": facts.canister_modules,
                 "limits": facts.limits},
         "audit": {"replicas": facts.replicas, "seed": facts.seed, "worker_hash_seed": facts.worker_hash_seed,
@@ -120,7 +124,9 @@ def build_report(facts: AuditFacts, recorded: dict[tuple[str, int], tuple[bytes,
             "error_rows": facts.error_rows, "incomplete_replicas": len(facts.incomplete),
             "recorded_mismatches": len(facts.recorded_mismatches),
             "split_heights": sum(1 for _, _, _, d in facts.per_height if d), "clusters": len(clusters),
+            "other_build_replicas": other_build,
         },
+        "build": facts.build,
         "first_divergence": None if first is None else {"subnet": first[1], "height": first[0]},
         "hash_groups": _groups(facts.split_groups, recorded),
         "divergent_per_height": [{"subnet": s, "height": h, "reporting": r, "divergent": d}
@@ -166,6 +172,7 @@ def render_text(report: dict[str, Any]) -> str:
         lines.append(f"  {subnet}: heights {h['first']}..{h['last']}, at least {h['min_replicas']} replicas per height")
     lines.append(f"divergent replicas: {summary['divergent_replicas']}  divergent rows: {summary['divergent_rows']}  "
                  f"failed rows: {summary['error_rows']}  incomplete replicas: {summary['incomplete_replicas']}")
+    lines += build_lines(report.get("build") or {})
     recorded = report["recorded"]
     lines.append("agreement with the live run's hashes: " + ("yes" if recorded["agree"] else
                  f"NO at {summary['recorded_mismatches']} heights"))
@@ -203,6 +210,28 @@ def render_text(report: dict[str, Any]) -> str:
     if report["clusters_more"]:
         lines.append(f"… and {report['clusters_more']} more clusters")
     return "\n".join(lines)
+
+
+def build_lines(build: dict[str, Any]) -> list[str]:
+    """What the report says about the builds that replayed the run."""
+    if not build:
+        return []
+    if build["recorded"] is None:
+        return [f"build: {build['note']}"]
+    compiled = len(build["recorded_compiled"] or [])
+    if build["agree"]:
+        return [f"build: every replica replayed the live run's build {build['recorded'][:12]} "
+                f"({build['recorded_python']}, {compiled} compiled modules)"]
+    lines = [f"BUILD MISMATCH: {build['other_build_replicas']} replica(s) replayed another build than the live "
+             f"run's {build['recorded'][:12]}"]
+    for entry in build["replayed"]:
+        if entry["recorded"] or entry["build"] is None:
+            continue
+        lines.append(f"  build {entry['build'][:12]}: {entry['replicas']} replica(s), e.g. "
+                     + ", ".join(map(str, entry["sample"][:10])))
+        for difference in entry["differences"][:8] or ["(no details: no executor described this build)"]:
+            lines.append(f"    {difference}")
+    return lines
 
 
 def _value(value: Any, width: int = 70) -> str:
@@ -277,6 +306,7 @@ def render_html(report: dict[str, Any]) -> str:
                 "heights off the live run", "clusters"],
                [[summary["divergent_replicas"], summary["divergent_rows"], summary["error_rows"],
                  summary["incomplete_replicas"], summary["recorded_mismatches"], summary["clusters"]]]),
+        "<h2>Build</h2>", "".join(f"<p>{html.escape(line)}</p>" for line in build_lines(report.get("build") or {})),
         "<h2>Divergent replicas per height</h2>", _chart(report["divergent_per_height"]),
         "<h2>Perturbations</h2>", _table(["kind", "replicas"], list(audit["perturbations"].items())),
         "<h2>Heights</h2>",

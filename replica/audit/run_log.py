@@ -3,9 +3,9 @@
 A run directory holds::
 
     manifest.bin        canonical msgpack (see ``_manifest_value``):
-                        ["replica-run-log", 1, subnets, canister modules, limits name,
+                        ["replica-run-log", 3, subnets, canister modules, limits name,
                          limits [[field, value], ...], checkpoint interval, topologies,
-                         files [[subnet, file name, sha256, size], ...]]
+                         files [[subnet, file name, sha256, size], ...], build]
     subnet-000.bin ...  one per subnet, canonical msgpack:
                         ["replica-subnet-log", 1, subnet id, genesis state bytes,
                          [batch bytes, ...], [[height, full hash, certified root], ...],
@@ -15,7 +15,15 @@ Genesis and checkpoints are ``state_codec.encode_state`` bytes, batches are
 ``message_routing.batch.encode_batch`` bytes for heights 1..n, and the hashes are the ones
 the live run committed after each batch. Checkpoints (every ``checkpoint interval``
 heights) are where restarted replicas resume. Canister modules are ``"package.module:Class"``
-names; the limits are a named preset (``DEFAULT``, ``MINIMAL``) or ``custom``.
+names; the limits are a named preset (``DEFAULT``, ``MINIMAL``) or ``custom``. ``build`` is
+the build the live run ran (``build.build_to_value``), or nil when unknown.
+
+Manifest and blob are at version 3; subnet files are still at version 1 (unchanged). Version
+3 adds the limit ``bounded_wait_message_memory_capacity`` (bounded-wait calls); version 2
+added ``build``. Older manifests are still read: a version-1 manifest (no ``build`` item) is
+a run with no recorded build, and the audit says so instead of comparing builds; version-1
+and -2 limits get the new limit's value from their preset (``DEFAULT``'s for ``custom``),
+which no run recorded before bounded-wait calls could have reached.
 
 ``encode_run_log`` packs manifest and files into one blob (shipped to Spark executors and
 replay subprocesses); ``decode_run_log`` and ``load_run_log`` check it all strictly and
@@ -37,6 +45,7 @@ from state_manager.encoding import EncodingError, decode, encode
 from state_manager.routing_table import NetworkTopology
 from state_manager.state_codec import topology_from_value, topology_to_value
 
+from .build import BuildInfo, build_from_value, build_to_value
 from .errors import RunLogError
 
 __all__ = [
@@ -44,22 +53,24 @@ __all__ = [
     "decode_run_log", "write_run_log", "load_run_log", "limits_preset_name",
 ]
 
-RUN_LOG_VERSION = 2
-#: Versions this build reads. Version 1 manifests predate the Limits field
-#: ``bounded_wait_message_memory_capacity``: they decode with the value of their preset (a
-#: ``custom`` one with ``DEFAULT``'s), which no run before bounded-wait calls could reach.
-_READABLE_VERSIONS = (1, 2)
-#: Subnet log files did not change in version 2: they are still written as version 1, so a
-#: version-1 manifest's file digests still match.
-_SUBNET_LOG_VERSION = 1
+RUN_LOG_VERSION = 3
+SUBNET_FILE_VERSION = 1
+READABLE_VERSIONS = (1, 2, 3)
+_MANIFEST_ITEMS = {1: 9, 2: 10, 3: 10}
 MANIFEST_FILE = "manifest.bin"
 _RUN_TAG = "replica-run-log"
 _SUBNET_TAG = "replica-subnet-log"
 _BLOB_TAG = "replica-run-blob"
 LIMIT_PRESETS: dict[str, Limits] = {"DEFAULT": DEFAULT, "MINIMAL": MINIMAL}
 _LIMIT_FIELDS = tuple(f.name for f in fields(Limits))
-_ADDED_IN_VERSION_2 = ("bounded_wait_message_memory_capacity",)
-_LIMIT_FIELDS_V1 = tuple(name for name in _LIMIT_FIELDS if name not in _ADDED_IN_VERSION_2)
+#: Limits a manifest of each older version does not list.
+_LIMITS_ADDED_IN = {3: ("bounded_wait_message_memory_capacity",)}
+
+
+def _limit_fields(version: int) -> tuple[str, ...]:
+    """The limits a manifest of ``version`` lists, in ``Limits`` field order."""
+    missing = {name for added, names in _LIMITS_ADDED_IN.items() if added > version for name in names}
+    return tuple(name for name in _LIMIT_FIELDS if name not in missing)
 
 
 @dataclass(frozen=True)
@@ -97,6 +108,7 @@ class RunLog:
     limits: Limits
     checkpoint_interval: int
     topologies: tuple[NetworkTopology, ...]
+    build: BuildInfo | None = None      # the live run's build; None: recorded before builds were
 
     def subnet_ids(self) -> tuple[str, ...]:
         return tuple(s.subnet_id for s in self.subnets)
@@ -123,7 +135,7 @@ def _subnet_file_name(position: int) -> str:
 
 
 def _subnet_value(log: SubnetLog) -> tuple:
-    return (_SUBNET_TAG, _SUBNET_LOG_VERSION, log.subnet_id, log.genesis, tuple(log.batches),
+    return (_SUBNET_TAG, SUBNET_FILE_VERSION, log.subnet_id, log.genesis, tuple(log.batches),
             tuple((h, f, c) for h, f, c in log.hashes), tuple((h, d) for h, d in log.checkpoints))
 
 
@@ -132,6 +144,7 @@ def _manifest_value(log: RunLog, files: tuple[tuple[str, str, bytes, int], ...])
         _RUN_TAG, RUN_LOG_VERSION, log.subnet_ids(), tuple(log.canister_modules), log.limits_name,
         tuple((name, getattr(log.limits, name)) for name in _LIMIT_FIELDS), log.checkpoint_interval,
         tuple(topology_to_value(t) for t in log.topologies), files,
+        None if log.build is None else build_to_value(log.build),
     )
 
 
@@ -165,21 +178,23 @@ def _decode(data: bytes, what: str) -> Any:
 
 
 def _check_version(tag: Any, version: Any, expected_tag: str, what: str,
-                   readable: tuple[int, ...] = _READABLE_VERSIONS) -> None:
+                   readable: tuple[int, ...] = READABLE_VERSIONS) -> int:
     if tag != expected_tag:
         raise RunLogError(f"{what}: not a {expected_tag} (tag {tag!r})")
     if type(version) is not int or version not in readable:
-        raise RunLogError(f"{what}: unsupported version {version!r} (this build reads {readable})")
+        raise RunLogError(f"{what}: unsupported version {version!r} (this build reads "
+                          f"{', '.join(map(str, readable))})")
+    return version
 
 
 def _limits(name: str, values: Any, version: int) -> Limits:
     pairs = check_tuple(values, "limits")
-    expected = _LIMIT_FIELDS if version >= 2 else _LIMIT_FIELDS_V1
+    expected = _limit_fields(version)
     if tuple(check_tuple(p, "limit", 2)[0] for p in pairs) != expected:
         raise RunLogError(f"limits: expected the fields {expected}")
     given = {field: check_u64(value, f"limit {field}") for field, value in pairs}
     preset = LIMIT_PRESETS.get(name)
-    for field in _LIMIT_FIELDS:
+    for field in _LIMIT_FIELDS:  # limits an older version did not record: its preset's
         given.setdefault(field, getattr(preset or DEFAULT, field))
     limits = Limits(**given)
     if preset is not None and preset != limits:
@@ -192,7 +207,7 @@ def _limits(name: str, values: Any, version: int) -> Limits:
 def _decode_subnet(data: bytes, subnet_id: str) -> SubnetLog:
     what = f"subnet log {subnet_id}"
     tag, version, sid, genesis, batches, hashes, checkpoints = check_tuple(_decode(data, what), what, 7)
-    _check_version(tag, version, _SUBNET_TAG, what, (_SUBNET_LOG_VERSION,))
+    _check_version(tag, version, _SUBNET_TAG, what, (SUBNET_FILE_VERSION,))
     if sid != subnet_id:
         raise RunLogError(f"{what}: file holds subnet {sid!r}")
     batch_bytes = tuple(check_bytes(b, "batch") for b in check_tuple(batches, "batches"))
@@ -217,9 +232,12 @@ def _decode_subnet(data: bytes, subnet_id: str) -> SubnetLog:
 
 def _assemble(manifest_bytes: bytes, files: dict[str, bytes]) -> RunLog:
     try:
-        value = check_tuple(_decode(manifest_bytes, "manifest"), "manifest", 9)
-        tag, version, subnets, modules, limits_name, limits, interval, topologies, entries = value
-        _check_version(tag, version, _RUN_TAG, "manifest")
+        value = check_tuple(_decode(manifest_bytes, "manifest"), "manifest")
+        version = _check_version(value[0] if value else None, value[1] if len(value) > 1 else None, _RUN_TAG,
+                                 "manifest")
+        value = check_tuple(value, "manifest", _MANIFEST_ITEMS[version])
+        tag, version, subnets, modules, limits_name, limits, interval, topologies, entries = value[:9]
+        build = None if version == 1 or value[9] is None else build_from_value(value[9])
         subnet_ids = tuple(check_str(s, "subnet") for s in check_tuple(subnets, "subnets"))
         if list(subnet_ids) != sorted(set(subnet_ids)) or not subnet_ids:
             raise RunLogError("manifest: subnets must be a non-empty sorted list of distinct ids")
@@ -246,7 +264,7 @@ def _assemble(manifest_bytes: bytes, files: dict[str, bytes]) -> RunLog:
         raise RunLogError(f"run log: {exc}") from exc
     except ValueError as exc:  # e.g. a Limits/Topology constructor refusing a value
         raise RunLogError(f"run log: {exc}") from exc
-    return RunLog(tuple(logs), module_names, limits_name, limits_value, interval, topology_values)
+    return RunLog(tuple(logs), module_names, limits_name, limits_value, interval, topology_values, build)
 
 
 def decode_run_log(blob: bytes) -> RunLog:

@@ -32,11 +32,11 @@ def write_reports(report: dict, out: Path) -> None:
 
 def audit_run_log(log: RunLog, *, run_dir: str, out: str | Path, options: AuditOptions = AuditOptions(),
                   master: str = "local[*]", status: Progress | None = None, stream: TextIO | None = None,
-                  command: str = "audit") -> int:
+                  command: str = "audit", archive: Path | None = None) -> int:
     """Audit ``log`` (recorded in ``run_dir``) on ``master``; reports to ``out`` (module docstring)."""
     stream = stream or sys.stdout
     try:
-        spark = spark_session(master)
+        spark = spark_session(master, archive=archive, status=status)
         try:
             report = run_audit(spark, log, options, source=run_dir, run_dir=run_dir, status=status or Progress())
         finally:

@@ -50,6 +50,9 @@ def register(sub) -> None:
     audit.add_argument("--seed", type=int, default=1, help="seed of the workload and of the replica plan")
     audit.add_argument("--replicas", type=int, default=2048, help="simulated replicas to replay the run on")
     audit.add_argument("--master", default="local[*]", help="local[*] or spark://HOST:PORT")
+    audit.add_argument("--environment-archive", default=None, metavar="TAR_GZ",
+                       help="the executors' packed environment for a cluster master (default: this build's, "
+                            "built and cached on first use; see docs/cluster.md)")
     audit.add_argument("--partitions", type=int, default=None, help="default: 4 × the cluster's cores, at most one per 64 replicas")
     audit.add_argument("--fault", dest="faults", action="append", type=parse_replica_fault, default=[],
                        metavar="REPLICA:KIND@HEIGHT[:MSG[:MSG2]]", help="inject a fault (flip, drop, swap); repeatable")
@@ -109,7 +112,8 @@ def audit_command(args: argparse.Namespace) -> int:
         return 2
     options = AuditOptions(replicas=args.replicas, seed=args.seed, faults=tuple(args.faults),
                            partitions=args.partitions, drilldowns=args.drilldowns, from_genesis=args.from_genesis)
-    return audit_run_log(log, run_dir=run_dir, out=args.out, options=options, master=args.master, status=status)
+    return audit_run_log(log, run_dir=run_dir, out=args.out, options=options, master=args.master, status=status,
+                         archive=Path(args.environment_archive) if args.environment_archive else None)
 
 
 def _rows(blob: bytes, subnet: str, perturbation: str, seed: int, until: int | None) -> list[tuple]:
@@ -143,7 +147,7 @@ def replay_one_command(args: argparse.Namespace) -> int:
     for p, rows in replays.items():
         seed = _seed_for(p, args.worker_hash_seed)
         print(f"replica {p} of {args.subnet} (PYTHONHASHSEED={seed}):")
-        for _, _, height, full, certified, error in rows:
+        for _, _, height, full, certified, error, *_ in rows:  # the build last
             if error is not None:
                 print(f"  {height:>5}  replay failed: {error}")
                 ok = False

@@ -1,9 +1,10 @@
-"""``replica testnet up | status | logs | down | run``: a local multi-subnet testnet.
+"""``replica testnet up | status | logs | migrate | down | run``: a local multi-subnet testnet.
 
 ``up`` starts it in the background and returns once every subnet has certified a block;
 later commands find it through the directory (``--dir``, else ``$REPLICA_TESTNET``, else
 ``.replica/testnet``). ``run`` is the scripted foreground run: demo traffic for
-``--duration`` seconds, then settle, check the ledgers' supply and stop.
+``--duration`` seconds, then settle, check the ledgers' supply and stop. ``migrate``
+moves a canister you control to another subnet (``replica.testnet.migration``).
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ import argparse
 import hashlib
 import json
 import sys
+import time
 
 from replica.errors import ReplicaError
 
@@ -22,6 +24,7 @@ __all__ = ["register"]
 
 def _up(args: argparse.Namespace) -> int:
     from replica.testnet.lifecycle import testnet_directory, up
+    from replica.testnet.status_page import status_page_url
 
     directory = testnet_directory(args.dir)
     rows = up(directory, subnets=args.subnets, nodes=args.nodes, round_ms=args.round_ms, fresh=args.fresh,
@@ -31,6 +34,9 @@ def _up(args: argparse.Namespace) -> int:
         endpoint = next(iter(sorted(r.endpoints.items())), ("", "-"))[1]
         ids = f"{r.canister_range[0]}-{r.canister_range[1]}"
         print(f"{r.subnet:<10} {r.nodes:>5}  {ids:<15}  {'http://' + endpoint:<28}  {r.log}")
+    page = status_page_url(directory)
+    if page:
+        print(f"live status page: {page}")
     print(f"testnet up in {directory}; stop it with `replica testnet down`")
     return 0
 
@@ -47,18 +53,41 @@ def _down(args: argparse.Namespace) -> int:
 
 
 def _status(args: argparse.Namespace) -> int:
+    """The directory's view of each subnet, then (while it runs) heights, rates and streams
+    read from certified state (``replica.testnet.stream_status``); ``--watch`` repeats."""
     from replica.testnet.lifecycle import status, testnet_directory
+    from replica.testnet.stream_status import format_view, reader_for_testnet
 
-    rows = status(testnet_directory(args.dir))
-    if args.json:
-        print(json.dumps([r.as_json() for r in rows], indent=2))
+    directory = testnet_directory(args.dir)
+    reader = None
+    try:
+        rows = status(directory)
+        reader = reader_for_testnet(directory) if any(r.running for r in rows) else None
+        while True:
+            view = reader.view(interval_s=args.interval) if reader is not None else None
+            if args.json:
+                print(json.dumps({"subnets": [r.as_json() for r in rows],
+                                  "certified": view.as_json() if view is not None else None}, indent=2), flush=True)
+            else:
+                if args.watch:
+                    print("\033[H\033[J", end="")  # clear the terminal between views
+                print(f"{'subnet':<10} {'state':<8} {'height':>7} {'certified':>9}  {'nodes':>5}  endpoints")
+                for r in rows:
+                    endpoints = " ".join(f"{node}=http://{address}" for node, address in sorted(r.endpoints.items()))
+                    print(f"{r.subnet:<10} {'running' if r.running else 'stopped':<8} {r.height or 0:>7} "
+                          f"{r.certified_height or 0:>9}  {r.nodes:>5}  {endpoints or '-'}")
+                if view is not None:
+                    print()
+                    print("\n".join(format_view(view)), flush=True)
+            if not args.watch:
+                return 0
+            time.sleep(args.interval)
+            rows = status(directory)
+    except KeyboardInterrupt:
         return 0
-    print(f"{'subnet':<10} {'state':<8} {'height':>7} {'certified':>9}  {'nodes':>5}  endpoints")
-    for r in rows:
-        endpoints = " ".join(f"{node}=http://{address}" for node, address in sorted(r.endpoints.items()))
-        print(f"{r.subnet:<10} {'running' if r.running else 'stopped':<8} {r.height or 0:>7} "
-              f"{r.certified_height or 0:>9}  {r.nodes:>5}  {endpoints or '-'}")
-    return 0
+    finally:
+        if reader is not None:
+            reader.close()
 
 
 def _logs(args: argparse.Namespace) -> int:
@@ -87,6 +116,29 @@ def _run(args: argparse.Namespace) -> int:
         seed = hashlib.sha256(args.seed.encode()).digest()
         create_testnet(layout.root, args.subnets, args.nodes, seed=seed, tick_s=args.round_ms / 1000)
     return launch(layout.root, duration_s=args.duration, traffic=not args.no_traffic, restart=not args.no_restart)
+
+
+def _migrate(args: argparse.Namespace) -> int:
+    from replica.client.identities import IdentityStore
+    from replica.progress import Progress
+    from replica.testnet.http_endpoints import agent_for_testnet
+    from replica.testnet.launcher import TestnetLayout, update_registry_file
+    from replica.testnet.lifecycle import testnet_directory
+    from replica.testnet.migration import migrate_canister
+
+    directory = testnet_directory(args.dir)
+    store = IdentityStore()
+    identity = store.load(args.identity) if args.identity else store.current()
+    layout = TestnetLayout(directory)
+    with agent_for_testnet(directory, identity.key) as agent:
+        progress = Progress(f"migrating canister {args.canister} to {args.to}")
+        report = migrate_canister(agent, lambda change: update_registry_file(layout, change), args.canister, args.to,
+                                  timeout_s=args.timeout, progress=progress)
+        progress.finish(f"answering on {report.destination} after {report.rounds} rounds ({report.seconds:.1f} s)")
+    print(f"canister {report.canister_id}: {report.source} -> {report.destination}; registry versions "
+          f"{', '.join(map(str, report.registry_versions))}; snapshot {report.snapshot_bytes} bytes, "
+          f"SHA-256 {report.snapshot_hash.hex()}")
+    return 0
 
 
 def _guarded(command):
@@ -126,11 +178,20 @@ def register(sub) -> None:
     shape(up)
     up.add_argument("--fresh", action="store_true", help="delete the stopped testnet in the directory and start over")
     command("down", "settle and stop every process of the testnet (a no-op if none runs)", _down)
-    status = command("status", "heights, certified heights and endpoints of every subnet", _status)
+    status = command("status", "subnets (heights, rounds/s) and streams (indices, backlog, rejects, bytes) "
+                               "read from certified state", _status)
     status.add_argument("--json", action="store_true", help="machine-readable output")
+    status.add_argument("--watch", action="store_true", help="repeat every --interval seconds until Ctrl-C")
+    status.add_argument("--interval", type=float, default=1.0, help="seconds between reads (rounds/s are measured over it)")
     logs = command("logs", "print a log: the launcher's, or a subnet's (NODE: a subnet or node id)", _logs)
     logs.add_argument("node", nargs="?", default=None, help="a subnet or node id (none: the launcher)")
     logs.add_argument("--follow", "-f", action="store_true", help="keep printing new lines")
+    migrate = command("migrate", "move a canister you control to another subnet (same id, same state)", _migrate)
+    migrate.add_argument("canister", type=int, help="the canister id")
+    migrate.add_argument("--to", required=True, help="the subnet to move it to")
+    migrate.add_argument("--timeout", type=float, default=120.0, help="seconds each step may take")
+    migrate.add_argument("--identity", default=None, help="identity to sign with (none: the one in use; "
+                                                          "it must control the canister)")
     run = command("run", "the scripted foreground run: demo traffic, settle, check, stop", _run)
     shape(run)
     run.add_argument("--duration", type=float, default=None,

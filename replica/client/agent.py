@@ -1,8 +1,12 @@
 """The agent: talks to nodes' ingress HTTP APIs and trusts only what it can verify (shell).
 
 ``Agent(endpoint, identity, registry)`` signs calls with ``identity`` and sends them to
-``endpoint`` (``"127.0.0.1:port"``, or ``{subnet id: "host:port"}`` to reach each canister's
-own subnet). ``registry`` (``consensus_stub.registry.Registry``, e.g. a testnet's
+``endpoint`` (``"127.0.0.1:port"``, a list of one subnet's nodes, or ``{subnet id:
+"host:port" | ["host:port", …]}`` to reach each canister's own subnet through any of its
+nodes). With several nodes, a node that
+gives no HTTP answer or answers 503 ``unavailable`` is passed over for the next, which the
+agent then keeps using; a call resubmitted that way and refused as ``duplicate`` was pooled
+by the node that went silent, and counts as submitted. ``registry`` (``consensus_stub.registry.Registry``, e.g. a testnet's
 ``registry.bin``) is the root of trust: it says which subnet's canister ranges cover a
 canister and that subnet's threshold public key.
 
@@ -13,9 +17,13 @@ canister and that subnet's threshold public key.
   most ``max_certificate_age_s`` old);
 * ``update_call`` = ``submit_call`` + ``wait``: polls ``request_status`` until the certified
   status is replied (the decoded reply) or rejected (``CallRejected``);
+* ``request_statuses`` verifies the statuses of many messages of one subnet with one
+  certificate (a load generator's poll);
 * ``query_call`` runs a query (answered from the node's latest certified state; a query
   answer carries no certificate, so it is as good as the node that gave it);
-* ``read_state`` → a ``VerifiedCertificate`` of the paths asked for.
+* ``read_state`` → a ``VerifiedCertificate`` of the paths asked for. Every certificate is
+  checked in full, except that a certification whose exact bytes verified before under the
+  same key is not pairing-checked again (``_verify_signature``).
 
 Calls to the management canister (``MANAGEMENT_CANISTER_ID``) are executed by the subnet
 they are sent to, so they name it: ``subnet=`` on ``submit_call``, ``update_call``, ``wait``,
@@ -29,6 +37,7 @@ The HTTP transport (``http_transport``) ignores proxy settings: an agent talks t
 
 from __future__ import annotations
 
+import collections
 import secrets
 import threading
 import time
@@ -39,22 +48,38 @@ from consensus_stub.registry import Registry
 from replica.execution.codec import EncodingError, decode_payload
 from state_manager.encoding import decode
 from state_manager.hash_tree import Unknown, lookup_path
+from state_manager.certification import Certification, verify_certification
 from state_manager.messages import MANAGEMENT_CANISTER_ID, RejectCode
 
 from .agent_errors import (
     AgentError, CallRejected, CallTimeout, CanisterNotRouted, MalformedCertificate,
-    PathNotProven, ReplyUnavailable, RequestRefused, UnexpectedAnswer,
+    PathNotProven, ReplyUnavailable, RequestRefused, TransportError, UnexpectedAnswer,
 )
 from .certificate import VerifiedCertificate, verify_certificate
 from .envelope import compute_message_id, sign_ingress
 from .http_transport import HttpTransport, error_for_answer, json_object
 from .http_wire import (
-    MAX_CERTIFICATE_BYTES, STATUS_PATH, QueryAnswer, WireError, canister_url, decode_certificate, decode_query_answer,
+    MAX_CERTIFICATE_BYTES, MAX_PATHS, STATUS_PATH, QueryAnswer, WireError, canister_url, decode_certificate, decode_query_answer,
     encode_read_state_request,
 )
 from .identity import UserKey
 
 __all__ = ["Agent", "RequestStatus", "reject_code_name", "error_for_answer"]
+
+#: Certifications whose signature an agent remembers having verified.
+_REMEMBERED_SIGNATURES = 64
+
+
+def _endpoint_list(endpoints: str | Sequence[str]) -> tuple[str, ...]:
+    return (endpoints,) if isinstance(endpoints, str) else tuple(endpoints)
+
+
+def _reason(body: bytes) -> object:
+    """The ``reason`` of a refusal answer (None if the body is not one)."""
+    try:
+        return json_object(body, 0).get("reason")
+    except UnexpectedAnswer:
+        return None
 
 SECOND_NS = 10**9
 #: Certified statuses of a message id (``unknown``: the tree proves the id absent).
@@ -81,12 +106,35 @@ class RequestStatus:
     reject_message: str | None = None
 
 
+def _status_in(certificate: VerifiedCertificate, message_id: bytes) -> RequestStatus:
+    """The status of ``message_id`` that ``certificate`` proves."""
+    prefix = [b"request_status", message_id]
+    status = certificate.lookup_value(prefix + [b"status"])
+    if status is None:
+        return RequestStatus(message_id, "unknown", certificate)
+    if status not in STATUSES[1:]:
+        raise MalformedCertificate(f"unknown request status {status!r}")
+    if status == "replied":
+        reply = certificate.lookup_value(prefix + [b"reply"])
+        if not isinstance(reply, bytes):
+            raise MalformedCertificate("a replied status without reply bytes")
+        return RequestStatus(message_id, status, certificate, reply=reply)
+    if status == "rejected":
+        code = certificate.lookup_value(prefix + [b"reject_code"])
+        message = certificate.lookup_value(prefix + [b"reject_message"])
+        if type(code) is not int or not isinstance(message, str):
+            raise MalformedCertificate("a rejected status without reject code and message")
+        return RequestStatus(message_id, status, certificate, reject_code=reject_code_name(code),
+                             reject_message=message)
+    return RequestStatus(message_id, status, certificate)
+
+
 class Agent:
     """A client of the ingress HTTP API (module docstring)."""
 
     def __init__(
         self,
-        endpoint: str | Mapping[str, str],
+        endpoint: str | Sequence[str] | Mapping[str, str | Sequence[str]],
         identity: UserKey,
         registry: Registry,
         *,
@@ -103,10 +151,15 @@ class Agent:
         self.ingress_ttl_ns = int(ingress_ttl_s * SECOND_NS)
         self.poll_interval_s = poll_interval_s
         self.max_poll_interval_s = max_poll_interval_s
-        self._endpoints = endpoint
+        self._endpoints: tuple[str, ...] | dict[str, tuple[str, ...]] = (
+            _endpoint_list(endpoint) if not isinstance(endpoint, Mapping)
+            else {s: _endpoint_list(e) for s, e in endpoint.items()})
+        if not all(self._endpoints.values() if isinstance(self._endpoints, dict) else self._endpoints):
+            raise AgentError("every subnet needs at least one endpoint")
         self._clock = clock
         self._lock = threading.Lock()
         self._verified_heights: dict[str, int] = {}
+        self._verified_signatures: collections.OrderedDict[tuple, None] = collections.OrderedDict()
         self._http = HttpTransport(timeout_s)
 
     # -- lifecycle ----------------------------------------------------------------------------
@@ -139,7 +192,11 @@ class Agent:
         return routed
 
     def endpoint_for(self, canister_id: int, subnet: str | None = None) -> str:
-        if isinstance(self._endpoints, str):
+        """The endpoint requests for ``canister_id`` go to first."""
+        return self._candidates(canister_id, subnet)[0]
+
+    def _candidates(self, canister_id: int, subnet: str | None) -> tuple[str, ...]:
+        if isinstance(self._endpoints, tuple):
             return self._endpoints
         subnet = self.subnet_of(canister_id, subnet)
         if subnet not in self._endpoints:
@@ -162,7 +219,9 @@ class Agent:
     def submit_call(self, canister_id: int, method: str, arg: Any = None, *, subnet: str | None = None) -> bytes:
         """Sign and submit an update call; its message id once the node pooled it."""
         envelope, message_id = self._envelope(canister_id, method, arg)
-        status, body = self._post(canister_id, "call", envelope, subnet)
+        status, body, failed_over = self._post_any(canister_id, "call", envelope, subnet)
+        if status == 409 and failed_over:   # pooled by the node that went silent (module docstring)
+            return message_id
         if status != 202:
             raise error_for_answer(status, body)
         answer = json_object(body, status)
@@ -245,7 +304,8 @@ class Agent:
             raise MalformedCertificate(str(exc)) from exc
         verified = verify_certificate(certificate, subnet_id=subnet, public_key=record.public_key,
                                       now_ns=self._clock(), max_age_ns=self.max_certificate_age_ns,
-                                      min_height=self.verified_height(subnet))
+                                      min_height=self.verified_height(subnet),
+                                      verify_signature=self._verify_signature)
         for path in paths:
             if isinstance(lookup_path(verified.tree, list(path)), Unknown):
                 raise PathNotProven(f"the certificate neither reveals nor excludes {[p.hex() for p in path]}")
@@ -254,35 +314,40 @@ class Agent:
                 self._verified_heights[subnet] = verified.height
         return verified
 
+    def _verify_signature(self, certification: Certification, public_key: bytes) -> None:
+        """``verify_certification``, remembering the last ``_REMEMBERED_SIGNATURES`` that
+        verified: the same certification (key, height, root and signature bytes alike) answers
+        every read at one height, and a BLS pairing check costs milliseconds."""
+        key = (public_key, certification.height, certification.root, certification.signature)
+        with self._lock:
+            if key in self._verified_signatures:
+                self._verified_signatures.move_to_end(key)
+                return
+        verify_certification(certification, public_key)
+        with self._lock:
+            self._verified_signatures[key] = None
+            while len(self._verified_signatures) > _REMEMBERED_SIGNATURES:
+                self._verified_signatures.popitem(last=False)
+
     def request_status(self, message_id: bytes, canister_id: int, *, subnet: str | None = None) -> RequestStatus:
         """The verified status of ``message_id`` (sent to ``canister_id``, on ``subnet``)."""
-        prefix = [b"request_status", message_id]
-        certificate = self.read_state(canister_id, [prefix], subnet=subnet)
-        status = certificate.lookup_value(prefix + [b"status"])
-        if status is None:
-            return RequestStatus(message_id, "unknown", certificate)
-        if status not in STATUSES[1:]:
-            raise MalformedCertificate(f"unknown request status {status!r}")
-        if status == "replied":
-            reply = certificate.lookup_value(prefix + [b"reply"])
-            if not isinstance(reply, bytes):
-                raise MalformedCertificate("a replied status without reply bytes")
-            return RequestStatus(message_id, status, certificate, reply=reply)
-        if status == "rejected":
-            code = certificate.lookup_value(prefix + [b"reject_code"])
-            message = certificate.lookup_value(prefix + [b"reject_message"])
-            if type(code) is not int or not isinstance(message, str):
-                raise MalformedCertificate("a rejected status without reject code and message")
-            return RequestStatus(message_id, status, certificate, reject_code=reject_code_name(code),
-                                 reject_message=message)
-        return RequestStatus(message_id, status, certificate)
+        return self.request_statuses([message_id], canister_id, subnet=subnet)[message_id]
+
+    def request_statuses(self, message_ids: Sequence[bytes], canister_id: int, *,
+                         subnet: str | None = None) -> dict[bytes, RequestStatus]:
+        """The verified statuses of up to ``MAX_PATHS - 1`` messages of one subnet, from one
+        certificate (the subnet that hosts ``canister_id``, or ``subnet``)."""
+        if not 1 <= len(message_ids) < MAX_PATHS:
+            raise AgentError(f"ask for 1 to {MAX_PATHS - 1} message ids at once, not {len(message_ids)}")
+        certificate = self.read_state(canister_id, [[b"request_status", m] for m in message_ids], subnet=subnet)
+        return {message_id: _status_in(certificate, message_id) for message_id in message_ids}
 
     def status(self, endpoint: str | None = None) -> dict:
         """The node's ``/api/v2/status`` (unverified: heights and keys as the node reports them)."""
         if endpoint is None:
-            if not isinstance(self._endpoints, str):
+            if not isinstance(self._endpoints, tuple):
                 raise AgentError("name the endpoint: this agent knows one per subnet")
-            endpoint = self._endpoints
+            endpoint = self._endpoints[0]
         status, body = self._http.request("GET", endpoint, STATUS_PATH, None)
         if status != 200:
             raise error_for_answer(status, body)
@@ -291,4 +356,28 @@ class Agent:
     # -- HTTP -------------------------------------------------------------------------------------
 
     def _post(self, canister_id: int, kind: str, body: bytes, subnet: str | None = None) -> tuple[int, bytes]:
-        return self._http.request("POST", self.endpoint_for(canister_id, subnet), canister_url(canister_id, kind), body)
+        status, answer, _ = self._post_any(canister_id, kind, body, subnet)
+        return status, answer
+
+    def _post_any(self, canister_id: int, kind: str, body: bytes,
+                  subnet: str | None) -> tuple[int, bytes, bool]:
+        """POST to the first node of the subnet that answers (module docstring): its status and
+        body, and whether an earlier node was passed over. The node that answered goes first
+        from then on. ``TransportError`` if none answers."""
+        candidates = self._candidates(canister_id, subnet)
+        path = canister_url(canister_id, kind)
+        failure = TransportError(f"no endpoint for canister {canister_id}")
+        for position, endpoint in enumerate(candidates):
+            try:
+                status, answer = self._http.request("POST", endpoint, path, body)
+            except TransportError as exc:
+                failure = exc
+                continue
+            if status == 503 and position + 1 < len(candidates) and _reason(answer) == "unavailable":
+                continue
+            if position and isinstance(self._endpoints, dict):
+                routed = self.subnet_of(canister_id, subnet)
+                with self._lock:
+                    self._endpoints[routed] = (endpoint,) + tuple(e for e in candidates if e != endpoint)
+            return status, answer, position > 0
+        raise failure   # the last node gave no answer (the last node's 503 would have been returned)

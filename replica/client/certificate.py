@@ -17,9 +17,9 @@ the tree proves absent, ``PathNotProven`` for one it leaves pruned.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence
 
-from state_manager.certification import CertificationError, verify_certification
+from state_manager.certification import Certification, CertificationError, verify_certification
 from state_manager.codec import LEAF_VERSION
 from state_manager.encoding import EncodingError, decode
 from state_manager.hash_tree import Absent, Found, HashTree, Leaf, lookup_path, reconstruct
@@ -78,14 +78,18 @@ class VerifiedCertificate:
 
 
 def verify_certificate(certificate: Certificate, *, subnet_id: str, public_key: bytes, now_ns: int,
-                       max_age_ns: int, min_height: int) -> VerifiedCertificate:
-    """The checks of the module docstring, in order; a ``VerifiedCertificate`` if all hold."""
+                       max_age_ns: int, min_height: int,
+                       verify_signature: Callable[[Certification, bytes], None] = verify_certification,
+                       ) -> VerifiedCertificate:
+    """The checks of the module docstring, in order; a ``VerifiedCertificate`` if all hold.
+    ``verify_signature`` is check 2 (an agent may pass one that remembers certifications it
+    verified already: many answers at one height carry the same one)."""
     certification = certificate.certification
     root = reconstruct(certificate.tree)
     if root != certification.root:
         raise CertificateRootMismatch(f"the tree's root {root.hex()} is not the certified root {certification.root.hex()}")
     try:
-        verify_certification(certification, public_key)
+        verify_signature(certification, public_key)
     except CertificationError as exc:
         raise CertificateSignatureInvalid(
             f"the certification of height {certification.height} does not verify under the key of "

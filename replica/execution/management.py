@@ -25,8 +25,26 @@ canister (``execute_management_ingress``); it answers in the ingress history at 
   ``CANISTER_ERROR`` and the reason, and leaves the canister as it was. Open call contexts
   and callbacks are kept in every mode: callbacks resume by name in the new code.
 
+* ``stop_canister({canister_id})``, ``start_canister({canister_id})`` → ``{"status":
+  "running" | "stopping" | "stopped"}``; ``canister_status({canister_id})`` → ``{"status",
+  "module_hash", "controller"}``. Controller only.
+
+Moving a canister to another subnet (the steps of a migration; ``replica.testnet.migration``
+runs them with the registry changes between):
+
+* ``export_canister({canister_id})`` → ``{"snapshot": bytes, "snapshot_hash": SHA-256}``: the
+  whole canister (``state_manager.canister_snapshot``). Controller only; the canister must be
+  STOPPED with empty queues — nothing in flight that a snapshot would carry away — else the
+  call is rejected with ``SYS_TRANSIENT`` (try again). The canister stays here, stopped.
+* ``import_canister({snapshot, snapshot_hash})`` → ``{"canister_id"}``: the bytes must hash to
+  ``snapshot_hash``, the caller must be the snapshot's controller, the routing table of this
+  batch must map the canister to this subnet, and no canister with its id may exist here.
+  It is installed exactly as exported (stopped): id, module, stable state, certified data.
+* ``delete_canister({canister_id})``: controller only, STOPPED only; the canister is removed.
+
 Rejects: ``CANISTER_ERROR`` for bad arguments, a caller that is not the controller, a wrong
-mode and failed loads; ``DESTINATION_INVALID`` for a canister not on this subnet.
+mode, failed loads and snapshots that do not verify; ``DESTINATION_INVALID`` for a canister
+not on this subnet; ``SYS_TRANSIENT`` for a canister not yet ready to move.
 
 **Direct installs** (genesis states, tests): ``install_canister(state, id, cls, arg)``
 adds a canister running a class known to the process (a "builtin" module: the state
@@ -43,6 +61,7 @@ from __future__ import annotations
 
 from typing import Any, Mapping
 
+from state_manager.canister_snapshot import CorruptSnapshot, decode_canister_snapshot, encode_canister_snapshot, snapshot_hash
 from state_manager.canister_state import CanisterState, CanisterStatus
 from state_manager.messages import MANAGEMENT_CANISTER_ID, Ingress, Reject, RejectCode, Reply, truncate_reject_message
 from state_manager.replicated_state import ReplicatedState
@@ -118,14 +137,19 @@ def install_canister(
 
 def next_free_canister_id(state: ReplicatedState) -> int | None:
     """The smallest id in this subnet's canister ranges (latest topology) that no canister
-    of the state has and that is not the management canister's; None if there is none."""
+    of the state has, that is on no migration trace and that is not the management
+    canister's; None if there is none."""
     canisters = state.canisters
+    migrations = state.metadata.network_topology.canister_migrations
     for canister_range in state.routing_table.ranges_of(state.own_subnet_id):
         candidate = canister_range.start
         # Ids in use inside the range, in order: the first gap is the answer.
         for used in canisters.irange(canister_range.start, canister_range.end):
             if used != candidate:
                 break
+            candidate += 1
+        # An id on a migration trace belongs to a canister on its way here: never hand it out.
+        while candidate <= canister_range.end and (candidate in canisters or migrations.trace(candidate)):
             candidate += 1
         if candidate == MANAGEMENT_CANISTER_ID:
             continue  # the range ends at the reserved id and is otherwise full
@@ -246,7 +270,112 @@ def _management_answer(state: ReplicatedState, ingress: Ingress, modules: Source
         except InstallError as exc:
             raise _Rejected(RejectCode.CANISTER_ERROR, f"install_code: {exc}") from None
         return Reply(encode_value({"canister_id": canister.canister_id, "module_hash": canister.module_hash}))
+    if method in _CANISTER_METHODS:
+        return Reply(encode_value(_CANISTER_METHODS[method](state, ingress.source, _canister_id_argument(method, arg))))
+    if method == "import_canister":
+        return Reply(encode_value(_import_canister(state, ingress.source, arg)))
     raise _Rejected(RejectCode.CANISTER_ERROR, f"the management canister has no method {method!r}")
+
+
+# -- status, moving and deleting ------------------------------------------------------------------
+
+_STATUS_NAMES = {CanisterStatus.RUNNING: "running", CanisterStatus.STOPPING: "stopping",
+                 CanisterStatus.STOPPED: "stopped"}
+
+
+def _canister_id_argument(method: str, arg: Any) -> int:
+    if not isinstance(arg, Mapping) or tuple(arg) != ("canister_id",):
+        raise _Rejected(RejectCode.CANISTER_ERROR, f"{method} takes {{canister_id}}")
+    canister_id = arg["canister_id"]
+    if type(canister_id) is not int or not 0 <= canister_id <= MAX_CANISTER_ID:
+        raise _Rejected(RejectCode.CANISTER_ERROR, f"{method}: canister_id is a u64, not {canister_id!r}")
+    return canister_id
+
+
+def _controlled(state: ReplicatedState, caller: bytes, canister_id: int, method: str) -> CanisterState:
+    canister = state.canisters.get(canister_id)
+    if canister is None:
+        raise _Rejected(RejectCode.DESTINATION_INVALID, f"{method}: canister {canister_id} is not on this subnet")
+    if caller != canister.controller:
+        raise _Rejected(RejectCode.CANISTER_ERROR, f"{method}: only the controller of canister {canister_id} may")
+    return canister
+
+
+def _status_answer(canister: CanisterState) -> dict:
+    return {"status": _STATUS_NAMES[canister.status], "module_hash": canister.module_hash,
+            "controller": canister.controller}
+
+
+def _stop(state: ReplicatedState, caller: bytes, canister_id: int) -> dict:
+    stop_canister(state, _controlled(state, caller, canister_id, "stop_canister").canister_id)
+    return _status_answer(state.canisters[canister_id])
+
+
+def _start(state: ReplicatedState, caller: bytes, canister_id: int) -> dict:
+    start_canister(state, _controlled(state, caller, canister_id, "start_canister").canister_id)
+    return _status_answer(state.canisters[canister_id])
+
+
+def _status(state: ReplicatedState, caller: bytes, canister_id: int) -> dict:
+    return _status_answer(_controlled(state, caller, canister_id, "canister_status"))
+
+
+def _export(state: ReplicatedState, caller: bytes, canister_id: int) -> dict:
+    canister = _controlled(state, caller, canister_id, "export_canister")
+    if canister.status is not CanisterStatus.STOPPED:
+        raise _Rejected(RejectCode.SYS_TRANSIENT,
+                        f"export_canister: canister {canister_id} is {_STATUS_NAMES[canister.status]}; stop it first")
+    if not _queues_empty(canister):
+        raise _Rejected(RejectCode.SYS_TRANSIENT,
+                        f"export_canister: canister {canister_id} still has messages queued; try again")
+    snapshot = encode_canister_snapshot(canister)
+    return {"snapshot": snapshot, "snapshot_hash": snapshot_hash(snapshot)}
+
+
+def _queues_empty(canister: CanisterState) -> bool:
+    """No message waits in any queue of ``canister`` and no response slot is reserved."""
+    queues = canister.queues
+    return not queues.ingress_queue.elements and all(
+        not queue.elements and not queue.reserved_slots
+        for table in (queues.input_queues, queues.output_queues) for queue in table.values())
+
+
+def _delete(state: ReplicatedState, caller: bytes, canister_id: int) -> dict:
+    canister = _controlled(state, caller, canister_id, "delete_canister")
+    if canister.status is not CanisterStatus.STOPPED:
+        raise _Rejected(RejectCode.CANISTER_ERROR, f"delete_canister: canister {canister_id} is not stopped")
+    del state.canisters[canister_id]
+    return {"canister_id": canister_id}
+
+
+_CANISTER_METHODS = {"stop_canister": _stop, "start_canister": _start, "canister_status": _status,
+                     "export_canister": _export, "delete_canister": _delete}
+
+
+def _import_canister(state: ReplicatedState, caller: bytes, arg: Any) -> dict:
+    if not isinstance(arg, Mapping) or tuple(sorted(arg)) != ("snapshot", "snapshot_hash"):
+        raise _Rejected(RejectCode.CANISTER_ERROR, "import_canister takes {snapshot, snapshot_hash}")
+    snapshot, expected = arg["snapshot"], arg["snapshot_hash"]
+    if not isinstance(snapshot, bytes) or not isinstance(expected, bytes):
+        raise _Rejected(RejectCode.CANISTER_ERROR, "import_canister: snapshot and snapshot_hash are bytes")
+    if snapshot_hash(snapshot) != expected:
+        raise _Rejected(RejectCode.CANISTER_ERROR, "import_canister: the snapshot does not hash to snapshot_hash")
+    try:
+        canister = decode_canister_snapshot(snapshot)
+    except CorruptSnapshot as exc:
+        raise _Rejected(RejectCode.CANISTER_ERROR, f"import_canister: {exc}") from None
+    canister_id = canister.canister_id
+    if caller != canister.controller:
+        raise _Rejected(RejectCode.CANISTER_ERROR, f"import_canister: only the controller of canister {canister_id} may")
+    if state.routing_table.lookup(canister_id) != state.own_subnet_id:
+        raise _Rejected(RejectCode.DESTINATION_INVALID,
+                        f"import_canister: the routing table does not map canister {canister_id} to this subnet (yet)")
+    if canister_id in state.canisters:
+        raise _Rejected(RejectCode.CANISTER_ERROR, f"import_canister: canister {canister_id} already exists here")
+    if canister.status is not CanisterStatus.STOPPED or canister.call_contexts or not _queues_empty(canister):
+        raise _Rejected(RejectCode.CANISTER_ERROR, "import_canister: a snapshot holds a stopped canister, nothing in flight")
+    state.add_canister(canister)
+    return {"canister_id": canister_id}
 
 
 def execute_management_ingress(state: ReplicatedState, ingress: Ingress, modules: SourceModules) -> None:

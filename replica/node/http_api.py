@@ -13,6 +13,9 @@ subnet lock delays answers, never the server accepting, reading and refusing req
 * ``read_state``: allowed paths only (``replica.node.read_state``); witness + certification
   of the latest certified snapshot.
 * ``status``: subnet, node, finalized and certified height, certified root, subnet key, version.
+* ``GET /metrics``: the node's metrics registry in the Prometheus text format
+  (``replica.node.metrics``); every ingress refusal of ``call`` and ``query`` is counted there
+  by reason (``replica_ingress_refusals_total``).
 
 Every refusal is JSON ``{"reason": code, "message": text}`` with one status per reason:
 
@@ -70,10 +73,11 @@ from state_manager.certification import Certification
 from state_manager.labeled_trie import LabeledTrie
 from state_manager.messages import Ingress
 
+from .metrics import CONTENT_TYPE as METRICS_CONTENT_TYPE, NodeMetrics
 from .api_errors import ApiError, BodyTimeout, InvalidCanisterId, MalformedRequest, NotCertifiedYet, RequestTooLarge
 from .read_state import certificate_for, check_path
 
-__all__ = ["REFUSAL_STATUS", "NodeBackend", "HttpApiServer"]
+__all__ = ["REFUSAL_STATUS", "METRICS_PATH", "NodeBackend", "HttpApiServer"]
 
 _log = logging.getLogger(__name__)
 
@@ -87,6 +91,8 @@ _HTTP_REASONS = {404: "not_found", 405: "method_not_allowed", 413: "too_large"}
 #: Room above the ingress limit, so an envelope slightly too large is refused by the envelope
 #: decoder with its own message, and anything larger by the body bound.
 _BODY_SLACK = 64 * 1024
+#: Where Prometheus scrapes a node.
+METRICS_PATH = "/metrics"
 
 
 @dataclass(frozen=True)
@@ -97,7 +103,8 @@ class NodeBackend:
     * ``query(canister, method, arg, caller)`` runs a query on the latest certified state
       (``NotCertifiedYet`` if there is none; ``IngressRefused`` for a canister not here);
     * ``certified()`` is the latest certified tree and its certification, or ``None``;
-    * ``status()`` is the JSON object of ``GET /api/v2/status``.
+    * ``status()`` is the JSON object of ``GET /api/v2/status``;
+    * ``metrics`` is the node's registry (none: the server keeps one of its own).
     """
 
     subnet_id: str
@@ -108,6 +115,7 @@ class NodeBackend:
     certified: Callable[[], "tuple[LabeledTrie, Certification] | None"]
     status: Callable[[], dict]
     clock: Callable[[], int] = time.time_ns
+    metrics: NodeMetrics | None = None
 
 
 def _refusal(status: int, reason: str, message: str) -> web.Response:
@@ -127,6 +135,7 @@ class HttpApiServer:
         self.max_envelope_bytes = backend.limits.max_ingress_bytes + _BODY_SLACK
         self.address: str | None = None
         self._workers = workers
+        self.metrics = backend.metrics or NodeMetrics(backend.subnet_id, backend.node_id)
         self._pool: ThreadPoolExecutor | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
         self._thread: threading.Thread | None = None
@@ -196,6 +205,7 @@ class HttpApiServer:
         app.router.add_post(API_PREFIX + "/canister/{canister}/query", self._query)
         app.router.add_post(API_PREFIX + "/canister/{canister}/read_state", self._read_state)
         app.router.add_get(STATUS_PATH, self._status)
+        app.router.add_get(METRICS_PATH, self._metrics)
         # A refused body is drained for at most a second (so its sender still reads the answer),
         # then the connection is closed: a client announcing a huge body cannot hold it open.
         runner = web.AppRunner(app, access_log=None, shutdown_timeout=self.shutdown_timeout_s, lingering_time=1.0)
@@ -211,6 +221,7 @@ class HttpApiServer:
         try:
             return await handler(request)
         except IngressRefused as refusal:
+            self.metrics.ingress_refused(refusal.reason)
             return _refusal(REFUSAL_STATUS.get(refusal.reason, 400), refusal.reason, str(refusal))
         except ApiError as error:
             return _refusal(error.status, error.reason, str(error))
@@ -269,6 +280,10 @@ class HttpApiServer:
 
     async def _status(self, request: web.Request) -> web.Response:
         return web.json_response(await self._blocking(self.backend.status))
+
+    async def _metrics(self, request: web.Request) -> web.Response:
+        body = await self._blocking(self.metrics.exposition)
+        return web.Response(body=body, headers={"Content-Type": METRICS_CONTENT_TYPE})
 
     # -- the work, on the thread pool ------------------------------------------------------------
 

@@ -8,6 +8,11 @@ A request for canister ``c`` may ask for these paths of the certified tree, noth
     /request_status/<message id (32 bytes)>[/status | /reply | /reject_code | /reject_message]
     /canister/<c as 8-byte BE>/module_hash | /certified_data
     /subnet/<subnet id>/public_key | /canister_ranges
+    /streams/<subnet id>/header
+    /streams/<subnet id>/messages[/<index as 8-byte BE>]
+
+Streams are certified state like the rest: ``replica testnet status`` and ``replica trace``
+read them here (a whole ``messages`` subtree is bounded by the stream limits, 10 MiB by default).
 
 The answer is ``witness(certified tree, paths ∪ {/time})`` — the tree with everything else
 pruned, so ``reconstruct(witness) == certified root`` — and the certification of that root
@@ -49,6 +54,8 @@ def check_path(path: Sequence[bytes], canister_id: int) -> None:
         or (head == b"canister" and len(rest) == 2 and rest[0] == canister_label(canister_id)
             and rest[1] in (b"module_hash", b"certified_data"))
         or (head == b"subnet" and len(rest) == 2 and rest[1] in (b"public_key", b"canister_ranges"))
+        or (head == b"streams" and len(rest) == 2 and rest[1] in (b"header", b"messages"))
+        or (head == b"streams" and len(rest) == 3 and rest[1] == b"messages" and len(rest[2]) == 8)
     )
     if not allowed:
         raise PathNotAllowed(f"read_state of canister {canister_id} may not ask for {_describe(path)}")

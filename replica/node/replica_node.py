@@ -23,6 +23,7 @@ Signing keys (the secret key share, the TLS key) come from ``NodeSecrets`` and s
 from __future__ import annotations
 
 import threading
+import time
 from dataclasses import dataclass
 from typing import Callable
 
@@ -30,7 +31,7 @@ from consensus_stub.block import Block
 from consensus_stub.block_maker import ChainTip, build_block
 from consensus_stub.genesis import NodeSecrets
 from consensus_stub.ingress_pool import Admission, IngressPool
-from consensus_stub.notary import registry_key_lookup, validate_block
+from consensus_stub.notary import BlockNotYetValid, InvalidBlock, registry_key_lookup, validate_block
 from consensus_stub.registry import Registry
 from message_routing.batch import Batch
 from message_routing.executor import Executor
@@ -54,6 +55,7 @@ from xnet.slice_provider import CertifiedSliceProvider
 from xnet.xnet_payload import DecodedXNetPayload, decode_xnet_payload
 
 from .batch_processor import process_block
+from .metrics import NodeMetrics
 
 __all__ = ["NodeConfig", "RegistryHolder", "ReplicaNode"]
 
@@ -127,7 +129,11 @@ class ReplicaNode:
         self._client: XNetClient | None = None
         self._refresher: SlicePoolRefresher | None = None
         self.address: str | None = None
+        #: Every number this node exports (``replica.node.metrics``), served at ``/metrics``.
+        self.metrics = NodeMetrics(self.subnet_id, self.node_id)
+        self.metrics.read_fetch_records(self._fetch_failures, self.fetcher.rejected_slices)
         self._remember_indices(self.state_manager.take_tip())
+        self.metrics.restored(self.state_manager.take_tip())
 
     # -- lifecycle ------------------------------------------------------------------------
 
@@ -151,6 +157,7 @@ class ReplicaNode:
         self._refresher = SlicePoolRefresher(
             self._client, PeerSelector(), self._peer_directory, self.fetcher.wanted, self.fetcher.deliver,
             interval_s=self.config.refresh_interval_s, max_parallel_fetches=self.config.max_parallel_fetches,
+            on_fetched=self.metrics.slice_fetched,
         )
         self._refresher.start()
 
@@ -171,6 +178,10 @@ class ReplicaNode:
     @property
     def refresher(self) -> SlicePoolRefresher | None:
         return self._refresher
+
+    def _fetch_failures(self) -> dict[tuple[str, str], int]:
+        refresher = self._refresher
+        return {} if refresher is None else refresher.error_counts_by_kind()
 
     @property
     def rejected_slices(self) -> dict[tuple[str, str], int]:
@@ -194,7 +205,14 @@ class ReplicaNode:
         * ``DUPLICATE`` — the latest state's ingress history has the message id already;
         * then the pool's own checks (``IngressPool.add``: duplicate, expiry, size, bounds).
 
-        A refused message is not pooled, so it can never reach a block."""
+        A refused message is not pooled, so it can never reach a block; the refusal is counted
+        by reason in the node's metrics (``replica_ingress_pool_refusals_total``)."""
+        verdict = self._admit(ingress, now)
+        if verdict is not Admission.ADDED:
+            self.metrics.ingress_pool_refused(verdict.reason)
+        return verdict
+
+    def _admit(self, ingress: Ingress, now: int) -> Admission:
         state = self.state
         if ingress.receiver != MANAGEMENT_CANISTER_ID:
             host = self.registry.get().latest().routing_table.lookup(ingress.receiver)
@@ -217,16 +235,22 @@ class ReplicaNode:
     def validate_block(self, block: Block, tip: ChainTip, now: int | None) -> DecodedXNetPayload:
         """``notary.validate_block`` against this node's state; raises ``InvalidBlock`` /
         ``BlockNotYetValid``, else returns the decoded XNet payload."""
-        return validate_block(block, tip=tip, state=self.state, past_payloads=(), registry=self.registry.get(),
-                              limits=self.limits, now=now)
+        try:
+            return validate_block(block, tip=tip, state=self.state, past_payloads=(), registry=self.registry.get(),
+                                  limits=self.limits, now=now)
+        except (InvalidBlock, BlockNotYetValid) as exc:
+            self.metrics.block_refused(type(exc).__name__)
+            raise
 
     def execute(self, block: Block, block_hash: bytes, decoded: DecodedXNetPayload | None = None) -> tuple[Batch, StateTrees]:
         """Apply a finalized block: batch, ``execute_round``, commit; return the batch and trees."""
         if decoded is None:
             decoded = decode_xnet_payload(block.xnet_payload)
         topology = self.registry.get().topology(block.registry_version)
+        started = time.monotonic()
         batch, state, trees = process_block(self.state_manager, block, block_hash, decoded, topology,
                                             self.environment, self.limits)
+        self.metrics.committed(state, time.monotonic() - started)
         self.ingress_pool.remove(block.ingress)
         self.ingress_pool.purge_expired(block.time)
         self._remember_indices(state)
@@ -244,6 +268,7 @@ class ReplicaNode:
         if key is None:
             raise LookupError(f"no public key for {self.subnet_id} in the registry")
         self.state_manager.deliver_certification(certification, key)
+        self.metrics.certified(certification.height)
 
     # -- XNet fetching ---------------------------------------------------------------------
 

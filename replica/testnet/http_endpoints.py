@@ -49,6 +49,9 @@ def _status(subnet: Subnet, node_id: str, manager: StateManager) -> dict:
         "certified_height": latest[1].height if latest is not None else None,
         "certified_root": latest[1].root.hex() if latest is not None else None,
         "subnet_public_key": key.hex() if key is not None else None,
+        # the registry version of the node's latest executed batch (reading an attribute of
+        # its current state needs no lock; a migration waits for every subnet to reach one)
+        "registry_version": subnet.nodes[node_id].state.metadata.network_topology.registry_version,
         "replica_version": _version(),
     }
 
@@ -82,7 +85,7 @@ def node_backend(subnet: Subnet, node_id: str, clock: Callable[[], int] = time.t
         return None if latest is None else (latest[0].certified, latest[1])
 
     return NodeBackend(subnet.subnet_id, node_id, subnet.limits, submit, query, certified,
-                       lambda: _status(subnet, node_id, manager), clock)
+                       lambda: _status(subnet, node_id, manager), clock, subnet.nodes[node_id].metrics)
 
 
 class SubnetHttpApis:
@@ -128,25 +131,25 @@ def read_http_endpoints(directory: Path | str) -> dict[str, dict[str, str]]:
 
 def agent_for_testnet(directory: Path | str, identity: UserKey, subnet: str | None = None, **options: Any) -> Agent:
     """An ``Agent`` for the testnet in ``directory``: trusting its ``registry.bin``, talking to
-    the first node of ``subnet``, or (``None``) to the first node of each canister's subnet."""
+    the nodes of ``subnet``, or (``None``) to those of each canister's subnet — the first in
+    the registry's order, the next when one does not answer (``Agent``)."""
     layout = TestnetLayout(Path(directory))
     try:
         registry = decode_registry(layout.registry.read_bytes())
     except (OSError, RegistryError) as exc:
         raise TestnetError(f"{layout.root} holds no readable registry: {exc}") from exc
     endpoints = read_http_endpoints(directory)
-    first: dict[str, str] = {}
+    serving: dict[str, list[str]] = {}
     for record in registry.latest().subnets:
         nodes = endpoints.get(record.subnet_id, {})
-        for node in record.node_ids:
-            if node in nodes:
-                first[record.subnet_id] = nodes[node]
-                break
+        addresses = [nodes[node] for node in record.node_ids if node in nodes]
+        if addresses:
+            serving[record.subnet_id] = addresses
     if subnet is not None:
-        if subnet not in first:
+        if subnet not in serving:
             raise TestnetError(f"no ingress endpoint of subnet {subnet!r} in {layout.http_dir} "
-                               f"(subnets serving: {sorted(first) or 'none'})")
-        return Agent(first[subnet], identity, registry, **options)
-    if not first:
+                               f"(subnets serving: {sorted(serving) or 'none'})")
+        return Agent(serving[subnet], identity, registry, **options)
+    if not serving:
         raise TestnetError(f"no ingress endpoints in {layout.http_dir}: is the testnet running?")
-    return Agent(first, identity, registry, **options)
+    return Agent(serving, identity, registry, **options)

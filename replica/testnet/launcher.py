@@ -22,11 +22,13 @@
     pids/launcher.pid           the running launcher's pid, and each running subnet
     pids/<subnet>.pid           process's pid (removed once the process is stopped)
 
-Every subnet hosts the example apps (ledger, ping-pong, counter) and one user whose tokens
-live on its ledger. With ``traffic`` each process submits signed pings and cross-subnet
-transfers every tick. At the end the launcher turns traffic off, waits until every call is
-answered and every stream acknowledged, checks that the ledgers kept their total supply,
-and stops the processes; then it writes the run log a determinism audit replays. A
+With ``genesis_apps`` (``replica testnet run``) every subnet hosts the example apps (ledger,
+ping-pong, counter) and one user whose tokens live on its ledger, and with ``traffic`` each
+process submits signed pings and cross-subnet transfers every tick; without (``replica
+testnet up``) subnets start empty and users install canisters through the ingress API. At
+the end the launcher turns traffic off, waits until every call is answered and every stream
+acknowledged, checks that the genesis ledgers (if any) kept their total supply, and stops
+the processes; then it writes the run log a determinism audit replays. A
 restarted launch on the same directory resumes from the block logs.
 
 The launcher supervises its subnet processes (``Supervisor``). One that dies is logged and
@@ -46,6 +48,7 @@ from __future__ import annotations
 
 import collections
 import datetime
+import fcntl
 import json
 import os
 import signal
@@ -55,10 +58,10 @@ import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 from consensus_stub.genesis import SubnetSpec, encode_node_secrets, genesis_registry
-from consensus_stub.registry import decode_registry, encode_registry
+from consensus_stub.registry import Registry, decode_registry, encode_registry
 from examples.counter import Counter
 from examples.ledger import Ledger, account_of
 from examples.ping_pong import PingPong
@@ -74,7 +77,7 @@ from state_manager.state_codec import encode_state
 
 __all__ = [
     "LIMIT_PRESETS", "LEDGER", "PINGER", "COUNTER", "INITIAL_BALANCE", "TestnetError", "TestnetLayout",
-    "canister_range", "user_key", "create_testnet", "launch", "quiescent", "total_supply", "Supervisor",
+    "canister_range", "user_key", "create_testnet", "has_genesis_apps", "update_registry_file", "launch", "quiescent", "total_supply", "Supervisor",
     "EXIT_REFUSED", "RESTART_LIMIT", "RESTART_WINDOW_S", "STOP_TIMEOUT_S", "LAUNCHER_PID_ENV",
 ]
 
@@ -82,7 +85,15 @@ LEDGER, PINGER, COUNTER = 1, 2, 3
 INITIAL_BALANCE = 1_000_000
 CANISTERS_PER_SUBNET = 1_000
 APPS = (Ledger, PingPong, Counter)
-LIMIT_PRESETS = {"DEFAULT": DEFAULT, "MINIMAL": MINIMAL}
+#: ``TINY_QUEUES``: ``MINIMAL``'s queues, streams, slices and round budgets (back-pressure on
+#: every path), with ingress, blocks and expiries large enough to install canisters.
+LIMIT_PRESETS = {
+    "DEFAULT": DEFAULT, "MINIMAL": MINIMAL,
+    "TINY_QUEUES": MINIMAL.with_(max_ingress_bytes=DEFAULT.max_ingress_bytes // 64,
+                                 max_block_payload_bytes=DEFAULT.max_block_payload_bytes // 32,
+                                 max_ingress_ttl_ns=DEFAULT.max_ingress_ttl_ns,
+                                 ingress_history_retention_ns=DEFAULT.ingress_history_retention_ns),
+}
 
 #: A subnet process exiting with this code refused to start (e.g. a corrupt block log):
 #: restarting it would only fail again, so the launcher stops the testnet instead.
@@ -193,9 +204,11 @@ class TestnetLayout:
             return None
 
 
-def _genesis_state(registry, subnet: str, position: int, subnets: list[str], genesis_time: int) -> bytes:
+def _genesis_state(registry, subnet: str, position: int, genesis_time: int, apps: bool) -> bytes:
     state = ReplicatedState(subnet, registry.topology(registry.latest_version))
     state.metadata.batch_time = genesis_time
+    if not apps:
+        return encode_state(state)
     base = canister_range(position)[0]
     holder = account_of(user_key(subnet).source)
     install_canister(state, base + LEDGER, Ledger, {"balances": ((holder, INITIAL_BALANCE),)})
@@ -204,9 +217,15 @@ def _genesis_state(registry, subnet: str, position: int, subnets: list[str], gen
     return encode_state(state)
 
 
-def create_testnet(directory: Path | str, subnets: int, nodes: int, *, seed: bytes, tick_s: float = 0.5) -> TestnetLayout:
-    """Write a fresh testnet directory (refuses a directory that already holds one)."""
+def create_testnet(directory: Path | str, subnets: int, nodes: int, *, seed: bytes, tick_s: float = 0.5,
+                   genesis_apps: bool = True, limits: str = "DEFAULT") -> TestnetLayout:
+    """Write a fresh testnet directory (refuses a directory that already holds one). With
+    ``genesis_apps`` every subnet starts with the example apps and the demo user's tokens
+    (``replica testnet run``); without, it starts empty and canisters come by ``install_code``
+    (``replica testnet up``). ``limits`` names one of ``LIMIT_PRESETS``."""
     layout = TestnetLayout(Path(directory))
+    if limits not in LIMIT_PRESETS:
+        raise TestnetError(f"no limits preset {limits!r}; the presets are {', '.join(LIMIT_PRESETS)}")
     if layout.manifest.exists():
         raise TestnetError(f"{layout.root} already holds a testnet; launch it, or choose another directory")
     if subnets < 1 or nodes < 1:
@@ -217,7 +236,7 @@ def create_testnet(directory: Path | str, subnets: int, nodes: int, *, seed: byt
     registry, secrets = genesis_registry(specs, seed, not_before=not_before)
     genesis_time = time.time_ns()
     for position, subnet in enumerate(ids):
-        _write(layout.genesis(subnet), _genesis_state(registry, subnet, position, ids, genesis_time))
+        _write(layout.genesis(subnet), _genesis_state(registry, subnet, position, genesis_time, genesis_apps))
     for node_id, node_secrets in secrets.items():
         _write(layout.secrets(node_id), encode_node_secrets(node_secrets), mode=0o600)
     _write(layout.registry, encode_registry(registry))
@@ -225,12 +244,28 @@ def create_testnet(directory: Path | str, subnets: int, nodes: int, *, seed: byt
         "version": 1,
         "subnets": ids,
         "nodes": nodes,
-        "canister_modules": [module_name_of(cls) for cls in APPS],
-        "limits": "DEFAULT",
+        "canister_modules": [module_name_of(cls) for cls in APPS] if genesis_apps else [],
+        "genesis_apps": genesis_apps,
+        "limits": limits,
         "tick_s": tick_s,
         "seed": seed.hex(),
     })
     return layout
+
+
+def update_registry_file(layout: TestnetLayout, change: Callable[[Registry], Registry]) -> Registry:
+    """Apply ``change`` to ``registry.bin`` and write the result atomically; return it. The
+    launcher (node addresses) and a migration (new versions) both rewrite the file: an
+    exclusive lock on ``registry.bin.lock`` keeps one from undoing the other."""
+    lock_path = layout.registry.with_name(layout.registry.name + ".lock")
+    with open(lock_path, "ab") as lock:
+        fcntl.flock(lock.fileno(), fcntl.LOCK_EX)
+        try:
+            registry = change(decode_registry(layout.registry.read_bytes()))
+            _write(layout.registry, encode_registry(registry))
+            return registry
+        finally:
+            fcntl.flock(lock.fileno(), fcntl.LOCK_UN)
 
 
 # -- the launcher -----------------------------------------------------------------------------
@@ -250,6 +285,11 @@ def quiescent(statuses: dict[str, dict]) -> bool:
             if begin != end or peer is None or peer[2] != end:
                 return False
     return True
+
+
+def has_genesis_apps(manifest: dict[str, Any]) -> bool:
+    """The testnet started with the example apps (manifests before ``genesis_apps`` always did)."""
+    return bool(manifest.get("genesis_apps", True))
 
 
 def total_supply(statuses: dict[str, dict]) -> int:
@@ -342,8 +382,7 @@ class Supervisor:
                         f"{self.publish_timeout_s} s; see {self.layout.log(subnet)}")
                 return
             found.update(addresses)
-        registry = decode_registry(self.layout.registry.read_bytes())
-        _write(self.layout.registry, encode_registry(registry.with_node_addresses(found)))
+        update_registry_file(self.layout, lambda registry: registry.with_node_addresses(found))
         self._unpublished.clear()
 
     # -- supervision ------------------------------------------------------------------------
@@ -510,6 +549,13 @@ def launch(
         layout.pid("launcher").unlink(missing_ok=True)
         _restore_signals(previous)
     _write_run_log(layout, subnets, out)
+    if not has_genesis_apps(manifest):
+        for subnet in subnets:
+            s = statuses[subnet]
+            restarted = f", restarted {supervisor.restarts[subnet]}x" if supervisor.restarts[subnet] else ""
+            print(f"  {subnet}: height {s['height']}, xnet inducted {s['xnet_inducted']}, "
+                  f"root {s['certified_root'][:16]}{restarted}", file=out)
+        return 0
     supply = total_supply(statuses)
     expected = INITIAL_BALANCE * len(subnets)
     for subnet in subnets:

@@ -1,7 +1,7 @@
 """A testnet that runs in the background: ``replica testnet up | status | logs | down``.
 
-``up`` creates the directory (or resumes the stopped testnet it holds; ``fresh`` starts over),
-starts the launcher as a detached process (``python -m replica.testnet.lifecycle DIR``: the
+``up`` creates the directory with empty subnets (canisters come by ``install_code``), or
+resumes the stopped testnet it holds (``fresh`` starts over), starts the launcher as a detached process (``python -m replica.testnet.lifecycle DIR``: the
 ``launch`` supervisor with no demo traffic, its output in ``logs/launcher.log``) and returns
 once every subnet has finalized and certified a block after the start and published its
 ingress endpoints. A second ``up`` on a running testnet is refused. ``down`` interrupts the
@@ -135,7 +135,7 @@ def up(directory: Path, *, subnets: int = 2, nodes: int = 4, round_ms: int = 500
               f"nodes (use --fresh to start over)", file=out)
     else:
         create_testnet(directory, subnets, nodes, seed=hashlib.sha256(seed.encode()).digest(),
-                       tick_s=round_ms / 1000)
+                       tick_s=round_ms / 1000, genesis_apps=False)
     for name in layout.read_manifest()["subnets"]:   # a status of the last run is not readiness
         layout.status(name).unlink(missing_ok=True)
     log_path = layout.log(_LAUNCHER_LOG)
@@ -210,9 +210,19 @@ def log_lines(directory: Path, name: str | None, follow: bool) -> Iterator[str]:
 
 
 def _serve(argv: list[str]) -> int:
-    """``python -m replica.testnet.lifecycle DIR [--no-restart]``: the background launcher."""
+    """``python -m replica.testnet.lifecycle DIR [--no-restart]``: the background launcher,
+    and the testnet's live status page (its URL in ``DIR/status-page.url``)."""
+    from .status_page import StatusPage, page_url_path
+
     directory = Path(argv[0])
-    return launch(directory, duration_s=None, traffic=False, restart="--no-restart" not in argv[1:])
+    page = StatusPage(directory)
+    url_file = page_url_path(directory)
+    url_file.write_text(page.start() + "\n")
+    try:
+        return launch(directory, duration_s=None, traffic=False, restart="--no-restart" not in argv[1:])
+    finally:
+        url_file.unlink(missing_ok=True)
+        page.stop()
 
 
 if __name__ == "__main__":

@@ -1,13 +1,15 @@
 """``replica demo``: the embedded default, as a user of a local testnet would run it.
 
-1. ``testnet up`` in a fresh directory (``subnets`` x ``nodes``; every subnet hosts the
-   example ledger, ping-pong player and counter, and one user whose tokens live on its ledger);
-2. signed user traffic through the nodes' ingress HTTP APIs for ``duration_s`` seconds:
+1. ``testnet up`` in a fresh directory (``subnets`` x ``nodes``, empty);
+2. the example apps installed on every subnet through the management canister, as a user
+   installs their own (``example_apps``): a ledger holding one user's tokens, a ping-pong
+   player and a counter;
+3. signed user traffic through the nodes' ingress HTTP APIs for ``duration_s`` seconds:
    counter increments, cross-subnet pings and cross-subnet ledger transfers, with a live
    progress line; then every call is awaited until its reply (or reject) is certified and
    verified by the agent;
-3. the ledgers' total supply is read with queries (balances + escrow) and checked;
-4. ``testnet down`` (settle, stop, write the run log), and a Spark determinism audit of the
+4. the ledgers' total supply is read with queries (balances + escrow) and checked;
+5. ``testnet down`` (settle, stop, write the run log), and a Spark determinism audit of the
    recorded run.
 
 Exit status 0 only if every call was answered, the supply held and every replica agreed.
@@ -27,38 +29,35 @@ from replica.client.agent_errors import CallRejected
 from replica.errors import ReplicaError
 from replica.progress import Progress
 
+from .example_apps import ExampleApps, initial_supply, install_example_apps
 from .http_endpoints import agent_for_testnet
-from .launcher import COUNTER, INITIAL_BALANCE, LEDGER, PINGER, TestnetLayout, canister_range, user_key
+from .launcher import TestnetLayout, user_key
 from .lifecycle import down, up
 
 __all__ = ["run_demo"]
 
 
-def _traffic(agent, subnets: list[str], rng: random.Random) -> list[tuple[bytes, int]]:
+def _traffic(agent, apps: dict[str, ExampleApps], rng: random.Random) -> list[tuple[bytes, int]]:
     """One round of calls from each subnet's user: an increment, a ping and a transfer."""
     sent = []
-    for position, subnet in enumerate(subnets):
-        base = canister_range(position)[0]
+    for subnet, mine in apps.items():
         agent.identity = user_key(subnet)
-        others = [i for i in range(len(subnets)) if i != position] or [position]
-        other = rng.choice(others)
-        other_base = canister_range(other)[0]
-        calls = [(base + COUNTER, "increment", rng.randint(1, 9)),
-                 (base + PINGER, "ping", {"target": other_base + PINGER, "rounds": rng.randint(1, 3)}),
-                 (base + LEDGER, "transfer", {"to_ledger": other_base + LEDGER,
-                                              "to": account_of(user_key(subnets[other]).source),
-                                              "amount": rng.randint(1, 100)})]
+        other = rng.choice([s for s in apps if s != subnet] or [subnet])
+        theirs = apps[other]
+        calls = [(mine.counter, "increment", rng.randint(1, 9)),
+                 (mine.pinger, "ping", {"target": theirs.pinger, "rounds": rng.randint(1, 3)}),
+                 (mine.ledger, "transfer", {"to_ledger": theirs.ledger, "to": account_of(user_key(other).source),
+                                            "amount": rng.randint(1, 100)})]
         for canister, method, arg in calls:
             sent.append((agent.submit_call(canister, method, arg), canister))
     return sent
 
 
-def _supply(agent, subnets: list[str]) -> int:
+def _supply(agent, apps: dict[str, ExampleApps]) -> int:
     total = 0
-    for position in range(len(subnets)):
-        ledger = canister_range(position)[0] + LEDGER
-        total += sum(amount for _, amount in agent.query_call(ledger, "accounts"))
-        total += agent.query_call(ledger, "escrow")
+    for app in apps.values():
+        total += sum(amount for _, amount in agent.query_call(app.ledger, "accounts"))
+        total += agent.query_call(app.ledger, "escrow")
     return total
 
 
@@ -82,12 +81,17 @@ def run_demo(out: str = "runs/demo", *, subnets: int = 3, nodes: int = 4, durati
         names = TestnetLayout(root).read_manifest()["subnets"]
         rng = random.Random(hashlib.sha256(b"replica-demo-traffic").digest())
         with agent_for_testnet(root, user_key(names[0])) as agent:
+            print("\n== The example apps, installed through the management canister ==")
+            installing = Progress("installing")
+            apps = install_example_apps(agent, names, installing)
+            installing.finish(", ".join(f"{a.subnet}: counter {a.counter}, ping-pong {a.pinger}, ledger {a.ledger}"
+                                        for a in apps.values()))
             print(f"\n== {duration_s:.0f} s of signed traffic through the ingress API ==")
             progress = Progress("traffic")
             sent: list[tuple[bytes, int]] = []
             started = time.monotonic()
             while time.monotonic() - started < duration_s:
-                sent += _traffic(agent, names, rng)
+                sent += _traffic(agent, apps, rng)
                 progress.update(f"{len(sent)} calls submitted")
                 time.sleep(0.25)
             progress.finish(f"{len(sent)} calls submitted")
@@ -101,12 +105,12 @@ def run_demo(out: str = "runs/demo", *, subnets: int = 3, nodes: int = 4, durati
                     outcomes["rejected"] += 1
                 waiting.update(f"{outcomes['replied']} replied, {outcomes['rejected']} rejected", done=k + 1)
             waiting.finish(f"{outcomes['replied']} replied, {outcomes['rejected']} rejected (all certified)")
-            supply = _supply(agent, names)
+            supply = _supply(agent, apps)
     except ReplicaError as exc:
         print(f"demo: {type(exc).__name__}: {exc}", file=sys.stderr)
         down(root)
         return 1
-    expected = INITIAL_BALANCE * len(names)
+    expected = initial_supply(apps)
     supply_ok = supply == expected
     print(f"  ledger supply {supply} (initial {expected}): {'invariant holds' if supply_ok else 'INVARIANT BROKEN'}")
     down(root)

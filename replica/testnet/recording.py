@@ -7,7 +7,10 @@ checkpoints every ``checkpoint_interval`` heights: given live ones (``checkpoint
 workload generator captures them) or derived by replaying each subnet's own batches once,
 every height checked against the live hashes — so a recording that does not replay to its
 own hashes is refused (``RecordError``) instead of being audited. ``record_run`` also
-writes the run log of a simulation to a directory.
+writes the run log of a simulation to a directory. Every run log records the build that
+recorded it (``replica.audit.build.current_build``: the process assembling the log, which runs
+from the same environment as the testnet's nodes), so an audit can tell whether its replicas
+replay the code the live run ran.
 
 A subnet process keeps its recording in a file (canonical msgpack)::
 
@@ -21,6 +24,7 @@ from typing import Any, Mapping, Sequence
 
 from message_routing.batch import Batch, decode_batch, encode_batch
 from message_routing.limits import Limits
+from replica.audit.build import BuildInfo, current_build
 from replica.audit.errors import RecordError
 from replica.audit.replay import ReplayContext, verified_checkpoints
 from replica.audit.run_log import RunLog, SubnetLog, limits_preset_name, write_run_log
@@ -94,8 +98,9 @@ def run_log_from_recordings(
     topologies: Sequence[NetworkTopology],
     *,
     checkpoint_interval: int = DEFAULT_CHECKPOINT_INTERVAL,
+    build: BuildInfo | None = None,
 ) -> RunLog:
-    """The run log of a testnet's subnets (module docstring)."""
+    """The run log of a testnet's subnets (module docstring); ``build`` defaults to this process's."""
     _check_interval(checkpoint_interval)
     classes = sorted(classes, key=module_name_of)
     context = ReplayContext(tuple(classes), limits, tuple(topologies))
@@ -104,7 +109,8 @@ def run_log_from_recordings(
                     checkpoint_interval, None)
         for r in sorted(recordings, key=lambda r: r.subnet_id))
     names = tuple(module_name_of(cls) for cls in classes)
-    return RunLog(logs, names, limits_preset_name(limits), limits, checkpoint_interval, tuple(topologies))
+    return RunLog(logs, names, limits_preset_name(limits), limits, checkpoint_interval, tuple(topologies),
+                  build or current_build())
 
 
 def run_log_from_simulation(
@@ -112,8 +118,9 @@ def run_log_from_simulation(
     *,
     checkpoint_interval: int = DEFAULT_CHECKPOINT_INTERVAL,
     checkpoints: Mapping[str, Mapping[int, bytes]] | None = None,
+    build: BuildInfo | None = None,
 ) -> RunLog:
-    """The run log of everything ``simulation`` recorded so far."""
+    """The run log of everything ``simulation`` recorded so far (``build``: as above)."""
     _check_interval(checkpoint_interval)
     if not simulation.record_batches:
         raise RecordError("the simulation was made with record_batches=False")
@@ -128,7 +135,7 @@ def run_log_from_simulation(
                     context, checkpoint_interval, None if checkpoints is None else checkpoints.get(subnet_id, {}))
         for subnet_id, sub in sorted(simulation.subnets.items()))
     return RunLog(logs, names, limits_preset_name(simulation.limits), simulation.limits,
-                  checkpoint_interval, (simulation.topology,))
+                  checkpoint_interval, (simulation.topology,), build or current_build())
 
 
 def record_run(simulation: Simulation, directory: Path | str, **options) -> RunLog:

@@ -252,6 +252,11 @@ class Subnet:
                 return node
         raise SubnetError("no node is online")
 
+    def online_node(self) -> ReplicaNode:
+        """The first online node: the one that answers reads (``SubnetError`` if none is online)."""
+        with self._lock:
+            return self._reader()
+
     def ingress_status(self, message_id: bytes) -> IngressStatus | None:
         with self._lock:
             return self._reader().state.ingress_history.get(message_id)
@@ -294,14 +299,27 @@ class Subnet:
 
     # -- one height -----------------------------------------------------------------------
 
-    def step(self) -> StateTrees:
-        """Agree on, execute, check, record and certify the next height (module docstring)."""
+    def step(self, *, certify: bool = True) -> StateTrees:
+        """Agree on, execute, check, record and certify the next height (module docstring).
+        With ``certify=False`` the height stays uncertified until ``certify_latest`` (a
+        driver that certifies only what someone reads: ``replica.testing``)."""
         with self._lock:
             block, digest, decoded = self._agree()
             self.block_store.append(block, digest)
             trees = self._execute(block, digest, decoded)
-            self._certify(block.height)
+            if certify:
+                self._certify(block.height)
             return trees
+
+    def certify_latest(self) -> bool:
+        """Certify the latest height unless it is certified already; whether it signed now."""
+        with self._lock:
+            height = self.block_store.height
+            latest = self._reader().state_manager.latest_certified()
+            if height == 0 or (latest is not None and latest[0].height >= height):
+                return False
+            self._certify(height)
+            return True
 
     def _online(self) -> list[ReplicaNode]:
         return [node for node_id, node in self.nodes.items() if node_id not in self.offline]

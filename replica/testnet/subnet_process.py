@@ -43,6 +43,7 @@ from replica.testnet.http_endpoints import SubnetHttpApis
 from replica.testnet.subnet import Subnet
 from replica.testnet.launcher import (
     COUNTER, EXIT_REFUSED, LAUNCHER_PID_ENV, LEDGER, LIMIT_PRESETS, PINGER, TestnetError, TestnetLayout, canister_range,
+    has_genesis_apps,
     user_key,
 )
 
@@ -142,7 +143,7 @@ class _DemoTraffic:
             "amount": self.rng.randint(1, 100)})
 
 
-def _status(sub: Subnet, position: int) -> dict:
+def _status(sub: Subnet, position: int, apps: bool) -> dict:
     base = canister_range(position)[0]
 
     def read(state) -> dict:
@@ -159,6 +160,8 @@ def _status(sub: Subnet, position: int) -> dict:
     certification = sub.latest_certification()
     status["certified_height"] = certification.height if certification else 0
     status["certified_root"] = certification.root.hex() if certification else ""
+    if not apps:
+        return status
     status["balances"] = sum(amount for _, amount in sub.query(base + LEDGER, "accounts"))
     status["escrow"] = sub.query(base + LEDGER, "escrow")
     status["pings"] = sub.query(base + PINGER, "stats")
@@ -220,7 +223,8 @@ def run(root: Path, subnet: str) -> int:
                 break
             stop.wait(0.05)
         sub.start_fetching()
-        traffic = _DemoTraffic(subnet, subnets)
+        apps = has_genesis_apps(manifest)
+        traffic = _DemoTraffic(subnet, subnets) if apps else None
         position = subnets.index(subnet)
         while not stop.wait(tick_s):
             if launcher.gone:
@@ -230,10 +234,10 @@ def run(root: Path, subnet: str) -> int:
             if current is not None:
                 holder.set(current)
                 _log.info("%s: re-read the registry (XNet addresses changed)", subnet)
-            if not layout.traffic_off.exists():
+            if traffic is not None and not layout.traffic_off.exists():
                 traffic.tick(sub)
             sub.step()
-            layout.write_json(layout.status(subnet), _status(sub, position))
+            layout.write_json(layout.status(subnet), _status(sub, position, apps))
     finally:
         if http_apis is not None:
             http_apis.stop()

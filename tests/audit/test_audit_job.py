@@ -8,7 +8,7 @@ import pytest
 from replica.audit.faults import batch_messages, destination_of
 from replica.audit.inputs import prepare_run
 from replica.testnet.workload import generate_isolated
-from replica.audit.job import AuditOptions, default_worker_hash_seed, run_audit
+from replica.audit.job import AuditOptions, analysis_partitions, default_worker_hash_seed, run_audit
 from replica.audit.perturbation import Fault
 from replica.audit.report import render_html, render_text
 from replica.audit.run_log import decode_run_log
@@ -26,8 +26,11 @@ def test_clean_recorded_run_audits_clean_with_1024_replicas(spark, tmp_path):
     assert report["verdict"] == "agree" and report["exit_status"] == 0, render_text(report)
     summary = report["summary"]
     assert summary == {"divergent_replicas": 0, "divergent_rows": 0, "error_rows": 0, "incomplete_replicas": 0,
-                       "recorded_mismatches": 0, "split_heights": 0, "clusters": 0}
+                       "recorded_mismatches": 0, "split_heights": 0, "clusters": 0, "other_build_replicas": 0}
     assert report["audit"]["replicas"] == 1024 and report["recorded"]["agree"]
+    assert report["build"]["agree"] and report["build"]["recorded"] == log.build.fingerprint
+    # ~9,000 rows: one shuffle partition, however many cores (the analysis is sized to the rows)
+    assert report["environment"]["shuffle_partitions"] == analysis_partitions(report["audit"]["rows"]) == 1
     assert set(report["audit"]["perturbations"]) == {"none", "checkpoint", "shuffle", "hashseed", "restart"}
     for subnet in ("subnet-a", "subnet-b"):
         heights = report["heights"][subnet]
@@ -35,6 +38,10 @@ def test_clean_recorded_run_audits_clean_with_1024_replicas(spark, tmp_path):
     assert report["audit"]["rows"] == sum(p["reporting"] for p in report["divergent_per_height"])
     assert render_text(report).startswith("verdict: AGREE")
     assert "<svg" in render_html(report)
+
+
+def test_analysis_partitions_follow_the_rows_not_the_executors():
+    assert [analysis_partitions(n) for n in (0, 1, 50_000, 50_001, 409_600)] == [1, 1, 1, 2, 9]
 
 
 def _find(batches, start, predicate):

@@ -101,7 +101,7 @@ def _rewrite_manifest(tmp_path, position, value):
 
 
 @pytest.mark.parametrize("position, value, message", [
-    (1, 3, "unsupported version"),
+    (1, 4, "unsupported version"),
     (0, "something-else", "not a replica-run-log"),
     (4, "MINIMAL", "differ from the MINIMAL preset"),
     (4, "HUGE", "unknown preset"),
@@ -115,16 +115,16 @@ def test_bad_manifest(log, tmp_path, position, value, message):
         load_run_log(tmp_path)
 
 
-def test_version_1_manifest_decodes_with_the_preset_budget(log, tmp_path):
+def test_version_2_manifest_decodes_with_the_preset_budget(log, tmp_path):
     """Run logs written before bounded-wait calls have no ``bounded_wait_message_memory_capacity``:
-    version 1 decodes with the value of its preset; version 2 must list it."""
+    version 2 decodes with the value of its preset; version 3 must list it."""
     write_run_log(log, tmp_path)
     manifest = list(decode((tmp_path / MANIFEST_FILE).read_bytes()))
     old_limits = tuple(p for p in manifest[5] if p[0] != "bounded_wait_message_memory_capacity")
     _rewrite_manifest(tmp_path, 5, old_limits)
     with pytest.raises(RunLogError, match="expected the fields"):
         load_run_log(tmp_path)
-    _rewrite_manifest(tmp_path, 1, 1)
+    _rewrite_manifest(tmp_path, 1, 2)
     assert load_run_log(tmp_path).limits == log.limits
 
 

@@ -16,6 +16,8 @@ from replica.testnet.lifecycle import running_launcher
 
 pytestmark = pytest.mark.timeout(300)
 
+EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
+
 
 def _replica(cwd: Path, *args: str, check: bool = True) -> subprocess.CompletedProcess:
     env = dict(os.environ)
@@ -41,7 +43,7 @@ def test_up_status_down_and_up_again_resumes(tmp_path):
         assert launcher is not None
         children = [int(layout.pid(s).read_text()) for s in ("subnet-0", "subnet-1")]
 
-        rows = json.loads(_replica(tmp_path, "testnet", "status", "--json").stdout)
+        rows = json.loads(_replica(tmp_path, "testnet", "status", "--json").stdout)["subnets"]
         assert [r["subnet"] for r in rows] == ["subnet-0", "subnet-1"]
         assert all(r["running"] and r["certified_height"] >= 1 and len(r["endpoints"]) == 2 for r in rows)
 
@@ -51,17 +53,24 @@ def test_up_status_down_and_up_again_resumes(tmp_path):
 
         assert "subnet-1" in _replica(tmp_path, "testnet", "logs", "subnet-1-node-2").stdout
 
-        # calls with certified replies, through the command line (the example apps are installed
-        # at genesis: counter 3 and ping-pong 2 on subnet-0, ping-pong 1002 on subnet-1)
+        # the example apps, installed from their source through the management canister (the
+        # subnets start empty and allocate ids from the start of their ranges), then calls with
+        # certified replies, through the command line
         whoami = _replica(tmp_path, "identity", "whoami").stdout.split()
         assert whoami[0] == "default" and len(whoami[1]) == 60
         assert oct((tmp_path / "home" / "identities" / "default.pem").stat().st_mode & 0o777) == "0o600"
-        assert _replica(tmp_path, "call", "3", "increment", "5").stdout.strip() == "5"
-        assert _replica(tmp_path, "call", "3", "get", "--query").stdout.strip() == "5"
-        pings = json.loads(_replica(tmp_path, "call", "1002", "ping", '{"target": 2, "rounds": 2}').stdout)
+        counter, pinger, far_pinger = (
+            int(_replica(tmp_path, "canister", "install", f"{EXAMPLES / module}:{cls}", "--subnet", subnet)
+                .stdout.strip())
+            for module, cls, subnet in (("counter.py", "Counter", "subnet-0"), ("ping_pong.py", "PingPong", "subnet-0"),
+                                        ("ping_pong.py", "PingPong", "subnet-1")))
+        assert (counter, pinger, far_pinger) == (0, 1, 1000)
+        assert _replica(tmp_path, "call", "0", "increment", "5").stdout.strip() == "5"
+        assert _replica(tmp_path, "call", "0", "get", "--query").stdout.strip() == "5"
+        pings = json.loads(_replica(tmp_path, "call", "1000", "ping", '{"target": 1, "rounds": 2}').stdout)
         assert pings["pongs_received"] == 2   # a cross-subnet round trip, twice, answered and certified
-        message_id = _replica(tmp_path, "call", "3", "increment", "1", "--async").stdout.strip()
-        answered = _replica(tmp_path, "call", "3", "get", "--query")
+        message_id = _replica(tmp_path, "call", "0", "increment", "1", "--async").stdout.strip()
+        answered = _replica(tmp_path, "call", "0", "get", "--query")
         assert answered.returncode == 0
         status = {}
         for _ in range(100):
@@ -69,8 +78,8 @@ def test_up_status_down_and_up_again_resumes(tmp_path):
             if status["status"] == "replied":
                 break
         assert status["status"] == "replied" and status["reply"] == 6
-        assert json.loads(_replica(tmp_path, "request-status", message_id, "3").stdout)["reply"] == 6
-        rejected = _replica(tmp_path, "call", "3", "nosuch", check=False)
+        assert json.loads(_replica(tmp_path, "request-status", message_id, "0").stdout)["reply"] == 6
+        rejected = _replica(tmp_path, "call", "0", "nosuch", check=False)
         assert rejected.returncode == 1 and "CANISTER_ERROR" in rejected.stderr
         refused = _replica(tmp_path, "call", "5", "get", check=False)
         assert refused.returncode == 2 and "UnknownCanister" in refused.stderr
@@ -78,14 +87,17 @@ def test_up_status_down_and_up_again_resumes(tmp_path):
         assert running_launcher(layout) is None
         assert not any(_alive(pid) for pid in children + [launcher])
         assert "no testnet is running" in _replica(tmp_path, "testnet", "down").stdout
-        stopped = json.loads(_replica(tmp_path, "testnet", "status", "--json").stdout)
+        stopped = json.loads(_replica(tmp_path, "testnet", "status", "--json").stdout)["subnets"]
         assert not any(r["running"] for r in stopped)
         heights = {r["subnet"]: r["height"] for r in stopped}
 
         _replica(tmp_path, "testnet", "up")   # resumes: same genesis, the block logs replayed
-        resumed = json.loads(_replica(tmp_path, "testnet", "status", "--json").stdout)
+        resumed = json.loads(_replica(tmp_path, "testnet", "status", "--json").stdout)["subnets"]
         assert all(r["height"] > heights[r["subnet"]] for r in resumed)
         assert layout.read_manifest()["nodes"] == 2
+        # the installed canisters and their state survived: same ids, same values, still callable
+        assert _replica(tmp_path, "call", "0", "get", "--query").stdout.strip() == "6"
+        assert json.loads(_replica(tmp_path, "call", "1", "stats", "--query").stdout)["pongs_sent"] == 2
     finally:
         _replica(tmp_path, "testnet", "down", check=False)
         pid = running_launcher(layout)

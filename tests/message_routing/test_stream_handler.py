@@ -177,3 +177,45 @@ def test_loopback_stream_is_inducted_and_emptied_with_synthetic_rejects_in_place
     expected.metadata.counters["xnet_messages_inducted"] = 1
     expected.metadata.counters["synthetic_rejects"] = 1
     assert s == expected
+
+
+def test_a_request_rejected_as_migrating_is_rerouted_to_where_the_receiver_lives_now():
+    # Our canister 1 called 150, which B hosted; 150 has moved to C (our routing table says so).
+    s = state(A, canisters=[1], ranges={A: (0, 99), B: (100, 149), C: (150, 299)})
+    call = request(1, 150, callback=4)
+    s.canisters[1].queues.push_output_request(call, DEFAULT.queue_capacity)
+    s.streams[B] = Stream(messages=[s.canisters[1].queues.pop_output(150)])
+    expected = copy.deepcopy(s)
+    process_stream_slice(s, B, slice_of([], signals_end=1, reject_signals=[RejectSignal(0, RejectReason.CANISTER_MIGRATING)]), DEFAULT)
+    expected.streams[B] = Stream(begin=1)
+    expected.streams[C] = Stream(messages=[call])   # no synthetic reject: the call goes on to C
+    assert s == expected
+
+
+def test_a_request_rejected_as_migrating_by_the_subnet_we_still_route_to_gets_a_synthetic_reject():
+    # Our routing table is not newer than B's: we cannot know where 150 went, so the caller hears.
+    s = state(A, canisters=[1])
+    s.canisters[1].queues.push_output_request(request(1, 150, callback=4), DEFAULT.queue_capacity)
+    s.streams[B] = Stream(messages=[s.canisters[1].queues.pop_output(150)])
+    process_stream_slice(s, B, slice_of([], signals_end=1, reject_signals=[RejectSignal(0, RejectReason.CANISTER_MIGRATING)]), DEFAULT)
+    assert s.streams[B] == Stream(begin=1) and C not in s.streams
+    assert s.canisters[1].queues.input_queues[150].elements[0] == reject(
+        1, 150, 4, RejectCode.SYS_TRANSIENT, "Canister 150 is migrating")
+
+
+def test_a_request_for_a_stopped_copy_that_moved_away_is_rejected_as_migrating():
+    # Canister 50 moved from A to C; A still holds its stopped copy until it is deleted.
+    s = state(A, canisters=[1, 50], ranges={A: (0, 49), C: (50, 50), B: (100, 199)})
+    s.canisters[50].status = CanisterStatus.STOPPED
+    process_stream_slice(s, B, slice_of([request(100, 50), request(100, 1)]), DEFAULT)
+    assert s.streams[B] == Stream(signals_end=2, reject_signals=[RejectSignal(0, RejectReason.CANISTER_MIGRATING)])
+    assert 100 not in s.canisters[50].queues.input_queues
+
+
+def test_a_loopback_request_for_a_canister_that_moved_away_follows_it():
+    s = state(A, canisters=[1, 50], ranges={A: (0, 49), C: (50, 50), B: (100, 199)})
+    call = request(1, 50, callback=2)
+    s.stream_to(A).push(call)
+    induct_loopback_stream(s, DEFAULT)
+    assert s.streams[C] == Stream(messages=[call])
+    assert 1 not in s.canisters[50].queues.input_queues and s.metadata.counters["synthetic_rejects"] == 0

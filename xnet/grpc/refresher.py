@@ -60,6 +60,7 @@ class SlicePoolRefresher:
         max_parallel_fetches: int = 4,
         max_attempts: int | None = None,
         clock: Callable[[], float] = time.monotonic,
+        on_fetched: Callable[[str, float], None] | None = None,
     ) -> None:
         if not interval_s > 0:
             raise ValueError("interval_s must be positive")
@@ -77,6 +78,7 @@ class SlicePoolRefresher:
         self._max_parallel = max_parallel_fetches
         self._max_attempts = max_attempts
         self._clock = clock
+        self._on_fetched = on_fetched  # (subnet, seconds) of every successful fetch: the node's metrics
         # Guards the selector, the rng and the counters, shared by the fetch threads.
         self._lock = threading.Lock()
         self._errors: Counter[tuple[str, str]] = Counter()
@@ -161,7 +163,7 @@ class SlicePoolRefresher:
         if self._max_attempts is not None:
             order = order[: self._max_attempts]
         for node_id in order:
-            data = self._fetch(by_id[node_id], request)
+            data = self._fetch(subnet, by_id[node_id], request)
             if data is None:
                 continue
             try:
@@ -181,7 +183,7 @@ class SlicePoolRefresher:
             return
         _log.warning("no replica of %s served %r", subnet, request)
 
-    def _fetch(self, peer: PeerEndpoint, request: GetStreamSliceRequest) -> bytes | None:
+    def _fetch(self, subnet: str, peer: PeerEndpoint, request: GetStreamSliceRequest) -> bytes | None:
         """The slice from ``peer``, or ``None`` after recording why not."""
         started = self._clock()
         try:
@@ -202,8 +204,11 @@ class SlicePoolRefresher:
                     self._selector.record_failure(
                         peer.node_id, timed_out=isinstance(exc, PeerTimeout), latency_s=elapsed)
             return None
+        elapsed = max(0.0, self._clock() - started)
         with self._lock:
-            self._selector.record_success(peer.node_id, max(0.0, self._clock() - started))
+            self._selector.record_success(peer.node_id, elapsed)
+        if self._on_fetched is not None:
+            self._on_fetched(subnet, elapsed)
         return data
 
     def _count_callback_error(self, kind: str) -> None:

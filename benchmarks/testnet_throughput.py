@@ -1,0 +1,136 @@
+"""Benchmark: sustained cross-subnet calls on a 2 x 4 testnet, through the public API.
+
+``replica testnet up`` (a fresh directory), then ``replica load``'s engine
+(``replica.testnet.load.run_load``) offers ``--rate`` cross-subnet calls per second for
+``--minutes`` minutes: each is a user call to a load canister that calls a canister on the
+other subnet and answers when the echo is back (request + response through the streams),
+and each answer is read from certified, verified state. Meanwhile the resident memory of
+every subnet process is sampled once a second; ``rss_growth_pct`` compares the mean of the
+last tenth of the run with the mean of the tenth after ``--warmup-s`` (by default the ingress
+history retention of 5 minutes and half a minute more: until then every answered call adds
+a status the IC keeps too, so memory rightly grows; after it, statuses expire as fast as
+they come and growth means a leak).
+
+Last line: one JSON object with ``calls_per_s`` (replied calls per second), ``p50_ms``,
+``p99_ms``, ``p50_rounds``, ``rss_growth_pct``, ``lost``, ``duplicated`` and ``floor_us``.
+
+    python benchmarks/testnet_throughput.py [--minutes 8] [--warmup-s 330] [--rate 1000] [--round-ms 500]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+from floor import in_floor_units, measure_floor_us
+
+from replica.client.identity import UserKey
+from replica.progress import Progress
+from replica.testnet.http_endpoints import agent_for_testnet
+from replica.testnet.launcher import TestnetLayout
+from replica.testnet.lifecycle import down, up
+from replica.testnet.load import LoadOptions, run_load
+
+TARGETS = {"calls_per_s": 1000, "rss_growth_pct": 10.0}
+
+
+def _rss_kib(pid: int) -> int:
+    try:
+        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1])
+    except OSError:
+        pass
+    return 0
+
+
+def _subnet_pids(layout: TestnetLayout, subnets: list[str]) -> list[int]:
+    pids = []
+    for subnet in subnets:
+        try:
+            pids.append(int(layout.pid(subnet).read_text().strip()))
+        except (OSError, ValueError):
+            pass
+    return pids
+
+
+def _growth_pct(samples: list[int], warmup: int) -> float:
+    """Mean of the last tenth of the samples after ``warmup`` against the mean of the first."""
+    measured = samples[warmup:]
+    if len(measured) < 10:
+        return float("nan")
+    tenth = len(measured) // 10
+    warm, last = measured[:tenth], measured[-tenth:]
+    return 100.0 * (statistics.mean(last) - statistics.mean(warm)) / statistics.mean(warm)
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--minutes", type=float, default=8.0)
+    parser.add_argument("--warmup-s", type=float, default=330.0,
+                        help="seconds before memory growth is measured (module docstring)")
+    parser.add_argument("--rate", type=float, default=1000.0)
+    parser.add_argument("--round-ms", type=int, default=500)
+    parser.add_argument("--canisters", type=int, default=4, help="load canisters per subnet")
+    parser.add_argument("--submitters", type=int, default=8)
+    args = parser.parse_args()
+    floor_us = measure_floor_us()
+    subnets = ["subnet-0", "subnet-1"]
+    with tempfile.TemporaryDirectory(prefix="testnet-throughput-") as tmp:
+        directory = Path(tmp) / "net"
+        up(directory, subnets=2, nodes=4, round_ms=args.round_ms, out=sys.stderr)
+        layout = TestnetLayout(directory)
+        samples: list[int] = []
+        stop = threading.Event()
+
+        def sample() -> None:
+            while not stop.wait(1.0):
+                samples.append(sum(_rss_kib(pid) for pid in _subnet_pids(layout, subnets)))
+
+        sampler = threading.Thread(target=sample, daemon=True)
+        try:
+            with agent_for_testnet(directory, UserKey.from_seed(b"throughput-benchmark")) as agent:
+                duration_s = args.minutes * 60
+                progress = Progress(f"load: {args.rate:g} calls/s for {duration_s:g} s", total=int(duration_s * 10))
+                sampler.start()
+                report = run_load(agent, subnets, LoadOptions(
+                    rate=args.rate, duration_s=duration_s, canisters=args.canisters, cross_subnet=1.0,
+                    submitters=args.submitters, drain_s=120), progress=progress)
+                progress.finish(f"{report.replied} replied")
+        finally:
+            stop.set()
+            down(directory, out=sys.stderr)
+    print("\n".join(report.table()), file=sys.stderr)
+    summary = report.as_json()
+    result = {
+        "calls_per_s": summary["achieved_per_s"],
+        "offered_per_s": args.rate,
+        "submitted_per_s": summary["submitted_per_s"],
+        "p50_ms": summary["p50_ms"],
+        "p99_ms": summary["p99_ms"],
+        "p50_rounds": summary["p50_rounds"],
+        "rss_growth_pct": round(_growth_pct(samples, int(args.warmup_s)), 1),
+        "warmup_s": args.warmup_s,
+        "rss_mib_end": round(samples[-1] / 1024, 1) if samples else 0,
+        "lost": report.lost,
+        "duplicated": report.duplicated,
+        "minutes": args.minutes,
+        "round_ms": args.round_ms,
+        "floor_us": floor_us,
+        "p50_floor_units": in_floor_units(summary["p50_ms"] * 1e3, floor_us),
+    }
+    print(f"{result['calls_per_s']} calls/s (target >= {TARGETS['calls_per_s']}), p50 {result['p50_ms']} ms, "
+          f"rss growth {result['rss_growth_pct']}% (target <= {TARGETS['rss_growth_pct']}), "
+          f"lost {result['lost']}, duplicated {result['duplicated']}", file=sys.stderr)
+    print(json.dumps(result, sort_keys=True))
+    return 0 if result["lost"] == 0 and result["duplicated"] == 0 else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,13 @@
+"""Agreement among a subnet's nodes, as a protocol core without I/O.
+
+    messages.py     the artifacts nodes exchange (proposals, notarization and finalization
+                    shares, status, catch-up, ingress, certification shares): canonical
+                    msgpack, strict decoders with typed errors
+    signing.py      what a node signs with its node key, and checking peers' signatures
+    protocol.py     AgreementNode: one node's state machine, driven by on_message/on_timer
+    simulation.py   the nodes of a subnet on a simulated network with a seeded adversarial
+                    schedule (delays, reordering, duplicates, losses, partitions, crashes)
+
+Nothing here reads a clock, a socket, a file or the operating system's randomness; the
+shell (a node process, or the simulation) drives ``AgreementNode`` and carries out its outputs.
+"""

@@ -1,0 +1,202 @@
+"""Agreement messages between the nodes of one subnet over gRPC with mutual TLS (shell).
+
+Service ``agreement.Agreement``, one unary method on raw bytes (a generic handler, no
+generated code): ``Deliver(message bytes) -> b""``, a one-way push — the protocol resends
+what matters, so a lost or refused push needs no answer. Status codes:
+
+    a body that ``decode_message`` refuses     → INVALID_ARGUMENT
+    no client certificate                       → UNAUTHENTICATED
+    a certificate the registry does not list    → PERMISSION_DENIED
+    anything else                               → INTERNAL (logged, not sent)
+
+Both sides trust exactly the subnet's node certificates from the registry, as XNet does:
+the server requires a client certificate among them (TLS roots plus a fingerprint check per
+call, which also names the sending node), and the client trusts only the one certificate
+listed for the peer it dials. Decoding happens here, once: the protocol core only ever sees
+typed messages.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from concurrent import futures
+from dataclasses import dataclass
+from typing import Callable, Mapping, Optional
+
+import grpc
+
+from consensus_stub.agreement.messages import MAX_MESSAGE_BYTES, MalformedMessage, Message, decode_message
+from xnet.grpc.tls import TlsIdentity, pem_fingerprint, tls_target_name
+
+__all__ = ["SERVICE_NAME", "DELIVER_METHOD", "PeerAddress", "AgreementServer", "AgreementClient"]
+
+SERVICE_NAME = "agreement.Agreement"
+DELIVER_METHOD = f"/{SERVICE_NAME}/Deliver"
+# What one push may carry: a catch-up of several blocks.
+_MAX_BODY_BYTES = 64 * 1024 * 1024
+
+_log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True, slots=True)
+class PeerAddress:
+    """Where a peer listens and the certificate it must show."""
+
+    node_id: str
+    address: str
+    certificate_pem: bytes
+
+
+class _Refusal(Exception):
+    def __init__(self, code: grpc.StatusCode, details: str) -> None:
+        super().__init__(details)
+        self.code, self.details = code, details
+
+
+class AgreementServer:
+    """Receives peers' pushes; ``handle(sender node id, message)`` runs on a gRPC thread."""
+
+    def __init__(
+        self,
+        identity: TlsIdentity,
+        peer_certificates: Mapping[str, bytes],
+        handle: Callable[[str, Message], None],
+        *,
+        host: str = "127.0.0.1",
+        port: int = 0,
+        max_workers: int = 4,
+    ) -> None:
+        if not peer_certificates:
+            raise ValueError("an agreement server needs the certificates of its subnet's nodes")
+        self._identity = identity
+        self._roots = b"".join(peer_certificates.values())
+        self._node_of = {pem_fingerprint(pem): node_id for node_id, pem in peer_certificates.items()}
+        self._handle = handle
+        self._host, self._port, self._max_workers = host, port, max_workers
+        self._server: Optional[grpc.Server] = None
+        self.bound_port: Optional[int] = None
+
+    def start(self) -> int:
+        """Bind with mutual TLS and serve; return the port."""
+        if self._server is not None:
+            raise RuntimeError("server already started")
+        server = grpc.server(
+            futures.ThreadPoolExecutor(self._max_workers, thread_name_prefix="agreement-server"),
+            handlers=[grpc.method_handlers_generic_handler(SERVICE_NAME, {
+                "Deliver": grpc.unary_unary_rpc_method_handler(self._deliver)})],
+            options=[("grpc.max_receive_message_length", _MAX_BODY_BYTES), ("grpc.so_reuseport", 0)],
+        )
+        credentials = grpc.ssl_server_credentials(
+            [(self._identity.private_key_pem(), self._identity.certificate_pem())],
+            root_certificates=self._roots, require_client_auth=True)
+        port = server.add_secure_port(f"{self._host}:{self._port}", credentials)
+        if port == 0:
+            raise OSError(f"cannot bind {self._host}:{self._port}")
+        server.start()
+        self._server, self.bound_port = server, port
+        return port
+
+    def stop(self, grace: Optional[float] = None) -> None:
+        server, self._server = self._server, None
+        if server is not None:
+            server.stop(grace).wait()
+
+    def _sender(self, context: grpc.ServicerContext) -> str:
+        pems = context.auth_context().get("x509_pem_cert")
+        if not pems:
+            raise _Refusal(grpc.StatusCode.UNAUTHENTICATED, "no client certificate")
+        try:
+            node_id = self._node_of.get(pem_fingerprint(pems[0]))
+        except ValueError:
+            node_id = None
+        if node_id is None:
+            raise _Refusal(grpc.StatusCode.PERMISSION_DENIED, "client certificate is not listed")
+        return node_id
+
+    def _deliver(self, body: bytes, context: grpc.ServicerContext) -> bytes:
+        try:
+            sender = self._sender(context)
+            if len(body) > MAX_MESSAGE_BYTES:
+                raise _Refusal(grpc.StatusCode.INVALID_ARGUMENT, "message too large")
+            try:
+                message = decode_message(body)
+            except MalformedMessage as exc:
+                raise _Refusal(grpc.StatusCode.INVALID_ARGUMENT, str(exc)) from None
+            self._handle(sender, message)
+            return b""
+        except _Refusal as refusal:
+            code, details = refusal.code, refusal.details
+        except Exception:  # noqa: BLE001 - a bug must not leak details to peers
+            _log.exception("agreement handler failed")
+            code, details = grpc.StatusCode.INTERNAL, "internal error"
+        context.abort(code, details)
+        return b""   # not reached: abort raises
+
+
+class AgreementClient:
+    """Pushes messages to peers without waiting for them; thread-safe; ``close()`` ends all channels.
+
+    ``peers()`` is asked on every send, so a peer that restarts on a new port is found again
+    (and its channel replaced) once the address book says so; a peer without an address yet
+    is skipped. Failures are counted in ``failures`` and otherwise ignored.
+    """
+
+    def __init__(self, identity: TlsIdentity, peers: Callable[[], Mapping[str, PeerAddress]], *,
+                 timeout_s: float = 2.0) -> None:
+        self._identity = identity
+        self._peers = peers
+        self._timeout_s = timeout_s
+        self._channels: dict[str, tuple[PeerAddress, grpc.Channel, Callable]] = {}
+        self._lock = threading.Lock()
+        self._closed = False
+        self.failures = 0
+
+    def send(self, node_id: str, data: bytes) -> None:
+        entry = self._channel(node_id)
+        if entry is None:
+            return
+        future = entry(data, timeout=self._timeout_s)   # a unary future: returns at once
+        future.add_done_callback(self._done)
+
+    def _done(self, future: grpc.Future) -> None:
+        if future.exception() is not None:
+            with self._lock:
+                self.failures += 1
+
+    def close(self) -> None:
+        with self._lock:
+            channels, self._channels, self._closed = list(self._channels.values()), {}, True
+        for _, channel, _ in channels:
+            channel.close()
+
+    def _channel(self, node_id: str) -> Optional[Callable]:
+        peer = self._peers().get(node_id)
+        if peer is None:
+            return None
+        stale = None
+        with self._lock:
+            if self._closed:
+                return None
+            entry = self._channels.get(node_id)
+            if entry is None or entry[0] != peer:
+                stale = entry
+                entry = self._channels[node_id] = self._open(peer)
+        if stale is not None:
+            stale[1].close()
+        return entry[2]
+
+    def _open(self, peer: PeerAddress) -> tuple[PeerAddress, grpc.Channel, Callable]:
+        credentials = grpc.ssl_channel_credentials(
+            root_certificates=peer.certificate_pem,   # this one certificate, nothing else
+            private_key=self._identity.private_key_pem(),
+            certificate_chain=self._identity.certificate_pem(),
+        )
+        channel = grpc.secure_channel(peer.address, credentials, options=[
+            ("grpc.ssl_target_name_override", tls_target_name(peer.certificate_pem)),
+            ("grpc.max_send_message_length", _MAX_BODY_BYTES),
+            ("grpc.use_local_subchannel_pool", 1),
+            ("grpc.initial_reconnect_backoff_ms", 200),
+            ("grpc.max_reconnect_backoff_ms", 2000),
+        ])
+        return peer, channel, channel.unary_unary(DELIVER_METHOD).future
