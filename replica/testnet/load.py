@@ -164,6 +164,19 @@ class _Heights:
                 pass   # the next refresh tries again; heights only make the rounds estimate
 
 
+def _stats_of(agent: Agent, canister: int, patience_s: float = 60.0) -> dict:
+    """The load canister's counters; asked again while it cannot answer (e.g. it is moving
+    between subnets) for up to ``patience_s`` seconds."""
+    deadline = time.monotonic() + patience_s
+    while True:
+        try:
+            return agent.query_call(canister, "stats")
+        except (AgentError, IngressRefused):
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(0.2)
+
+
 def _inner_outcomes(agent: Agent, canisters: dict[str, list[int]]) -> tuple[dict[str, int], dict[str, int]]:
     """(totals of the canisters' counters, their inner rejects by code name)."""
     from replica.client.agent import reject_code_name
@@ -172,7 +185,7 @@ def _inner_outcomes(agent: Agent, canisters: dict[str, list[int]]) -> tuple[dict
     inner: collections.Counter[str] = collections.Counter()
     for ids in canisters.values():
         for canister in ids:
-            stats = agent.query_call(canister, "stats")
+            stats = _stats_of(agent, canister)
             for key in ("relayed", "echoed", "replied", "rejected", "violations"):
                 totals[key] += stats[key]
             for code, count in stats["rejected_by_code"].items():
