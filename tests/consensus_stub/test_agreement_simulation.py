@@ -165,8 +165,12 @@ def calm_from(schedule: Schedule) -> int:
 # no block could reach a quorum again.
 @example(Schedule(seed=8, max_delay_ns=200 * MS, duplicate_per_mille=100, drop_per_mille=200,
                   crashes=(Crash(N1, T0 + 2 * SEC),)))
+@example(Schedule(seed=0, max_delay_ns=5 * MS, partitions=(Partition(T0, T0 + 13 * SEC, ((N1,), (N2, N3, N4))),)))
 def test_safety_always_and_liveness_after_healing(schedule):
-    sim = simulation(schedule)
+    # Peers keep enough finalized blocks for any node cut off here to catch up by blocks: one
+    # further behind needs state sync, which is not the agreement's (a sweep found one
+    # isolated for 13 s while the others made 1,600 heights).
+    sim = simulation(schedule, retained_heights=100_000)
     calm = calm_from(schedule)
     sim.run_until(calm)                     # safety is checked at every finalization
     target = max(len(c) for c in sim.finalized.values()) + 3
