@@ -702,15 +702,29 @@ class AgreementNode:
         out.append(Broadcast(message))
 
     def _artifacts_to_resend(self) -> list[Message]:
-        """Our own artifacts above the tip, and the proposals of others we notarization-signed:
-        if their maker crashed after reaching only us, peers could otherwise never sign the
-        block we signed, and we (having signed a lower rank) would never sign theirs."""
-        own = [m for k, m in sorted(self._own.items(), key=lambda item: item[0]) if k[0] > self.finalized_height]
-        relayed = [self._candidates[d].proposal
-                   for height in sorted(self._signed_notarization)
-                   for d in self._signed_notarization[height]
-                   if d in self._candidates and self._candidates[d].block.maker != self.node_id]
-        return own + relayed
+        """What peers need to reach our view above the finalized tip, if they lost it:
+
+        * our own artifacts;
+        * the proposals of others we notarization-signed: if their maker crashed after
+          reaching only us, peers could otherwise never sign the block we signed, and we
+          (having signed a lower rank) would never sign theirs;
+        * every notarization we know (block and shares): a share whose signer crashed may
+          have reached only some nodes, and a block whose parent they do not see notarized
+          they cannot sign.
+        """
+        out = [m for k, m in sorted(self._own.items(), key=lambda item: item[0]) if k[0] > self.finalized_height]
+        sent = {_own_key(m) for m in out}
+        proposals: dict[bytes, None] = {}
+        for height in sorted(self._signed_notarization):
+            proposals.update((d, None) for d in self._signed_notarization[height] if d in self._candidates)
+        for height in range(self.finalized_height + 1, self.notarized_height + 1):
+            for digest in self._notarized.get(height, {}):
+                proposals[digest] = None
+                out += [NotarizationShare(height, digest, signer, signature)
+                        for signer, signature in self._notarization[height][digest].items()
+                        if (height, 1, digest) not in sent or signer != self.node_id]
+        out += [self._candidates[d].proposal for d in proposals if self._candidates[d].block.maker != self.node_id]
+        return out
 
     def _restore(self, finalized: Sequence[Finalized], own_artifacts: Iterable[Message]) -> None:
         if finalized:

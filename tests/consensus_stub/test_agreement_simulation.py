@@ -166,6 +166,12 @@ def calm_from(schedule: Schedule) -> int:
 @example(Schedule(seed=8, max_delay_ns=200 * MS, duplicate_per_mille=100, drop_per_mille=200,
                   crashes=(Crash(N1, T0 + 2 * SEC),)))
 @example(Schedule(seed=0, max_delay_ns=5 * MS, partitions=(Partition(T0, T0 + 13 * SEC, ((N1,), (N2, N3, N4))),)))
+# A notarization share of a node that crashed next reached only some nodes; the others did not
+# see the parent of the next rank-0 block notarized, and signed rank 1, until nodes re-sent
+# the notarizations they know.
+@example(Schedule(seed=7420048, max_delay_ns=5 * MS, duplicate_per_mille=100, drop_per_mille=200,
+                  partitions=(Partition(T0 + 2 * SEC, T0 + 4 * SEC, ((N1,), (N2, N3, N4))),),
+                  crashes=(Crash(N2, T0 + 7 * SEC),)))
 def test_safety_always_and_liveness_after_healing(schedule):
     # Peers keep enough finalized blocks for any node cut off here to catch up by blocks: one
     # further behind needs state sync, which is not the agreement's (a sweep found one
