@@ -194,8 +194,10 @@ def _inner_outcomes(agent: Agent, canisters: dict[str, list[int]]) -> tuple[dict
 
 
 def run_load(agent: Agent, subnets: list[str], options: LoadOptions, *,
-             canisters: dict[str, list[int]] | None = None, progress: Progress | None = None) -> LoadReport:
-    """Install the load canisters (unless given), drive the load, drain, report (module docstring)."""
+             canisters: dict[str, list[int]] | None = None, progress: Progress | None = None,
+             stop: threading.Event | None = None) -> LoadReport:
+    """Install the load canisters (unless given), drive the load, drain, report (module
+    docstring). ``stop`` set ends the offered load before ``duration_s`` (then it drains)."""
     if options.rate <= 0 or options.duration_s <= 0 or options.canisters < 1 or not 0 <= options.cross_subnet <= 1:
         raise ReplicaError("load needs a positive rate and duration, at least one canister per subnet and a "
                            "cross-subnet fraction in [0, 1]")
@@ -263,7 +265,7 @@ def run_load(agent: Agent, subnets: list[str], options: LoadOptions, *,
     due = 0
     try:
         with ThreadPoolExecutor(max_workers=options.submitters, thread_name_prefix="load-submit") as pool:
-            while (elapsed := time.monotonic() - started) < options.duration_s:
+            while (elapsed := time.monotonic() - started) < options.duration_s and not (stop and stop.is_set()):
                 while due < int(elapsed * options.rate):
                     subnet, canister = rng.choice(everyone)
                     others = [c for s, c in everyone if s != subnet] if rng.random() < options.cross_subnet else []
@@ -297,7 +299,7 @@ def run_load(agent: Agent, subnets: list[str], options: LoadOptions, *,
     replied = [c for c in answered if c.outcome == "replied"]
     return LoadReport(
         options=options, wall_s=last_answer - started,
-        submitting_s=max(last_submission[0] - started, options.duration_s),
+        submitting_s=max(last_submission[0] - started, 1e-9),
         submitted=len(answered) + sum(len(c) for c in pending.values()),
         refused=dict(refused), replied=len(replied), rejected=dict(rejected), inner_rejects=inner,
         lost=sum(len(c) for c in pending.values()) + max(0, totals.get("relayed", 0) - callbacks),

@@ -14,8 +14,9 @@
 5. ``import_canister`` on the destination (the bytes must hash to the exported hash), then
    ``start_canister`` there: the canister answers on its new subnet, same id, same state;
 6. ``delete_canister`` of the stopped copy on the source;
-7. once the streams between the two subnets hold no message (certified headers: every
-   message acknowledged both ways), registry version v+3 drops the trace.
+7. once every message that was in the streams between the two subnets when the routing
+   switched is acknowledged (certified headers: ``begin`` has passed the ``end`` read after
+   the switch, both ways), registry version v+3 drops the trace.
 
 Callers see no lost call: while the canister is stopped or in transit their calls are
 rejected (``CANISTER_ERROR`` "stopped", ``SYS_TRANSIENT``, ``DESTINATION_INVALID`` before the
@@ -40,6 +41,7 @@ from replica.progress import Progress
 from state_manager.codec import decode_header_leaf
 from state_manager.messages import MANAGEMENT_CANISTER_ID
 from state_manager.routing_table import CanisterIdRange
+from state_manager.streams import StreamHeader
 
 __all__ = ["MigrationError", "MigrationReport", "RegistryPublisher", "migrate_canister"]
 
@@ -93,17 +95,20 @@ class _Steps:
                    lambda: all(self.node_status(s).get("registry_version", 0) >= version for s in subnets))
         return version
 
-    def streams_clear(self, a: str, b: str) -> bool:
-        """Both streams between ``a`` and ``b`` hold no message (certified headers)."""
+    def stream_headers(self, a: str, b: str) -> dict[tuple[str, str], StreamHeader]:
+        """The certified headers of the streams ``a → b`` and ``b → a`` (absent: never used)."""
+        headers = {}
         for here, there in ((a, b), (b, a)):
             path = [b"streams", there.encode(), b"header"]
-            certificate = self.agent.read_state(MANAGEMENT_CANISTER_ID, [path], subnet=here)
-            raw = certificate.lookup(path)
-            if raw is not None:
-                header = decode_header_leaf(raw)
-                if header.begin != header.end:
-                    return False
-        return True
+            raw = self.agent.read_state(MANAGEMENT_CANISTER_ID, [path], subnet=here).lookup(path)
+            headers[(here, there)] = decode_header_leaf(raw) if raw is not None else StreamHeader(0, 0, 0)
+        return headers
+
+    def acknowledged(self, a: str, b: str, ends: dict[tuple[str, str], int]) -> bool:
+        """Every message of the streams between ``a`` and ``b`` below ``ends`` is acknowledged
+        and gone (``begin`` has reached it): what was in flight when the routing switched."""
+        headers = self.stream_headers(a, b)
+        return all(headers[pair].begin >= end for pair, end in ends.items())
 
 
 def migrate_canister(agent: Agent, publish: RegistryPublisher, canister_id: int, destination: str, *,
@@ -140,8 +145,11 @@ def migrate_canister(agent: Agent, publish: RegistryPublisher, canister_id: int,
         answering = time.monotonic()
         rounds = int(steps.node_status(destination)["finalized_height"]) - start_height
         steps.manage(source, "delete_canister", {"canister_id": canister_id})
-        steps.note("waiting until the streams between the subnets are clear")
-        steps.until("clearing the streams", lambda: steps.streams_clear(source, destination))
+        # messages sent from now on follow the new routing table; those already in the streams
+        # may still carry the old one, so the trace stays until they are acknowledged
+        in_flight = {pair: header.end for pair, header in steps.stream_headers(source, destination).items()}
+        steps.note("waiting until the messages in flight at the switch are acknowledged")
+        steps.until("acknowledging the messages in flight", lambda: steps.acknowledged(source, destination, in_flight))
         dropped = steps.change_registry(
             "trace dropped", lambda r: r.with_next_version(
                 canister_migrations=r.latest().canister_migrations.without(moving)), both)
