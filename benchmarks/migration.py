@@ -37,7 +37,7 @@ from replica.testnet.http_endpoints import agent_for_testnet
 from replica.testnet.launcher import TestnetLayout, update_registry_file, user_key
 from replica.testnet.lifecycle import down, up
 from replica.testnet.load import LoadOptions, run_load
-from replica.testnet.migration import migrate_canister
+from replica.testnet.migration import AgentDriver, migrate_canister
 
 TARGETS = {"migration_rounds": 20, "lost": 0, "duplicated": 0}
 
@@ -94,8 +94,8 @@ def main() -> int:
                 progress = Progress("migrations", total=args.moves)
                 for k in range(args.moves):
                     destination = subnets[(k + 1) % 2]
-                    reports.append(migrate_canister(agent, lambda change: update_registry_file(layout, change),
-                                                    moving, destination, timeout_s=120))
+                    driver = AgentDriver(agent, lambda change: update_registry_file(layout, change))
+                    reports.append(migrate_canister(driver, moving, destination, timeout_s=120))
                     progress.update(f"{reports[-1].rounds} rounds, {reports[-1].seconds:.1f} s", done=k + 1)
                 progress.finish()
                 moved.set()

@@ -24,7 +24,7 @@ from replica.testnet.example_apps import initial_supply, install_example_apps
 from replica.testnet.http_endpoints import agent_for_testnet
 from replica.testnet.lifecycle import down, running_launcher, up
 from replica.testnet.load import LoadOptions, install_load_canisters, run_load
-from replica.testnet.migration import migrate_canister
+from replica.testnet.migration import AgentDriver, migrate_canister
 from state_manager.messages import MANAGEMENT_CANISTER_ID
 
 pytestmark = pytest.mark.timeout(420)
@@ -69,7 +69,7 @@ def test_canisters_move_back_and_forth_under_traffic_and_no_call_is_lost(tmp_pat
                         except IngressRefused:
                             refused += 1    # e.g. the ledger is between subnets: refused, not lost
                     agent.identity = tn.user_key("subnet-0")   # the controller of every canister here
-                    reports.append(migrate_canister(agent, publish, canister, destination, timeout_s=60))
+                    reports.append(migrate_canister(AgentDriver(agent, publish), canister, destination, timeout_s=60))
             loader.join(timeout=200)
             load = outcome["load"]
             answers = []
