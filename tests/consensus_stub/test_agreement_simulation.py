@@ -10,7 +10,7 @@ import pytest
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
-from consensus_stub.agreement import protocol
+from consensus_stub.agreement import interface
 from consensus_stub.agreement.simulation import (
     MS, Crash, Partition, SafetyViolation, Schedule, Simulation, SplitMix64,
 )
@@ -110,7 +110,7 @@ def test_the_same_seed_gives_the_same_finalized_chain():
 def test_the_safety_check_catches_a_quorum_that_is_too_small(monkeypatch):
     """A control: with 2 of 4 as a 'quorum', the two halves of a partition finalize
     different blocks, and the simulation says so."""
-    monkeypatch.setattr(protocol, "compute_quorum", lambda n: n // 2)
+    monkeypatch.setattr(interface, "compute_quorum", lambda n: n // 2)
     split = Partition(T0, T0 + 20 * SEC, ((N1, N2), (N3, N4)))
     sim = simulation(Schedule(seed=3, partitions=(split,)))
     with pytest.raises(SafetyViolation, match="finalized"):
