@@ -10,9 +10,10 @@ A block on top of the chain tip (whose state is ``state``) holds:
 * ingress from the maker's pool, in arrival order, at most ``max_ingress_messages`` and half
   the block payload budget, skipping messages the state's ingress history already knows and
   messages whose receiver ``routing_table`` (at the block's registry version) does not route
-  to this subnet (the management canister, ``MANAGEMENT_CANISTER_ID``, is every subnet's) —
-  what the notary refuses, so a canister that moved away after its message was pooled
-  cannot stall the chain;
+  to this subnet (the management canister, ``MANAGEMENT_CANISTER_ID``, is every subnet's)
+  unless ``hosted_before(receiver)`` — a canister that moved away after its message was
+  pooled: the message goes into a block and induction answers it (``CANISTER_ON_ANOTHER_SUBNET``), so
+  its sender hears; any other is what the notary refuses and would stall the chain;
 * the XNet payload ``get_xnet_payload(state, past_payloads, slice_pool, remaining budget,
   limits, seed)`` with ``seed = parent hash ‖ height`` (the builder's rotation).
 """
@@ -20,7 +21,7 @@ A block on top of the chain tip (whose state is ``state``) holds:
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Sequence
+from typing import Callable, Sequence
 
 from message_routing.limits import Limits
 from state_manager.messages import MANAGEMENT_CANISTER_ID, Ingress
@@ -73,6 +74,7 @@ def build_block(
     limits: Limits,
     routing_table: RoutingTable,
     max_ingress_messages: int = DEFAULT_MAX_INGRESS_MESSAGES,
+    hosted_before: Callable[[int], bool] = lambda canister_id: False,
 ) -> Block:
     """The block ``maker`` (of ``rank``) proposes at ``tip.height + 1`` (module docstring)."""
     height = tip.height + 1
@@ -86,7 +88,8 @@ def build_block(
     def excluded(ingress: Ingress) -> bool:
         if ingress.message_id in history:
             return True
-        return ingress.receiver != MANAGEMENT_CANISTER_ID and routing_table.lookup(ingress.receiver) != own
+        return (ingress.receiver != MANAGEMENT_CANISTER_ID and routing_table.lookup(ingress.receiver) != own
+                and not hosted_before(ingress.receiver))
 
     ingress = ingress_pool.select(time, budget // 2, max_ingress_messages, excluded)
     remaining = budget - sum(i.count_bytes() for i in ingress)

@@ -121,8 +121,9 @@ def _check_ingress(block: Block, state: ReplicatedState, registry: Registry, lim
             raise InvalidIngressInBlock(f"message {mid.hex()} expires too far in the future")
         if ingress.count_bytes() > limits.max_ingress_bytes:
             raise InvalidIngressInBlock(f"message {mid.hex()} exceeds the ingress size limit")
-        if ingress.receiver != MANAGEMENT_CANISTER_ID and table.lookup(ingress.receiver) != own:
-            raise InvalidIngressInBlock(f"message {mid.hex()} is for canister {ingress.receiver}, not on this subnet")
+        if (ingress.receiver != MANAGEMENT_CANISTER_ID and table.lookup(ingress.receiver) != own
+                and not registry.has_hosted(own, ingress.receiver, block.registry_version)):
+            raise InvalidIngressInBlock(f"message {mid.hex()} is for canister {ingress.receiver}, never on this subnet")
 
 
 def validate_block(

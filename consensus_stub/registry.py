@@ -278,6 +278,12 @@ class Registry:
         """This registry plus a newer version."""
         return Registry((*self._records, record))
 
+    def has_hosted(self, subnet_id: str, canister_id: int, up_to_version: int) -> bool:
+        """Some version ``<= up_to_version`` routes ``canister_id`` to ``subnet_id``: the subnet
+        may hold pooled ingress for it from before it moved away."""
+        return any(r.version <= up_to_version and r.routing_table.lookup(canister_id) == subnet_id
+                   for r in self._records)
+
     def with_next_version(self, *, routing_table: RoutingTable | None = None,
                           canister_migrations: CanisterMigrations | None = None) -> "Registry":
         """This registry plus version ``latest + 1``: the latest record with a new routing

@@ -30,6 +30,8 @@ class IngressInductionFailure(enum.Enum):
     EXPIRY_TOO_FAR = ("expiry too far in the future", RejectCode.SYS_FATAL)
     PAYLOAD_TOO_LARGE = ("message exceeds the ingress size limit", RejectCode.CANISTER_ERROR)
     CANISTER_NOT_FOUND = ("canister not found", RejectCode.DESTINATION_INVALID)
+    CANISTER_ON_ANOTHER_SUBNET = ("canister is on another subnet now (it moved); send the call there",
+                                  RejectCode.SYS_TRANSIENT)
     CANISTER_NOT_RUNNING = ("canister is not running", RejectCode.CANISTER_ERROR)
     QUEUE_FULL = ("canister ingress queue is full", RejectCode.SYS_TRANSIENT)
 
@@ -58,6 +60,10 @@ def compute_ingress_failure(state: ReplicatedState, ingress: Ingress, limits: Li
         if not state.management_queue.has_room(limits.queue_capacity):
             return IngressInductionFailure.QUEUE_FULL
         return None
+    routed = state.routing_table.lookup(ingress.receiver)
+    if routed is not None and routed != state.own_subnet_id:
+        # pooled while the canister lived here; it moved before the message made it into a block
+        return IngressInductionFailure.CANISTER_ON_ANOTHER_SUBNET
     canister = state.canisters.get(ingress.receiver)
     if canister is None:
         return IngressInductionFailure.CANISTER_NOT_FOUND

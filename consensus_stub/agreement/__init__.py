@@ -4,6 +4,7 @@
                     shares, status, catch-up, ingress, certification shares): canonical
                     msgpack, strict decoders with typed errors
     signing.py      what a node signs with its node key, and checking peers' signatures
+    interface.py    the protocol's surface: configuration, injected callables, outputs
     protocol.py     AgreementNode: one node's state machine, driven by on_message/on_timer
     simulation.py   the nodes of a subnet on a simulated network with a seeded adversarial
                     schedule (delays, reordering, duplicates, losses, partitions, crashes)

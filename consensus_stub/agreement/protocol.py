@@ -43,155 +43,30 @@ filled in input order or over sorted keys, never sets.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Callable, Iterable, Optional, Protocol, Sequence, Union
+from typing import Callable, Iterable, Optional, Sequence
 
-from state_manager.certification import Certification, CertificationShare
+from state_manager.certification import CertificationShare
 
 from ..block import GENESIS_PARENT_HASH, Block, block_hash
 from ..block_maker import ChainTip, block_maker_for, rank_of
 from ..certification_pool import CertificationPool
 from ..notary import BlockNotYetValid, InvalidBlock
-from ..registry import SubnetRecord
+from .interface import (
+    AgreementConfig, AgreementConfigError, BlockContext, Broadcast, Certified, Finalized, IngressReceived, Output,
+    Persist, ProposeFn, Refused, Send, ValidateFn, Verifier, compute_quorum,
+)
 from .messages import (
-    MAX_CATCH_UP_BLOCKS, AgreementError, CatchUp, CertificationShareGossip, FinalizationShare, IngressGossip, Message,
-    NotarizationShare, Proposal, Status,
+    AgreementError, CatchUp, CertificationShareGossip, FinalizationShare, IngressGossip, Message, NotarizationShare,
+    Proposal, Status,
 )
 from .signing import compute_finalization_message, compute_notarization_message, compute_proposal_message
 
+# The surface (``interface``) is re-exported: a driver needs only this module.
 __all__ = [
-    "AgreementConfig", "AgreementConfigError", "BlockContext", "Verifier", "compute_quorum",
-    "Send", "Broadcast", "Persist", "Finalized", "IngressReceived", "Certified", "Refused", "Output",
-    "AgreementNode",
+    "AgreementConfig", "AgreementConfigError", "BlockContext", "Verifier", "ProposeFn", "ValidateFn",
+    "compute_quorum", "Send", "Broadcast", "Persist", "Finalized", "IngressReceived", "Certified", "Refused",
+    "Output", "AgreementNode",
 ]
-
-
-class AgreementConfigError(AgreementError):
-    """Parameters the protocol cannot run with."""
-
-
-def compute_quorum(n: int) -> int:
-    """``q = n - f`` with ``f = (n - 1) // 3``: ``2f + 1`` of ``3f + 1``. Two quorums share
-    ``2q - n >= f + 1`` nodes; ``f`` nodes down still leave a quorum."""
-    return n - (n - 1) // 3
-
-
-@dataclass(frozen=True, slots=True)
-class AgreementConfig:
-    subnet: SubnetRecord
-    node_id: str
-    round_timeout_ns: int = 1_000_000_000
-    rebroadcast_interval_ns: int = 3_000_000_000
-    #: Finalized blocks kept to answer peers' catch-up (a node further behind needs state sync).
-    retained_heights: int = 1_000
-    #: Artifacts are kept for heights up to this far above the notarized height.
-    lookahead_heights: int = 16
-    max_catch_up_blocks: int = MAX_CATCH_UP_BLOCKS
-    #: The least time from a round's start to its first proposal: paces an idle subnet
-    #: (0: as fast as messages travel). Every rank's proposal waits this much longer.
-    block_interval_ns: int = 0
-    #: A peer not heard from for this long counts as absent: makers of lower rank that are
-    #: absent are not waited for (0: always wait ``rank × round_timeout``).
-    absent_after_ns: int = 6_000_000_000
-
-    def __post_init__(self) -> None:
-        if self.node_id not in self.subnet.node_ids:
-            raise AgreementConfigError(f"{self.node_id!r} is not a node of subnet {self.subnet.subnet_id!r}")
-        for name in ("round_timeout_ns", "rebroadcast_interval_ns", "retained_heights", "lookahead_heights"):
-            value = getattr(self, name)
-            if type(value) is not int or value < 1:
-                raise AgreementConfigError(f"{name} must be a positive int, got {value!r}")
-        for name in ("block_interval_ns", "absent_after_ns"):
-            if type(getattr(self, name)) is not int or getattr(self, name) < 0:
-                raise AgreementConfigError(f"{name} must be a non-negative int")
-        if type(self.max_catch_up_blocks) is not int or not 1 <= self.max_catch_up_blocks <= MAX_CATCH_UP_BLOCKS:
-            raise AgreementConfigError(f"max_catch_up_blocks must be in 1..{MAX_CATCH_UP_BLOCKS}")
-
-    @property
-    def quorum(self) -> int:
-        return compute_quorum(self.subnet.size)
-
-
-@dataclass(frozen=True, slots=True)
-class BlockContext:
-    """Where a block at ``height`` goes: on ``parent_hash`` (``parent`` is that block, ``None``
-    for genesis), above the finalized ``tip``; ``unfinalized`` are the notarized, not yet
-    finalized ancestors, oldest first (the past payloads a validator counts)."""
-
-    height: int
-    rank: int
-    maker: str
-    parent_hash: bytes
-    parent: Optional[Block]
-    unfinalized: tuple[Block, ...]
-    tip: ChainTip
-
-
-class Verifier(Protocol):
-    def is_valid_signature(self, node_id: str, message: bytes, signature: bytes) -> bool: ...
-
-
-#: ``propose(context, now) -> Block`` and ``validate(block, context, now)`` (raises ``InvalidBlock``
-#: for good or ``BlockNotYetValid`` to be asked again later).
-ProposeFn = Callable[[BlockContext, int], Block]
-ValidateFn = Callable[[Block, BlockContext, int], None]
-
-
-@dataclass(frozen=True, slots=True)
-class Send:
-    to: str
-    message: Message
-
-
-@dataclass(frozen=True, slots=True)
-class Broadcast:
-    """To every other node of the subnet."""
-
-    message: Message
-
-
-@dataclass(frozen=True, slots=True)
-class Persist:
-    """An artifact this node signed; a restarted node must get it back (``AgreementNode.restore``)."""
-
-    message: Message
-
-
-@dataclass(frozen=True, slots=True)
-class Finalized:
-    """The next finalized block (heights come one by one, in order). ``proof`` — the
-    finalization signatures — is given for the last block of each finalization step; keep
-    the latest for ``restore``."""
-
-    block: Block
-    block_hash: bytes
-    proof: tuple[tuple[str, bytes], ...] = ()
-
-    @property
-    def height(self) -> int:
-        return self.block.height
-
-
-@dataclass(frozen=True, slots=True)
-class IngressReceived:
-    messages: tuple
-
-
-@dataclass(frozen=True, slots=True)
-class Certified:
-    certification: Certification
-
-
-@dataclass(frozen=True, slots=True)
-class Refused:
-    """A proposal ``validate`` refused for good."""
-
-    height: int
-    block_hash: bytes
-    reason: str
-
-
-Output = Union[Send, Broadcast, Persist, Finalized, IngressReceived, Certified, Refused]
 
 _PENDING, _VALID, _INVALID = 0, 1, 2
 
@@ -702,15 +577,29 @@ class AgreementNode:
         out.append(Broadcast(message))
 
     def _artifacts_to_resend(self) -> list[Message]:
-        """Our own artifacts above the tip, and the proposals of others we notarization-signed:
-        if their maker crashed after reaching only us, peers could otherwise never sign the
-        block we signed, and we (having signed a lower rank) would never sign theirs."""
-        own = [m for k, m in sorted(self._own.items(), key=lambda item: item[0]) if k[0] > self.finalized_height]
-        relayed = [self._candidates[d].proposal
-                   for height in sorted(self._signed_notarization)
-                   for d in self._signed_notarization[height]
-                   if d in self._candidates and self._candidates[d].block.maker != self.node_id]
-        return own + relayed
+        """What peers need to reach our view above the finalized tip, if they lost it:
+
+        * our own artifacts;
+        * the proposals of others we notarization-signed: if their maker crashed after
+          reaching only us, peers could otherwise never sign the block we signed, and we
+          (having signed a lower rank) would never sign theirs;
+        * every notarization we know (block and shares): a share whose signer crashed may
+          have reached only some nodes, and a block whose parent they do not see notarized
+          they cannot sign.
+        """
+        out = [m for k, m in sorted(self._own.items(), key=lambda item: item[0]) if k[0] > self.finalized_height]
+        sent = {_own_key(m) for m in out}
+        proposals: dict[bytes, None] = {}
+        for height in sorted(self._signed_notarization):
+            proposals.update((d, None) for d in self._signed_notarization[height] if d in self._candidates)
+        for height in range(self.finalized_height + 1, self.notarized_height + 1):
+            for digest in self._notarized.get(height, {}):
+                proposals[digest] = None
+                out += [NotarizationShare(height, digest, signer, signature)
+                        for signer, signature in self._notarization[height][digest].items()
+                        if (height, 1, digest) not in sent or signer != self.node_id]
+        out += [self._candidates[d].proposal for d in proposals if self._candidates[d].block.maker != self.node_id]
+        return out
 
     def _restore(self, finalized: Sequence[Finalized], own_artifacts: Iterable[Message]) -> None:
         if finalized:

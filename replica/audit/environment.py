@@ -22,6 +22,7 @@ executors need the same Python version at the same path (``docs/cluster.md``).
 
 from __future__ import annotations
 
+import fcntl
 import json
 import os
 import shutil
@@ -150,8 +151,13 @@ def environment_archive(cache_dir: Path | None = None, *, build: BuildInfo | Non
     if target.is_file():
         return target
     cache_dir.mkdir(parents=True, exist_ok=True)
-    with tempfile.TemporaryDirectory(prefix="replica-env-", dir=cache_dir) as scratch:
-        _build_archive(build, target, Path(scratch), status)
-    _prune(cache_dir, KEEP_ARCHIVES)
+    # One builder at a time (e.g. parallel test workers): the others wait and find it cached.
+    with open(cache_dir / ".lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if target.is_file():
+            return target
+        with tempfile.TemporaryDirectory(prefix="replica-env-", dir=cache_dir) as scratch:
+            _build_archive(build, target, Path(scratch), status)
+        _prune(cache_dir, KEEP_ARCHIVES)
     status.finish(f"environment archive of build {build.short}: {target}")
     return target

@@ -124,7 +124,7 @@ def _migrate(args: argparse.Namespace) -> int:
     from replica.testnet.http_endpoints import agent_for_testnet
     from replica.testnet.launcher import TestnetLayout, update_registry_file
     from replica.testnet.lifecycle import testnet_directory
-    from replica.testnet.migration import migrate_canister
+    from replica.testnet.migration import AgentDriver, migrate_canister
 
     directory = testnet_directory(args.dir)
     store = IdentityStore()
@@ -132,12 +132,61 @@ def _migrate(args: argparse.Namespace) -> int:
     layout = TestnetLayout(directory)
     with agent_for_testnet(directory, identity.key) as agent:
         progress = Progress(f"migrating canister {args.canister} to {args.to}")
-        report = migrate_canister(agent, lambda change: update_registry_file(layout, change), args.canister, args.to,
-                                  timeout_s=args.timeout, progress=progress)
+        driver = AgentDriver(agent, lambda change: update_registry_file(layout, change))
+        report = migrate_canister(driver, args.canister, args.to, timeout_s=args.timeout, progress=progress)
         progress.finish(f"answering on {report.destination} after {report.rounds} rounds ({report.seconds:.1f} s)")
     print(f"canister {report.canister_id}: {report.source} -> {report.destination}; registry versions "
           f"{', '.join(map(str, report.registry_versions))}; snapshot {report.snapshot_bytes} bytes, "
           f"SHA-256 {report.snapshot_hash.hex()}")
+    return 0
+
+
+def _registry(args: argparse.Namespace) -> int:
+    """Show the registry's versions, or publish a new one (the migration's building blocks)."""
+    from consensus_stub.registry import InconsistentRegistry, decode_registry
+    from replica.testnet.launcher import TestnetLayout, update_registry_file
+    from replica.testnet.lifecycle import testnet_directory
+    from state_manager.routing_table import CanisterIdRange, RoutingTableError
+
+    layout = TestnetLayout(testnet_directory(args.dir))
+    if args.action != "show":
+        needed = {"route": args.to, "trace": args.along, "untrace": True}[args.action]
+        if args.start is None or args.end is None or not needed:
+            print(f"replica testnet registry {args.action}: name START END"
+                  + {"route": " and --to SUBNET", "trace": " and --along A,B", "untrace": ""}[args.action],
+                  file=sys.stderr)
+            return 2
+        try:
+            moved = CanisterIdRange(args.start, args.end)
+        except RoutingTableError as exc:
+            print(f"replica testnet registry {args.action}: {exc}", file=sys.stderr)
+            return 2
+        if args.action == "route":
+            change = lambda r: r.with_next_version(routing_table=r.latest().routing_table.with_assignment(moved, args.to))  # noqa: E731
+        elif args.action == "trace":
+            change = lambda r: r.with_next_version(  # noqa: E731
+                canister_migrations=r.latest().canister_migrations.with_trace(moved, tuple(args.along.split(","))))
+        else:
+            change = lambda r: r.with_next_version(canister_migrations=r.latest().canister_migrations.without(moved))  # noqa: E731
+        try:
+            registry = update_registry_file(layout, change)
+        except (InconsistentRegistry, RoutingTableError) as exc:
+            print(f"replica testnet registry {args.action}: refused: {exc}", file=sys.stderr)
+            return 2
+        print(f"registry version {registry.latest_version} published; every subnet adopts it in its next block")
+        return 0
+    registry = decode_registry(layout.registry.read_bytes())
+    versions = [{"version": r.version,
+                 "routing_table": [[c.start, c.end, s] for c, s in r.routing_table.entries],
+                 "canister_migrations": [[c.start, c.end, list(trace)] for c, trace in r.canister_migrations.entries]}
+                for r in registry.records]
+    if args.json:
+        print(json.dumps(versions, indent=2))
+        return 0
+    for v in versions:
+        routes = ", ".join(f"{a}-{b} -> {s}" for a, b, s in v["routing_table"])
+        traces = "; ".join(f"{a}-{b} along {' -> '.join(t)}" for a, b, t in v["canister_migrations"]) or "none"
+        print(f"version {v['version']}: {routes}; migrating: {traces}")
     return 0
 
 
@@ -192,6 +241,15 @@ def register(sub) -> None:
     migrate.add_argument("--timeout", type=float, default=120.0, help="seconds each step may take")
     migrate.add_argument("--identity", default=None, help="identity to sign with (none: the one in use; "
                                                           "it must control the canister)")
+    registry = command("registry", "show the registry's versions, or publish a new one (route, trace, untrace)",
+                       _registry)
+    registry.add_argument("action", choices=("show", "route", "trace", "untrace"),
+                          help="show; or publish: route START-END to --to, trace it --along A,B, untrace it")
+    registry.add_argument("start", type=int, nargs="?", default=None, help="first canister id of the range")
+    registry.add_argument("end", type=int, nargs="?", default=None, help="last canister id of the range")
+    registry.add_argument("--to", default=None, help="route: the subnet the range goes to")
+    registry.add_argument("--along", default=None, help="trace: the subnets, source first (A,B)")
+    registry.add_argument("--json", action="store_true", help="show: machine-readable output")
     run = command("run", "the scripted foreground run: demo traffic, settle, check, stop", _run)
     shape(run)
     run.add_argument("--duration", type=float, default=None,

@@ -118,21 +118,21 @@ def _save_state(directory: Path, state: ClusterState) -> None:
     os.replace(tmp, directory / STATE_FILE)
 
 
-def _start(role: str, arguments: list[str], directory: Path, env: dict[str, str]) -> int:
+def _start(role: str, arguments: list[str], directory: Path, env: dict[str, str]) -> subprocess.Popen:
     with open(directory / "logs" / f"{role}.log", "ab") as log:
         process = subprocess.Popen([str(spark_class()), *arguments], stdout=log, stderr=subprocess.STDOUT,
                                    stdin=subprocess.DEVNULL, env=env, cwd=directory, start_new_session=True)
     (directory / "pids" / f"{role}.pid").write_text(f"{process.pid}\n")
-    return process.pid
+    return process
 
 
-def _wait_for(predicate, what: str, timeout_s: float, pids: list[int], directory: Path) -> None:
+def _wait_for(predicate, what: str, timeout_s: float, started: list[subprocess.Popen], directory: Path) -> None:
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
         if predicate():
             return
-        dead = [pid for pid in pids if not is_spark_daemon(pid)]
-        if dead:
+        # Our own children: poll() is authoritative (a /proc read can race the exec into the JVM).
+        if any(process.poll() is not None for process in started):
             raise ClusterError(f"a Spark process exited while waiting for {what}; see {directory / 'logs'}")
         time.sleep(0.3)
     raise ClusterError(f"timed out after {timeout_s:.0f} s waiting for {what}; see {directory / 'logs'}")
@@ -164,25 +164,26 @@ def cluster_up(config: ClusterConfig = ClusterConfig(), status: Progress | None 
     url = f"spark://127.0.0.1:{port}"
     (directory / "logs" / "master.log").unlink(missing_ok=True)   # registrations are counted in it
     processes: list[ClusterProcess] = []
+    started: list[subprocess.Popen] = []
     try:
         status.update(f"starting the Spark master on 127.0.0.1:{port}")
-        master = _start("master", [_MASTER_CLASS, "--host", "127.0.0.1", "--port", str(port), "--webui-port", "0",
-                                   "--properties-file", str(properties)], directory, env)
-        processes.append(ClusterProcess("master", master))
-        _wait_for(lambda: _listening(port), "the master to listen", config.start_timeout_s, [master], directory)
+        started.append(_start("master", [_MASTER_CLASS, "--host", "127.0.0.1", "--port", str(port), "--webui-port",
+                                         "0", "--properties-file", str(properties)], directory, env))
+        processes.append(ClusterProcess("master", started[-1].pid))
+        _wait_for(lambda: _listening(port), "the master to listen", config.start_timeout_s, started, directory)
         for number in range(1, config.workers + 1):
             role = f"worker-{number}"
             work = directory / "work" / role
             work.mkdir(parents=True, exist_ok=True)
-            pid = _start(role, [_WORKER_CLASS, url, "--host", "127.0.0.1", "--cores", str(config.cores),
-                                "--memory", config.memory, "--webui-port", "0", "--work-dir", str(work),
-                                "--properties-file", str(properties)], directory, env)
-            processes.append(ClusterProcess(role, pid, config.cores, config.memory))
+            started.append(_start(role, [_WORKER_CLASS, url, "--host", "127.0.0.1", "--cores", str(config.cores),
+                                         "--memory", config.memory, "--webui-port", "0", "--work-dir", str(work),
+                                         "--properties-file", str(properties)], directory, env))
+            processes.append(ClusterProcess(role, started[-1].pid, config.cores, config.memory))
         status.update(f"waiting for {config.workers} worker(s) to register")
         _wait_for(lambda: _registered_workers(directory) >= config.workers, "every worker to register",
-                  config.start_timeout_s, [p.pid for p in processes], directory)
+                  config.start_timeout_s, started, directory)
     except BaseException:
-        _stop_all(directory, processes)
+        _stop_started(directory, processes, started)
         raise
     state = ClusterState(url, port, tuple(processes))
     _save_state(directory, state)
@@ -216,6 +217,20 @@ def _stop_all(directory: Path, processes: list[ClusterProcess] | tuple[ClusterPr
     for process in sorted(processes, key=lambda p: p.role == "master"):
         _stop(process.pid, grace_s)
         _reap(process.pid)
+        (directory / "pids" / f"{process.role}.pid").unlink(missing_ok=True)
+
+
+def _stop_started(directory: Path, processes: list[ClusterProcess], started: list[subprocess.Popen],
+                  grace_s: float = 20.0) -> None:
+    """Stop what a failed ``cluster_up`` started: our own children, so no pid check is needed."""
+    for process, popen in sorted(zip(processes, started), key=lambda pair: pair[0].role == "master"):
+        if popen.poll() is None:
+            popen.terminate()
+            try:
+                popen.wait(timeout=grace_s)
+            except subprocess.TimeoutExpired:
+                popen.kill()
+                popen.wait()
         (directory / "pids" / f"{process.role}.pid").unlink(missing_ok=True)
 
 

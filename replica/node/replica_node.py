@@ -225,11 +225,13 @@ class ReplicaNode:
         return self.ingress_pool.add(ingress, now, self.limits.max_ingress_ttl_ns, self.limits.max_ingress_bytes)
 
     def make_block(self, tip: ChainTip, now: int, rank: int, registry_version: int) -> Block:
+        registry, own = self.registry.get(), self.subnet_id
         with self.fetcher.pool() as slice_pool:
             return build_block(
                 tip=tip, now=now, registry_version=registry_version, maker=self.node_id, rank=rank,
                 state=self.state, past_payloads=(), ingress_pool=self.ingress_pool, slice_pool=slice_pool,
-                limits=self.limits, routing_table=self.registry.get().record(registry_version).routing_table,
+                limits=self.limits, routing_table=registry.record(registry_version).routing_table,
+                hosted_before=lambda canister_id: registry.has_hosted(own, canister_id, registry_version),
             )
 
     def validate_block(self, block: Block, tip: ChainTip, now: int | None) -> DecodedXNetPayload:

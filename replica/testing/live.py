@@ -98,6 +98,19 @@ class LiveNetwork:
     def subnet_of(self, canister_id: int) -> str | None:
         return self.registry.latest().routing_table.lookup(canister_id)
 
+    def migrate(self, sender: UserKey, canister_id: int, subnet: str):
+        """``migrate_canister`` through ``sender``'s agent; every agent then routes by the new registry."""
+        from replica.testnet.launcher import update_registry_file
+        from replica.testnet.migration import AgentDriver, migrate_canister
+
+        layout = TestnetLayout(self.directory)
+        driver = AgentDriver(self._agent(sender), lambda change: update_registry_file(layout, change))
+        report = migrate_canister(driver, canister_id, subnet)
+        self.registry = driver.registry
+        for agent in self._agents.values():
+            agent.registry = self.registry
+        return report
+
     def _rows(self) -> dict[str, lifecycle.SubnetStatus]:
         return {row.subnet: row for row in lifecycle.status(self.directory)}
 

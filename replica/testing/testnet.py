@@ -224,6 +224,21 @@ class Testnet:
         self.update_call(MANAGEMENT_CANISTER_ID, "install_code", request, sender=sender, subnet=host)
         return canister_id
 
+    def migrate(self, canister_id: int, subnet: str, *, sender: UserKey | None = None, max_ticks: int = 200):
+        """Move ``canister_id`` (which ``sender`` controls) to ``subnet``: same id, same state,
+        no call lost (``replica.testnet.migration``); its ``MigrationReport``. Deterministic
+        mode makes the rounds each step needs (at most ``max_ticks``); live mode waits for them."""
+        from replica.testnet.migration import migrate_canister
+
+        if subnet not in self.subnets:
+            raise UnknownSubnet(f"no subnet {subnet!r}; the subnets are {', '.join(self.subnets)}")
+        sender = sender or self.default_sender
+        if self.mode == "deterministic":
+            from .migration_driver import TickingDriver
+
+            return migrate_canister(TickingDriver(self, self._net, sender, max_ticks), canister_id, subnet)
+        return self._net.migrate(sender, canister_id, subnet)
+
     # -- calls ----------------------------------------------------------------------------
 
     def _route(self, canister_id: int, subnet: str | None) -> str:

@@ -164,6 +164,19 @@ class _Heights:
                 pass   # the next refresh tries again; heights only make the rounds estimate
 
 
+def _stats_of(agent: Agent, canister: int, patience_s: float = 60.0) -> dict:
+    """The load canister's counters; asked again while it cannot answer (e.g. it is moving
+    between subnets) for up to ``patience_s`` seconds."""
+    deadline = time.monotonic() + patience_s
+    while True:
+        try:
+            return agent.query_call(canister, "stats")
+        except (AgentError, IngressRefused):
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(0.2)
+
+
 def _inner_outcomes(agent: Agent, canisters: dict[str, list[int]]) -> tuple[dict[str, int], dict[str, int]]:
     """(totals of the canisters' counters, their inner rejects by code name)."""
     from replica.client.agent import reject_code_name
@@ -172,7 +185,7 @@ def _inner_outcomes(agent: Agent, canisters: dict[str, list[int]]) -> tuple[dict
     inner: collections.Counter[str] = collections.Counter()
     for ids in canisters.values():
         for canister in ids:
-            stats = agent.query_call(canister, "stats")
+            stats = _stats_of(agent, canister)
             for key in ("relayed", "echoed", "replied", "rejected", "violations"):
                 totals[key] += stats[key]
             for code, count in stats["rejected_by_code"].items():
@@ -181,8 +194,10 @@ def _inner_outcomes(agent: Agent, canisters: dict[str, list[int]]) -> tuple[dict
 
 
 def run_load(agent: Agent, subnets: list[str], options: LoadOptions, *,
-             canisters: dict[str, list[int]] | None = None, progress: Progress | None = None) -> LoadReport:
-    """Install the load canisters (unless given), drive the load, drain, report (module docstring)."""
+             canisters: dict[str, list[int]] | None = None, progress: Progress | None = None,
+             stop: threading.Event | None = None) -> LoadReport:
+    """Install the load canisters (unless given), drive the load, drain, report (module
+    docstring). ``stop`` set ends the offered load before ``duration_s`` (then it drains)."""
     if options.rate <= 0 or options.duration_s <= 0 or options.canisters < 1 or not 0 <= options.cross_subnet <= 1:
         raise ReplicaError("load needs a positive rate and duration, at least one canister per subnet and a "
                            "cross-subnet fraction in [0, 1]")
@@ -250,7 +265,7 @@ def run_load(agent: Agent, subnets: list[str], options: LoadOptions, *,
     due = 0
     try:
         with ThreadPoolExecutor(max_workers=options.submitters, thread_name_prefix="load-submit") as pool:
-            while (elapsed := time.monotonic() - started) < options.duration_s:
+            while (elapsed := time.monotonic() - started) < options.duration_s and not (stop and stop.is_set()):
                 while due < int(elapsed * options.rate):
                     subnet, canister = rng.choice(everyone)
                     others = [c for s, c in everyone if s != subnet] if rng.random() < options.cross_subnet else []
@@ -284,7 +299,7 @@ def run_load(agent: Agent, subnets: list[str], options: LoadOptions, *,
     replied = [c for c in answered if c.outcome == "replied"]
     return LoadReport(
         options=options, wall_s=last_answer - started,
-        submitting_s=max(last_submission[0] - started, options.duration_s),
+        submitting_s=max(last_submission[0] - started, 1e-9),
         submitted=len(answered) + sum(len(c) for c in pending.values()),
         refused=dict(refused), replied=len(replied), rejected=dict(rejected), inner_rejects=inner,
         lost=sum(len(c) for c in pending.values()) + max(0, totals.get("relayed", 0) - callbacks),

@@ -19,7 +19,7 @@ import pytest
 from replica.audit.environment import environment_archive
 from replica.audit.job import AuditOptions, run_audit
 from replica.audit.perturbation import Fault
-from replica.audit.report import comparable
+from replica.audit.report import build_lines, comparable
 from replica.audit.run_log import write_run_log
 from replica.cluster.launcher import is_spark_daemon, load_state
 from tests.audit.runs import small_run
@@ -98,6 +98,9 @@ def test_the_audit_on_the_cluster_matches_local_and_runs_the_compiled_build(spar
     assert result.stdout.startswith("verdict: DIVERGENT")
     remote = json.loads((out / "report.json").read_text())
     assert remote["environment"]["master"] == cluster.url
+    # Both audits replayed the recorded build (if the local one did not, the checkout's sources
+    # changed while this test ran: the check below is then right to fail).
+    assert local["build"]["agree"] is True, build_lines(local["build"])
     assert comparable(remote) == json.loads(json.dumps(comparable(local)))
     assert remote["clusters"][0]["replicas"] == [3] and remote["clusters"][0]["drilldown"]["paths"]
     # Every replica was replayed by the live run's build ...

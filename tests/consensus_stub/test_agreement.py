@@ -201,6 +201,28 @@ def test_built_blocks_validate_and_bad_ones_are_refused(dealt):
                           limits=DEFAULT.with_(max_block_payload_bytes=64))
 
 
+def test_ingress_pooled_before_its_canister_moved_away_goes_into_a_block_to_be_answered(dealt):
+    from state_manager.routing_table import CanisterIdRange
+    registry, _ = dealt
+    moved = registry.with_next_version(
+        routing_table=registry.latest().routing_table.with_assignment(CanisterIdRange(5, 5), "beta"))
+    state = genesis_state(registry)
+    pool = IngressPool()
+    for n, receiver in enumerate((5, 1005)):   # 5 was alpha's until version 2; 1005 never was
+        pool.add(ingress(n, receiver=receiver), T0, DEFAULT.max_ingress_ttl_ns, DEFAULT.max_ingress_bytes)
+    tip = ChainTip(0, b.GENESIS_PARENT_HASH)
+    blk = build_block(tip=tip, now=T0 + SEC, registry_version=2, maker="alpha-node-1", rank=0, state=state,
+                      past_payloads=(), ingress_pool=pool, slice_pool=SlicePool("alpha", 1 << 20), limits=DEFAULT,
+                      routing_table=moved.record(2).routing_table,
+                      hosted_before=lambda canister_id: moved.has_hosted("alpha", canister_id, 2))
+    assert [i.receiver for i in blk.ingress] == [5]
+    validate = lambda candidate: nt.validate_block(  # noqa: E731
+        candidate, tip=tip, state=state, past_payloads=(), registry=moved, limits=DEFAULT, now=T0 + SEC)
+    assert validate(blk) == ()
+    with pytest.raises(nt.InvalidIngressInBlock, match="never on this subnet"):
+        validate(dataclasses.replace(blk, ingress=(ingress(1, receiver=1005),)))
+
+
 # -- certification shares --------------------------------------------------------------------
 
 def test_certification_pool_aggregates_t_valid_shares(dealt):

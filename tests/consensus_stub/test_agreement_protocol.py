@@ -130,6 +130,13 @@ def test_a_node_resends_its_own_artifacts_and_the_proposals_it_signed():
     node.on_message(propose(N2, rank=1), T0)              # seen, not signed
     resent = [o.message for o in node.on_timer(node.wakeup_at) if isinstance(o, p.Broadcast)]
     assert resent == [Status(N4, 0, 0), *signed, p0]
+    # once p0 is notarized, its notarization goes along: every share we hold, not only ours
+    others = [nshare(N1, p0), nshare(N2, p0)]
+    final = own(node.on_message(others[0], T0) + node.on_message(others[1], T0), FinalizationShare)
+    resent = [o.message for o in node.on_timer(node.wakeup_at) if isinstance(o, p.Broadcast)]
+    assert resent[0] == Status(N4, 0, 1)
+    assert all(message in resent for message in [*signed, *final, *others, p0])
+    assert len(resent) == len(set(map(repr, resent)))          # nothing twice
 
 
 def test_makers_not_heard_from_lately_are_not_waited_for():

@@ -79,6 +79,13 @@ def test_up_status_down_and_up_again_resumes(tmp_path):
                 break
         assert status["status"] == "replied" and status["reply"] == 6
         assert json.loads(_replica(tmp_path, "request-status", message_id, "0").stdout)["reply"] == 6
+        # the counter moves to subnet-1 with its state, through the command line, and answers there
+        moved = _replica(tmp_path, "testnet", "migrate", "0", "--to", "subnet-1")
+        assert "subnet-0 -> subnet-1" in moved.stdout
+        assert _replica(tmp_path, "call", "0", "get", "--query").stdout.strip() == "6"
+        assert _replica(tmp_path, "call", "0", "increment", "1").stdout.strip() == "7"
+        versions = json.loads(_replica(tmp_path, "testnet", "registry", "show", "--json").stdout)
+        assert [0, 0, "subnet-1"] in versions[-1]["routing_table"] and versions[-1]["canister_migrations"] == []
         rejected = _replica(tmp_path, "call", "0", "nosuch", check=False)
         assert rejected.returncode == 1 and "CANISTER_ERROR" in rejected.stderr
         refused = _replica(tmp_path, "call", "5", "get", check=False)
@@ -96,7 +103,7 @@ def test_up_status_down_and_up_again_resumes(tmp_path):
         assert all(r["height"] > heights[r["subnet"]] for r in resumed)
         assert layout.read_manifest()["nodes"] == 2
         # the installed canisters and their state survived: same ids, same values, still callable
-        assert _replica(tmp_path, "call", "0", "get", "--query").stdout.strip() == "6"
+        assert _replica(tmp_path, "call", "0", "get", "--query").stdout.strip() == "7"
         assert json.loads(_replica(tmp_path, "call", "1", "stats", "--query").stdout)["pongs_sent"] == 2
     finally:
         _replica(tmp_path, "testnet", "down", check=False)

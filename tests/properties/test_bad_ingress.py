@@ -272,7 +272,8 @@ NEXT_TIME = T0 + 3 * 10**9  # the time of the round under test
 
 BAD = {
     "unknown-canister": (lambda: _ingress(100, 77), F.CANISTER_NOT_FOUND),
-    "canister-on-another-subnet": (lambda: _ingress(101, 150), F.CANISTER_NOT_FOUND),
+    # only a message pooled before its canister moved away reaches a block (the notary refuses others)
+    "canister-on-another-subnet": (lambda: _ingress(101, 150), F.CANISTER_ON_ANOTHER_SUBNET),
     "oversized": (lambda: _ingress(102, payload=bytes(LIMITS.max_ingress_bytes)), F.PAYLOAD_TOO_LARGE),
     "expired": (lambda: _ingress(103, expiry=NEXT_TIME - 1), F.EXPIRED),
     "expiry-too-far": (lambda: _ingress(104, expiry=NEXT_TIME + LIMITS.max_ingress_ttl_ns + 1), F.EXPIRY_TOO_FAR),
