@@ -59,13 +59,20 @@ def _time_out_queue(state: ReplicatedState, canister: CanisterState, remote: int
             state.metadata.count("bounded_wait_messages_expired")
 
 
+def _has_expired(messages, now: int) -> bool:
+    for message in messages:
+        if message.deadline and is_expired(message.deadline, now):
+            return True
+    return False
+
+
 def time_out_messages(state: ReplicatedState) -> None:
     """Rule 1 of the module docstring, canisters in id order, queues in remote id order."""
     now = state.metadata.batch_time
     for canister in state.canisters.values():
         queues = canister.queues
         for outbound, queue_map in ((True, queues.output_queues), (False, queues.input_queues)):
-            for remote in [r for r, q in queue_map.items() if any(m.deadline for m in q.elements)]:
+            for remote in [r for r, q in queue_map.items() if _has_expired(q.elements, now)]:
                 _time_out_queue(state, canister, remote, outbound, now)
 
 
