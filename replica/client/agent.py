@@ -64,7 +64,7 @@ from .http_wire import (
 )
 from .identity import UserKey
 
-__all__ = ["Agent", "RequestStatus", "reject_code_name", "error_for_answer"]
+__all__ = ["Agent", "RequestStatus", "reject_code_name", "error_for_answer", "status_from_certificate"]
 
 #: Certifications whose signature an agent remembers having verified.
 _REMEMBERED_SIGNATURES = 64
@@ -106,8 +106,9 @@ class RequestStatus:
     reject_message: str | None = None
 
 
-def _status_in(certificate: VerifiedCertificate, message_id: bytes) -> RequestStatus:
-    """The status of ``message_id`` that ``certificate`` proves."""
+def status_from_certificate(certificate: VerifiedCertificate, message_id: bytes) -> RequestStatus:
+    """The status of ``message_id`` that ``certificate`` proves (``unknown`` when the tree
+    proves it absent)."""
     prefix = [b"request_status", message_id]
     status = certificate.lookup_value(prefix + [b"status"])
     if status is None:
@@ -340,7 +341,7 @@ class Agent:
         if not 1 <= len(message_ids) < MAX_PATHS:
             raise AgentError(f"ask for 1 to {MAX_PATHS - 1} message ids at once, not {len(message_ids)}")
         certificate = self.read_state(canister_id, [[b"request_status", m] for m in message_ids], subnet=subnet)
-        return {message_id: _status_in(certificate, message_id) for message_id in message_ids}
+        return {message_id: status_from_certificate(certificate, message_id) for message_id in message_ids}
 
     def status(self, endpoint: str | None = None) -> dict:
         """The node's ``/api/v2/status`` (unverified: heights and keys as the node reports them)."""

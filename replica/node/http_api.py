@@ -51,7 +51,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -73,6 +72,7 @@ from state_manager.certification import Certification
 from state_manager.labeled_trie import LabeledTrie
 from state_manager.messages import Ingress
 
+from .app_thread import AppThread
 from .metrics import CONTENT_TYPE as METRICS_CONTENT_TYPE, NodeMetrics
 from .api_errors import ApiError, BodyTimeout, InvalidCanisterId, MalformedRequest, NotCertifiedYet, RequestTooLarge
 from .read_state import certificate_for, check_path
@@ -137,67 +137,35 @@ class HttpApiServer:
         self._workers = workers
         self.metrics = backend.metrics or NodeMetrics(backend.subnet_id, backend.node_id)
         self._pool: ThreadPoolExecutor | None = None
-        self._loop: asyncio.AbstractEventLoop | None = None
-        self._thread: threading.Thread | None = None
+        self._app = AppThread(f"http-api-{backend.node_id}", self._bind)
 
     # -- lifecycle ----------------------------------------------------------------------------
 
     def start(self) -> str:
-        if self._thread is not None:
+        if self._app.running:
             raise RuntimeError(f"{self.backend.node_id}: the HTTP API is already started")
         self._pool = ThreadPoolExecutor(self._workers, thread_name_prefix=f"http-{self.backend.node_id}")
-        ready: list[Any] = []
-        started = threading.Event()
-        self._thread = threading.Thread(target=self._serve, args=(ready, started), daemon=True,
-                                        name=f"http-api-{self.backend.node_id}")
-        self._thread.start()
-        started.wait()
-        if isinstance(ready[0], BaseException):
-            self._thread.join()
-            self._thread = None
+        try:
+            port = self._app.start()
+        except BaseException:
             self._pool.shutdown(wait=False)
-            raise ready[0]
-        self.address = f"{self.host}:{ready[0]}"
+            raise
+        self.address = f"{self.host}:{port}"
         return self.address
 
     @property
     def running(self) -> bool:
-        return self._thread is not None and self._thread.is_alive()
+        return self._app.running
 
     def stop(self, timeout_s: float = 10.0) -> None:
         """Stop listening, close every connection, join the thread (idempotent). A thread
         still running after ``timeout_s`` is logged and left ``running``."""
-        thread = self._thread
-        if thread is None:
-            return
-        loop = self._loop
-        if loop is not None and not loop.is_closed():
-            loop.call_soon_threadsafe(loop.stop)
-        thread.join(timeout=timeout_s)
-        if thread.is_alive():
+        if not self._app.stop(timeout_s):
             _log.warning("%s: the HTTP API did not stop within %.1f s", self.backend.node_id, timeout_s)
             return
-        self._thread = None
         if self._pool is not None:
             self._pool.shutdown(wait=True, cancel_futures=True)
-
-    def _serve(self, ready: list, started: threading.Event) -> None:
-        loop = asyncio.new_event_loop()
-        self._loop = loop
-        try:
-            runner, port = loop.run_until_complete(self._bind())
-        except BaseException as exc:  # noqa: BLE001 - handed to start()
-            ready.append(exc)
-            started.set()
-            loop.close()
-            return
-        ready.append(port)
-        started.set()
-        try:
-            loop.run_forever()
-        finally:
-            loop.run_until_complete(runner.cleanup())
-            loop.close()
+            self._pool = None
 
     async def _bind(self) -> tuple[web.AppRunner, int]:
         app = web.Application(client_max_size=self.max_envelope_bytes, middlewares=[self._answer_errors])

@@ -23,12 +23,12 @@ import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import Any
 
 from aiohttp import web
 
 from consensus_stub.block_store import BlockStoreError, read_block_log
 from replica.errors import ReplicaError
+from replica.node.app_thread import AppThread
 
 from .launcher import TestnetLayout
 from .stream_status import StatusError, StatusReader, reader_for_testnet
@@ -69,49 +69,19 @@ class StatusPage:
         self._reader: StatusReader | None = None
         self._reader_lock = threading.Lock()
         self._pool = ThreadPoolExecutor(2, thread_name_prefix="status-page")
-        self._loop: asyncio.AbstractEventLoop | None = None
-        self._thread: threading.Thread | None = None
+        self._app = AppThread("status-page", self._bind)
 
     # -- lifecycle ------------------------------------------------------------------------------
 
     def start(self) -> str:
-        ready: list[Any] = []
-        started = threading.Event()
-        self._thread = threading.Thread(target=self._serve, args=(ready, started), daemon=True, name="status-page")
-        self._thread.start()
-        started.wait()
-        if isinstance(ready[0], BaseException):
-            raise ready[0]
-        self.url = f"http://{self.host}:{ready[0]}/"
+        self.url = f"http://{self.host}:{self._app.start()}/"
         return self.url
 
     def stop(self) -> None:
-        loop, thread = self._loop, self._thread
-        if loop is not None and not loop.is_closed():
-            loop.call_soon_threadsafe(loop.stop)
-        if thread is not None:
-            thread.join(timeout=10)
+        self._app.stop()
         self._pool.shutdown(wait=False, cancel_futures=True)
         if self._reader is not None:
             self._reader.close()
-
-    def _serve(self, ready: list, started: threading.Event) -> None:
-        loop = asyncio.new_event_loop()
-        self._loop = loop
-        try:
-            runner, port = loop.run_until_complete(self._bind())
-        except BaseException as exc:  # noqa: BLE001 - handed to start()
-            ready.append(exc)
-            started.set()
-            loop.close()
-            return
-        ready.append(port)
-        started.set()
-        try:
-            loop.run_forever()
-        finally:
-            loop.run_until_complete(runner.cleanup())
-            loop.close()
 
     async def _bind(self) -> tuple[web.AppRunner, int]:
         app = web.Application()

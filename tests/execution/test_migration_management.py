@@ -23,29 +23,19 @@ from state_manager.state_codec import decode_state, encode_state
 from state_manager.state_tree import StateTreeBuilder, build_state_trees
 from tests.builders import A, B, topology
 
-from .harness import USER, new_state, run, status, submit
-from .test_source_canisters import GREETER
+from .harness import USER, new_state
+from .test_source_canisters import GREETER, Node
 
 MGMT = MANAGEMENT_CANISTER_ID
 STRANGER = b"\x09" * 29 + b"\x02"
 
 
-class Subnet:
+class Subnet(Node):
+    """One subnet's state (``Node``: ingress through the valid set rule, then a round)."""
+
     def __init__(self, subnet: str) -> None:
-        self.env = ExecutionEnvironment()
+        super().__init__()
         self.state = new_state(subnet)
-        self.n = 0
-
-    def call(self, receiver: int, method: str, arg=None, *, source: bytes = USER):
-        self.n += 1
-        mid = submit(self.state, receiver, method, arg, n=self.n, source=source)
-        run(self.env, self.state)
-        return status(self.state, mid)
-
-    def ok(self, receiver: int, method: str, arg=None, *, source: bytes = USER):
-        answer = self.call(receiver, method, arg, source=source)
-        assert answer.state is IngressState.REPLIED, (method, answer.reject_code, answer.reject_message)
-        return decode(answer.reply)
 
     def query(self, canister_id: int, method: str, arg=None):
         answer = self.env.run_query(self.state, canister_id, method, arg)
