@@ -80,8 +80,14 @@ def _copy_sources(root: Path, target: Path) -> None:
         shutil.copy2(root / name, target / name)
 
 
+def _clean_environment() -> dict[str, str]:
+    """This environment without what points Python at the source tree: with the checkout on
+    ``PYTHONPATH``, pip would take the project as already installed and skip the wheel."""
+    return {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "PYTHONHOME", "VIRTUAL_ENV")}
+
+
 def _run(command: list[str], what: str, **kwargs) -> str:
-    result = subprocess.run(command, capture_output=True, text=True, check=False, **kwargs)
+    result = subprocess.run(command, capture_output=True, text=True, check=False, env=_clean_environment(), **kwargs)
     if result.returncode != 0:
         tail = (result.stderr or result.stdout).strip().splitlines()[-8:]
         raise EnvironmentArchiveError(f"{what} failed (exit {result.returncode}): " + " | ".join(tail))
@@ -94,8 +100,7 @@ _REPORT_BUILD = ("import json; from replica.audit.build import build_to_value, c
 
 def _venv_build(python: Path) -> BuildInfo:
     """The build a venv's interpreter reports (run outside any source tree)."""
-    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV")}
-    out = _run([str(python), "-c", _REPORT_BUILD], "reading the packed build", env=env, cwd=python.parent)
+    out = _run([str(python), "-c", _REPORT_BUILD], "reading the packed build", cwd=python.parent)
     tag, version, py, modules, compiled, deps = json.loads(out)
     value = (tag, version, py, tuple((m, bytes.fromhex(d)) for m, d in modules), tuple(compiled),
              tuple(tuple(d) for d in deps))

@@ -220,8 +220,9 @@ def run_audit(spark: SparkSession, log: RunLog, options: AuditOptions, *, source
     assignment = assign_partitions(specs, heights, partitions)
     shuffle = analysis_partitions(sum(s.expected_rows(heights[s.subnet]) for s in specs))
     spark.conf.set("spark.sql.shuffle.partitions", str(shuffle))
-    spec_df = spark.createDataFrame(sc.parallelize(_spec_rows(specs, assignment, heights), shuffle), analysis.SPEC_SCHEMA)
-    recorded_df = spark.createDataFrame(sc.parallelize(_recorded_rows(log), shuffle), analysis.RECORDED_SCHEMA)
+    # Local relations (held by the driver's JVM): a query reading them runs no Python on the executors.
+    spec_df = spark.createDataFrame(_spec_rows(specs, assignment, heights), analysis.SPEC_SCHEMA)
+    recorded_df = spark.createDataFrame(_recorded_rows(log), analysis.RECORDED_SCHEMA)
     blob = encode_run_log(log)
     broadcast = sc.broadcast(blob)
     # -- transform: replay -------------------------------------------------------------------

@@ -160,7 +160,11 @@ class AgreementClient:
         future.add_done_callback(self._done)
 
     def _done(self, future: grpc.Future) -> None:
-        if future.exception() is not None:
+        try:
+            failed = future.cancelled() or future.exception() is not None
+        except Exception:  # noqa: BLE001 - a callback thread must not raise
+            failed = True
+        if failed:
             with self._lock:
                 self.failures += 1
 
