@@ -22,6 +22,8 @@ from message_routing.batch import Batch
 from state_manager.codec import CodecError, check_tuple
 from state_manager.encoding import EncodingError, decode
 from state_manager.replicated_state import ReplicatedState
+from state_manager.state_codec import _CANISTER_ARITY as _CANISTER_ITEMS
+from state_manager.state_codec import _STATE_ARITY as _STATE_ITEMS
 from state_manager.state_codec import state_encoding_version, state_from_value
 
 from .errors import ReplayError
@@ -29,11 +31,9 @@ from .errors import ReplayError
 __all__ = ["shuffled_state", "shuffle_state_value", "present_xnet_payload", "shuffled"]
 
 # Positions in ``state_codec.state_to_value`` / ``_canister_to_value`` (the same in every
-# version; later versions append items), and the number of items per version.
+# version; later versions append items); the number of items per version is the codec's own.
 _TOPOLOGY, _COUNTERS, _CANISTERS, _STREAMS, _HISTORY = 5, 6, 7, 8, 9
 _CONTEXTS, _CALLBACKS, _INPUT_QUEUES, _OUTPUT_QUEUES, _STABLE = 8, 9, 11, 12, 14
-_STATE_ITEMS = {1: 10, 2: 11}
-_CANISTER_ITEMS = {1: 15, 2: 16}
 
 
 def shuffled(items: Sequence[Any], rng: random.Random) -> tuple:

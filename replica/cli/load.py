@@ -31,7 +31,8 @@ def _load(args: argparse.Namespace) -> int:
     from replica.testnet.load import LoadOptions, run_load
 
     options = LoadOptions(rate=args.rate, duration_s=args.duration, canisters=args.canisters,
-                          cross_subnet=args.cross_subnet, pad_bytes=args.pad, drain_s=args.drain,
+                          cross_subnet=args.cross_subnet, pad_bytes=args.pad, timeout_s=args.timeout_s,
+                          drain_s=args.drain,
                           submitters=args.submitters, seed=args.seed)
     try:
         store = IdentityStore()
@@ -62,6 +63,8 @@ def register(sub) -> None:
     load.add_argument("--cross-subnet", type=float, default=1.0,
                       help="fraction of calls whose inner call goes to another subnet")
     load.add_argument("--pad", type=int, default=0, help="bytes of padding in every inner request")
+    load.add_argument("--timeout-s", type=int, default=None,
+                      help="make the inner calls bounded-wait calls with this timeout (none: guaranteed-response)")
     load.add_argument("--drain", type=float, default=60.0,
                       help="seconds to wait for answers after the last call (then the rest count as lost)")
     load.add_argument("--submitters", type=int, default=4, help="threads submitting calls")

@@ -5,7 +5,8 @@
 submits ``relay`` calls at ``rate`` calls/s (open loop: a call is due at ``k / rate`` seconds
 whether or not earlier ones were answered). Each call goes to a random load canister, which
 calls ``echo`` on a canister of another subnet (with probability ``cross_subnet``) or of its
-own, and answers once the echo is back — a request and a response through the streams.
+own, and answers once the echo is back — a request and a response through the streams; with
+``timeout_s`` the inner calls are bounded-wait calls (a late echo becomes ``SYS_UNKNOWN``).
 
 Pollers read the certified statuses of pending calls, many per ``read_state``
 (``Agent.request_statuses``, every certificate verified), until every call is answered or
@@ -57,6 +58,8 @@ class LoadOptions:
     canisters: int = 2
     cross_subnet: float = 1.0
     pad_bytes: int = 0
+    #: The inner calls' timeout (bounded-wait calls); None: guaranteed-response calls.
+    timeout_s: int | None = None
     drain_s: float = 60.0
     submitters: int = 4
     seed: int = 0
@@ -213,6 +216,8 @@ def run_load(agent: Agent, subnets: list[str], options: LoadOptions, *,
 
     def submit(canister: int, target: int) -> None:
         arg = {"target": target, "pad": options.pad_bytes}
+        if options.timeout_s is not None:
+            arg["timeout_s"] = options.timeout_s
         submitted_at = time.monotonic()
         try:
             # the subnet hosting the canister now (canisters may migrate during a run): the

@@ -1,9 +1,10 @@
 """The canister ``replica load`` installs: it relays a user's call to another canister and
 checks, on the receiving side, that no call arrives twice.
 
-``relay({"target": id, "pad": n})`` calls ``echo`` on ``target`` with a fresh sequence number
-of this canister and ``n`` bytes of padding, and answers the user once the echo comes back (or
-rejects with the reject it got). ``echo`` answers at once. Each canister keeps, per caller, the
+``relay({"target": id, "pad": n, "timeout_s": t})`` calls ``echo`` on ``target`` with a fresh
+sequence number of this canister and ``n`` bytes of padding — a bounded-wait call with a
+``t``-second timeout if ``t`` is given, else a guaranteed-response call — and answers the user
+once the echo comes back (or rejects with the reject it got, ``SYS_UNKNOWN`` included). ``echo`` answers at once. Each canister keeps, per caller, the
 highest sequence number it has echoed: requests from one canister to another are inducted in
 send order, so a number not above it is a call delivered twice (or out of order) and is
 counted in ``violations``. A request that never arrives (rejected on the way, with a reject
@@ -40,9 +41,13 @@ class LoadCanister(Canister):
         if type(pad) is not int or not 0 <= pad <= MAX_PAD:
             self.reject(f"pad must be an int in [0, {MAX_PAD}]")
             return None
+        timeout_s = arg.get("timeout_s")
+        if timeout_s is not None and (type(timeout_s) is not int or timeout_s < 1):
+            self.reject("timeout_s must be an int >= 1 (or absent: a guaranteed-response call)")
+            return None
         sequence = self._bump("relayed")
         self.call(arg["target"], "echo", {"sequence": sequence, "pad": b"\0" * pad},
-                  on_reply=self.on_echo, on_reject=self.on_echo_rejected, context=sequence)
+                  on_reply=self.on_echo, on_reject=self.on_echo_rejected, context=sequence, timeout_s=timeout_s)
         return None   # answered by the callback
 
     @update

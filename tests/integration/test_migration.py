@@ -1,8 +1,9 @@
 """Canister migration on a live multi-process testnet, under traffic.
 
 ``replica testnet up`` (2 subnets x 2 nodes, 100 ms rounds); load canisters relaying calls
-across subnets (each checks per caller that no call arrives twice or out of order) and two
-ledgers transferring tokens to each other; meanwhile a load canister and a ledger are moved
+across subnets as bounded-wait calls with a 1-second timeout (each checks per caller that no
+call arrives twice or out of order; some time out as SYS_UNKNOWN) and two ledgers transferring
+tokens to each other with guaranteed-response calls; meanwhile a load canister and a ledger are moved
 to the other subnet and back, twice. Then: every call answered exactly once (none lost, none
 duplicated), the ledgers' supply unchanged, and a determinism audit of the recorded run —
 with its registry versions changing mid-run — agrees with the live hashes.
@@ -49,7 +50,7 @@ def test_canisters_move_back_and_forth_under_traffic_and_no_call_is_lost(tmp_pat
             outcome = {}
 
             def traffic() -> None:
-                outcome["load"] = run_load(agent, subnets, LoadOptions(rate=25, duration_s=30, drain_s=90, seed=3),
+                outcome["load"] = run_load(agent, subnets, LoadOptions(rate=25, duration_s=30, drain_s=90, seed=3, timeout_s=1),
                                            canisters=load_canisters)
 
             loader = threading.Thread(target=traffic)
