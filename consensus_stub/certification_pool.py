@@ -10,7 +10,8 @@ once made, is kept until ``purge_below``.
 from __future__ import annotations
 
 from state_manager.certification import (
-    Certification, CertificationError, CertificationShare, NotEnoughValidShares, aggregate_certification,
+    Certification, CertificationError, CertificationShare, NotEnoughValidShares, SignatureMemo,
+    aggregate_certification,
 )
 
 from .registry import SubnetRecord
@@ -21,8 +22,9 @@ __all__ = ["CertificationPool"]
 class CertificationPool:
     """Shares and certifications of one subnet."""
 
-    def __init__(self, subnet: SubnetRecord) -> None:
+    def __init__(self, subnet: SubnetRecord, memo: SignatureMemo | None = None) -> None:
         self._subnet = subnet
+        self._memo = memo   # shares and certifications already verified in this process
         self._key_shares = subnet.key_shares_by_index()
         self._shares: dict[int, dict[int, CertificationShare]] = {}   # height -> node index -> share
         self._certifications: dict[int, Certification] = {}
@@ -45,7 +47,7 @@ class CertificationPool:
             return None
         try:
             certification = aggregate_certification(
-                same_root, self._subnet.threshold, self._subnet.public_key, self._key_shares)
+                same_root, self._subnet.threshold, self._subnet.public_key, self._key_shares, self._memo)
         except NotEnoughValidShares:
             return None
         except CertificationError:

@@ -53,7 +53,7 @@ __all__ = [
     "encode_certification_share",
     "decode_certification_share",
     "certification_message",
-    "verify_certification",
+    "verify_certification", "SignatureMemo",
     "sign_certification_share",
     "verify_certification_share",
     "aggregate_certification",
@@ -241,11 +241,37 @@ def _parse_public_key(public_key: bytes, what: str, errors: SignatureErrors = CE
         raise errors.invalid_key(f"{what}: {exc}") from exc
 
 
+class SignatureMemo:
+    """Signatures already verified, by their exact public key, height, root and signature
+    bytes: a pairing check depends on nothing else, so one that passed passes again. A
+    process that verifies the same certification many times (the nodes of a subnet in one
+    process, a client reading many statuses at one height) passes one memo to skip the
+    repeats; nothing is remembered that did not verify. Bounded: it forgets everything when
+    full. Its answers never change a result, only its cost."""
+
+    def __init__(self, capacity: int = 4096) -> None:
+        self.capacity = capacity
+        self._verified: dict[tuple[bytes, int, bytes, bytes], None] = {}
+
+    def __contains__(self, key: tuple[bytes, int, bytes, bytes]) -> bool:
+        return key in self._verified
+
+    def add(self, key: tuple[bytes, int, bytes, bytes]) -> None:
+        if len(self._verified) >= self.capacity:
+            self._verified = {}
+        self._verified[key] = None
+
+
 def _check_signature(height: int, root: bytes, signature: bytes, public_key, what: str,
-                     errors: SignatureErrors = CERTIFICATION_ERRORS) -> None:
-    """Raise the first failure among: empty, malformed, identity, not verifying."""
+                     errors: SignatureErrors = CERTIFICATION_ERRORS, *,
+                     memo: SignatureMemo | None = None, public_key_bytes: bytes = b"") -> None:
+    """Raise the first failure among: empty, malformed, identity, not verifying (a signature
+    ``memo`` holds under ``public_key_bytes`` verified before)."""
     if not any(signature):
         raise errors.empty(f"{what} is empty or all zero")
+    key = (public_key_bytes, height, root, signature)
+    if memo is not None and key in memo:
+        return
     try:
         point = bls.parse_g2(signature)
     except bls.IdentityPointError as exc:
@@ -254,10 +280,12 @@ def _check_signature(height: int, root: bytes, signature: bytes, public_key, wha
         raise errors.malformed(f"{what}: {exc}") from exc
     if not bls.verify_points(public_key, certification_message(height, root), point):
         raise errors.invalid(f"{what} does not verify for height {height} and this root")
+    if memo is not None:
+        memo.add(key)
 
 
 def verify_certification(cert: Certification, subnet_public_key: bytes,
-                         errors: SignatureErrors = CERTIFICATION_ERRORS) -> None:
+                         errors: SignatureErrors = CERTIFICATION_ERRORS, memo: SignatureMemo | None = None) -> None:
     """Check ``e(pk, H(domain_sep("ic-state-root") || height || root)) == e(g1, signature)``.
 
     Returns ``None`` on success; raises ``errors.empty``, ``errors.identity``,
@@ -266,7 +294,8 @@ def verify_certification(cert: Certification, subnet_public_key: bytes,
     ``InvalidSignature`` and ``InvalidPublicKey``.
     """
     key = _parse_public_key(subnet_public_key, "subnet public key", errors)
-    _check_signature(cert.height, cert.root, cert.signature, key, "certification signature", errors)
+    _check_signature(cert.height, cert.root, cert.signature, key, "certification signature", errors,
+                     memo=memo, public_key_bytes=subnet_public_key)
 
 
 def sign_certification_share(height: int, root: bytes, node_index: int, secret_share: bytes) -> CertificationShare:
@@ -276,11 +305,13 @@ def sign_certification_share(height: int, root: bytes, node_index: int, secret_s
     return CertificationShare(height=height, root=root, node_index=node_index, signature_share=signature_share)
 
 
-def verify_certification_share(share: CertificationShare, public_key_share: bytes) -> None:
+def verify_certification_share(share: CertificationShare, public_key_share: bytes,
+                               memo: SignatureMemo | None = None) -> None:
     """Check the share against the node's public key share; same errors as
     ``verify_certification``."""
     key = _parse_public_key(public_key_share, f"public key share of node {share.node_index}")
-    _check_signature(share.height, share.root, share.signature_share, key, f"share of node {share.node_index}")
+    _check_signature(share.height, share.root, share.signature_share, key, f"share of node {share.node_index}",
+                     memo=memo, public_key_bytes=public_key_share)
 
 
 def aggregate_certification(
@@ -288,6 +319,7 @@ def aggregate_certification(
     t: int,
     subnet_public_key: bytes,
     public_key_shares: Mapping[int, bytes],
+    memo: SignatureMemo | None = None,
 ) -> Certification:
     """Combine ``t`` valid shares on one (height, root) into a verified ``Certification``.
 
@@ -310,7 +342,7 @@ def aggregate_certification(
         if public_key_share is None:
             continue
         try:
-            verify_certification_share(share, public_key_share)
+            verify_certification_share(share, public_key_share, memo)
         except (EmptySignature, IdentitySignature, MalformedSignature, InvalidSignature):
             continue
         group[share.node_index] = share.signature_share
@@ -324,7 +356,8 @@ def aggregate_certification(
     signature = bls.combine_shares(valid[ready[0]], t)
     cert = Certification(height=height, root=root, signature=signature)
     try:
-        _check_signature(height, root, signature, subnet_key, "combined signature")
+        _check_signature(height, root, signature, subnet_key, "combined signature", memo=memo,
+                         public_key_bytes=subnet_public_key)
     except (IdentitySignature, MalformedSignature) as exc:
         # Valid shares that combine to garbage mean the key shares do not match the key.
         raise InvalidSignature(f"combined signature does not verify: {exc}") from exc

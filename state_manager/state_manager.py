@@ -9,7 +9,7 @@ certified one, so the XNet endpoint can serve slices from it while the next roun
 
 from __future__ import annotations
 
-from .certification import Certification, verify_certification
+from .certification import Certification, SignatureMemo, verify_certification
 from .errors import StateManagerError
 from .replicated_state import ReplicatedState
 from .state_tree import StateTreeBuilder, StateTrees
@@ -30,10 +30,12 @@ class CertificationMismatch(StateManagerError, ValueError):
 
 
 class StateManager:
-    def __init__(self, state: ReplicatedState, *, keep_heights: int = 8) -> None:
+    def __init__(self, state: ReplicatedState, *, keep_heights: int = 8,
+                 signature_memo: SignatureMemo | None = None) -> None:
         if keep_heights < 1:
             raise InvalidKeepHeights("keep_heights must be at least 1")
         self.keep_heights = keep_heights
+        self._signature_memo = signature_memo
         self._builder = StateTreeBuilder()
         self._snapshots: dict[int, StateTrees] = {}
         self._certifications: dict[int, Certification] = {}
@@ -80,7 +82,7 @@ class StateManager:
             raise CertificationMismatch(f"no snapshot kept at height {certification.height}")
         if certification.root != trees.certified_root:
             raise CertificationMismatch(f"certification of height {certification.height} signs another root")
-        verify_certification(certification, subnet_public_key)
+        verify_certification(certification, subnet_public_key, memo=self._signature_memo)
         self._certifications[certification.height] = certification
         if self._latest_certified is None or certification.height > self._latest_certified[0].height:
             self._latest_certified = (trees, certification)

@@ -37,7 +37,6 @@ The HTTP transport (``http_transport``) ignores proxy settings: an agent talks t
 
 from __future__ import annotations
 
-import collections
 import secrets
 import threading
 import time
@@ -48,7 +47,7 @@ from consensus_stub.registry import Registry
 from replica.execution.codec import EncodingError, decode_payload
 from state_manager.encoding import decode
 from state_manager.hash_tree import Unknown, lookup_path
-from state_manager.certification import Certification, verify_certification
+from state_manager.certification import Certification, SignatureMemo, verify_certification
 from state_manager.messages import MANAGEMENT_CANISTER_ID, RejectCode
 
 from .agent_errors import (
@@ -160,7 +159,7 @@ class Agent:
         self._clock = clock
         self._lock = threading.Lock()
         self._verified_heights: dict[str, int] = {}
-        self._verified_signatures: collections.OrderedDict[tuple, None] = collections.OrderedDict()
+        self._signatures = SignatureMemo(capacity=_REMEMBERED_SIGNATURES)
         self._http = HttpTransport(timeout_s)
 
     # -- lifecycle ----------------------------------------------------------------------------
@@ -316,19 +315,9 @@ class Agent:
         return verified
 
     def _verify_signature(self, certification: Certification, public_key: bytes) -> None:
-        """``verify_certification``, remembering the last ``_REMEMBERED_SIGNATURES`` that
-        verified: the same certification (key, height, root and signature bytes alike) answers
-        every read at one height, and a BLS pairing check costs milliseconds."""
-        key = (public_key, certification.height, certification.root, certification.signature)
-        with self._lock:
-            if key in self._verified_signatures:
-                self._verified_signatures.move_to_end(key)
-                return
-        verify_certification(certification, public_key)
-        with self._lock:
-            self._verified_signatures[key] = None
-            while len(self._verified_signatures) > _REMEMBERED_SIGNATURES:
-                self._verified_signatures.popitem(last=False)
+        """``verify_certification`` with this agent's memo: the same certification answers
+        every read at one height, and a pairing check costs milliseconds."""
+        verify_certification(certification, public_key, memo=self._signatures)
 
     def request_status(self, message_id: bytes, canister_id: int, *, subnet: str | None = None) -> RequestStatus:
         """The verified status of ``message_id`` (sent to ``canister_id``, on ``subnet``)."""

@@ -36,7 +36,7 @@ from consensus_stub.registry import Registry
 from message_routing.batch import Batch
 from message_routing.executor import Executor
 from message_routing.limits import Limits
-from state_manager.certification import Certification, CertificationShare, sign_certification_share
+from state_manager.certification import Certification, CertificationShare, SignatureMemo, sign_certification_share
 from state_manager.messages import MANAGEMENT_CANISTER_ID, Ingress
 from state_manager.replicated_state import ReplicatedState
 from state_manager.state_codec import decode_state
@@ -105,6 +105,7 @@ class ReplicaNode:
         *,
         serve_with: Callable[[SliceProvider], SliceProvider] | None = None,
         server_identity: TlsIdentity | None = None,
+        signature_memo: SignatureMemo | None = None,
     ) -> None:
         self.node_id = secrets.node_id
         self.subnet_id = secrets.subnet_id
@@ -115,7 +116,9 @@ class ReplicaNode:
         self.environment = environment
         self.limits = limits
         self.config = config
-        self.state_manager = StateManager(decode_state(genesis_state), keep_heights=config.keep_heights)
+        # nodes sharing a process share a memo: each certification is pairing-checked once
+        self.state_manager = StateManager(decode_state(genesis_state), keep_heights=config.keep_heights,
+                                          signature_memo=signature_memo)
         self.ingress_pool = IngressPool(max_messages=config.ingress_pool_messages, max_bytes=config.ingress_pool_bytes)
         self.fetcher = SharedSliceFetcher(
             SliceFetcher(SlicePool(self.subnet_id, config.slice_pool_bytes), limits, config.max_response_bytes),

@@ -14,7 +14,7 @@ that does not certify what it claims fails the test here as it would fail a real
 
 from __future__ import annotations
 
-from state_manager.certification import Certification
+from state_manager.certification import Certification, SignatureMemo, verify_certification
 from state_manager.labeled_trie import LabeledTrie
 
 from replica.client.agent import status_from_certificate
@@ -27,8 +27,10 @@ __all__ = ["verified_certificate", "status_from_certificate"]
 
 def verified_certificate(certified: LabeledTrie, certification: Certification, paths: list[list[bytes]], *,
                          subnet_id: str, public_key: bytes, now_ns: int, max_age_ns: int,
-                         min_height: int) -> VerifiedCertificate:
-    """Encode the pruned certificate of ``paths`` as a node would, decode and verify it as a client."""
+                         min_height: int, memo: SignatureMemo | None = None) -> VerifiedCertificate:
+    """Encode the pruned certificate of ``paths`` as a node would, decode and verify it as a
+    client (a ``memo`` of signatures this process verified already skips repeated pairings)."""
     answer = certificate_for(certified, certification, paths)
     return verify_certificate(decode_certificate(answer), subnet_id=subnet_id, public_key=public_key,
-                              now_ns=now_ns, max_age_ns=max_age_ns, min_height=min_height)
+                              now_ns=now_ns, max_age_ns=max_age_ns, min_height=min_height,
+                              verify_signature=lambda c, k: verify_certification(c, k, memo=memo))

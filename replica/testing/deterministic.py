@@ -239,7 +239,7 @@ class DeterministicNetwork:
         certificate = verified_certificate(
             trees.certified, certification, [[b"request_status", message_id]], subnet_id=subnet_id,
             public_key=key, now_ns=self.clock(), max_age_ns=MAX_CERTIFICATE_AGE_NS,
-            min_height=self._verified_heights.get(subnet_id, 0))
+            min_height=self._verified_heights.get(subnet_id, 0), memo=subnet.signature_memo)
         self._verified_heights[subnet_id] = max(self._verified_heights.get(subnet_id, 0), certificate.height)
         return status_from_certificate(certificate, message_id)
 

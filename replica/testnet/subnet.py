@@ -40,7 +40,7 @@ from consensus_stub.notary import BlockNotYetValid, InvalidBlock
 from message_routing.batch import encode_batch
 from message_routing.executor import Executor
 from message_routing.limits import Limits
-from state_manager.certification import Certification
+from state_manager.certification import Certification, SignatureMemo
 from state_manager.encoding import decode
 from state_manager.ingress_history import IngressStatus
 from state_manager.messages import Ingress, Reject, Reply
@@ -125,17 +125,19 @@ class Subnet:
             raise SubnetError(f"no secrets for nodes {missing}")
         self.nodes: dict[str, ReplicaNode] = {}
         self.offline: set[str] = set()
+        #: The nodes of one process verify the same shares and certifications: once is enough.
+        self.signature_memo = SignatureMemo()
         for node_id in record.node_ids:
             hook = hooks.pop(node_id, NodeHooks())
             self.nodes[node_id] = ReplicaNode(
                 by_id[node_id], registry, genesis_state, environment, limits, config,
-                serve_with=hook.serve_with, server_identity=hook.server_identity)
+                serve_with=hook.serve_with, server_identity=hook.server_identity, signature_memo=self.signature_memo)
             if hook.offline:
                 self.offline.add(node_id)
         if hooks:
             raise SubnetError(f"hooks for unknown nodes {sorted(hooks)}")
         self.block_store: BlockStore = open_block_store(block_log)
-        self.certification_pool = CertificationPool(record)
+        self.certification_pool = CertificationPool(record, self.signature_memo)
         self.recording = SubnetRecording(subnet_id, genesis_state)
         #: Refused proposals per reason (error class name), and heights that needed a fallback maker.
         self.refusals: Counter[str] = Counter()

@@ -300,3 +300,25 @@ def test_errors_share_one_hierarchy():
         cm.ConflictingShares,
     ):
         assert issubclass(cls, cm.CertificationError)
+
+
+def test_a_signature_memo_skips_only_the_exact_check_that_passed(deal, foreign, cert, monkeypatch):
+    memo = cm.SignatureMemo(capacity=2)
+    pairings = []
+    real = bls.verify_points
+    monkeypatch.setattr(bls, "verify_points", lambda *a: pairings.append(1) or real(*a))
+    cm.verify_certification(cert, deal.public_key, memo=memo)
+    cm.verify_certification(cert, deal.public_key, memo=memo)
+    assert len(pairings) == 1                       # the repeat is remembered
+    for wrong, key in [(cm.Certification(HEIGHT, OTHER_ROOT, cert.signature), deal.public_key),
+                       (cm.Certification(HEIGHT + 1, ROOT, cert.signature), deal.public_key),
+                       (cert, foreign.public_key)]:
+        for _ in range(2):                          # a failure is never remembered
+            with pytest.raises(cm.InvalidSignature):
+                cm.verify_certification(wrong, key, memo=memo)
+    with pytest.raises(cm.EmptySignature):
+        cm.verify_certification(cm.Certification(HEIGHT, ROOT, b""), deal.public_key, memo=memo)
+    assert len(pairings) == 1 + 6
+    for height in (1, 2, 3):                        # bounded: a full memo starts over
+        memo.add((b"k", height, ROOT, b"s"))
+    assert (b"k", 3, ROOT, b"s") in memo and (deal.public_key, HEIGHT, ROOT, cert.signature) not in memo
