@@ -37,6 +37,7 @@ from functools import partial
 from typing import Any
 
 from consensus_stub.genesis import SubnetSpec
+from consensus_stub.registry import RegistryRecord
 from message_routing.limits import Limits
 from replica.client.agent import RequestStatus, reject_code_name
 from replica.client.envelope import compute_message_id, sign_ingress
@@ -83,6 +84,16 @@ class SubnetInfo:
     public_key: bytes
 
 
+def subnet_infos(record: RegistryRecord) -> dict[str, SubnetInfo]:
+    """Every subnet of a registry version, with its canister ranges."""
+    return {
+        s.subnet_id: SubnetInfo(
+            s.subnet_id, s.node_ids,
+            tuple((r.start, r.end) for r in record.routing_table.ranges_of(s.subnet_id)), s.public_key)
+        for s in record.subnets
+    }
+
+
 class DeterministicNetwork:
     """The in-process network (module docstring); ``replica.testing.Testnet`` is its face."""
 
@@ -121,13 +132,7 @@ class DeterministicNetwork:
             raise UnknownSubnet(f"no subnet {subnet_id!r}; the subnets are {', '.join(self.subnets)}") from None
 
     def topology(self) -> dict[str, SubnetInfo]:
-        record = self.registry.get().latest()
-        return {
-            s.subnet_id: SubnetInfo(
-                s.subnet_id, s.node_ids,
-                tuple((r.start, r.end) for r in record.routing_table.ranges_of(s.subnet_id)), s.public_key)
-            for s in record.subnets
-        }
+        return subnet_infos(self.registry.get().latest())
 
     def subnet_of(self, canister_id: int) -> str | None:
         return self.registry.get().latest().routing_table.lookup(canister_id)

@@ -27,7 +27,7 @@ from replica.testnet.launcher import TestnetLayout
 from replica.testnet import lifecycle
 from state_manager.messages import MANAGEMENT_CANISTER_ID
 
-from .deterministic import SubnetInfo
+from .deterministic import SubnetInfo, subnet_infos
 from .errors import CallNotAnswered, NotInThisMode, TestingError, UnknownSubnet
 
 __all__ = ["LiveNetwork"]
@@ -87,13 +87,7 @@ class LiveNetwork:
     # -- topology -------------------------------------------------------------------------
 
     def topology(self) -> dict[str, SubnetInfo]:
-        record = self.registry.latest()
-        return {
-            s.subnet_id: SubnetInfo(
-                s.subnet_id, s.node_ids,
-                tuple((r.start, r.end) for r in record.routing_table.ranges_of(s.subnet_id)), s.public_key)
-            for s in record.subnets
-        }
+        return subnet_infos(self.registry.latest())
 
     def subnet_of(self, canister_id: int) -> str | None:
         return self.registry.latest().routing_table.lookup(canister_id)
