@@ -1,10 +1,11 @@
-"""``replica testnet up | status | logs | migrate | down | run``: a local multi-subnet testnet.
+"""``replica testnet up | status | logs | migrate | registry | down | run``: a local multi-subnet testnet.
 
 ``up`` starts it in the background and returns once every subnet has certified a block;
 later commands find it through the directory (``--dir``, else ``$REPLICA_TESTNET``, else
 ``.replica/testnet``). ``run`` is the scripted foreground run: demo traffic for
 ``--duration`` seconds, then settle, check the ledgers' supply and stop. ``migrate``
-moves a canister you control to another subnet (``replica.testnet.migration``).
+moves a canister you control to another subnet (``replica.testnet.migration``);
+``registry`` shows the registry's versions or publishes one step of a migration by hand.
 """
 
 from __future__ import annotations
@@ -206,7 +207,7 @@ def register(sub) -> None:
     from replica.testnet import lifecycle
 
     parser = sub.add_parser("testnet", formatter_class=HelpFormatter, description=plain(__doc__),
-                            help="a local multi-subnet testnet: up, status, logs, down (or a scripted run)")
+                            help="a local multi-subnet testnet: up, status, logs, migrate, registry, down (or a scripted run)")
     commands = parser.add_subparsers(dest="testnet_command", required=True)
 
     def command(name: str, help_text: str, func) -> argparse.ArgumentParser:
