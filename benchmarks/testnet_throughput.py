@@ -6,15 +6,15 @@
 other subnet and answers when the echo is back (request + response through the streams),
 and each answer is read from certified, verified state. Meanwhile the resident memory of
 every subnet process is sampled once a second; ``rss_growth_pct`` compares the mean of the
-last tenth of the run with the mean of the tenth after ``--warmup-s`` (by default the ingress
-history retention of 5 minutes and half a minute more: until then every answered call adds
-a status the IC keeps too, so memory rightly grows; after it, statuses expire as fast as
-they come and growth means a leak).
+last tenth of the run with the mean of the tenth after ``--warmup-s`` (by default 600 s: a
+call's status lives until its ingress expiry — the agent's 240 s — plus the history's 300 s
+retention, so until then every answered call rightly adds a status, as on the IC; after it,
+statuses expire as fast as they come and growth means a leak).
 
 Last line: one JSON object with ``calls_per_s`` (replied calls per second), ``p50_ms``,
 ``p99_ms``, ``p50_rounds``, ``rss_growth_pct``, ``lost``, ``duplicated`` and ``floor_us``.
 
-    python benchmarks/testnet_throughput.py [--minutes 8] [--warmup-s 330] [--rate 1000] [--round-ms 500]
+    python benchmarks/testnet_throughput.py [--minutes 16] [--warmup-s 600] [--rate 1000] [--round-ms 500]
 """
 
 from __future__ import annotations
@@ -72,8 +72,8 @@ def _growth_pct(samples: list[int], warmup: int) -> float:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--minutes", type=float, default=8.0)
-    parser.add_argument("--warmup-s", type=float, default=330.0,
+    parser.add_argument("--minutes", type=float, default=16.0)
+    parser.add_argument("--warmup-s", type=float, default=600.0,
                         help="seconds before memory growth is measured (module docstring)")
     parser.add_argument("--rate", type=float, default=1000.0)
     parser.add_argument("--round-ms", type=int, default=500)
