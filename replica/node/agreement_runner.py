@@ -10,6 +10,11 @@ the lock, so a ``Persist`` is done before the sends after it:
 * ``Finalized``    → ``on_finalized(output)`` (a node process stores and executes the block);
 * anything else    → ``on_output(output)`` (ingress for the pool, certifications, refusals).
 
+A callback that needs to feed the protocol (the node's own certification share after it
+executed a block, ingress it admitted while holding the lock) uses ``post``: the input is
+queued and run under the lock right after the current outputs, never re-entering the
+protocol in the middle of a step.
+
 The client's ``send`` must return at once and never call back into a runner on the same
 thread (the ``AgreementClient``'s gRPC futures do not): it runs under the lock, and a
 synchronous round trip to a peer that sends back would deadlock.
@@ -20,6 +25,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
+from collections import deque
 from typing import Callable, Optional
 
 from consensus_stub.agreement.messages import Message, Status, encode_message
@@ -54,10 +60,12 @@ class AgreementRunner:
         self._thread: Optional[threading.Thread] = None
         self.failure: Optional[BaseException] = None
         self.refused_statuses = 0
+        self._posted: deque[Callable[[AgreementNode, int], list[Output]]] = deque()
 
     def start(self) -> None:
         with self._lock:
             self._carry_out(self.node.start(self._clock()))
+            self._drain()
         self._thread = threading.Thread(target=self._loop, name=f"agreement-{self.node.node_id}", daemon=True)
         self._thread.start()
 
@@ -75,11 +83,31 @@ class AgreementRunner:
             return
         with self._lock:
             self._carry_out(self.node.on_message(message, self._clock()))
+            self._drain()
         self._wake.set()   # the wakeup time may have moved
 
     def submit(self, outputs_of: Callable[[AgreementNode, int], list[Output]]) -> None:
         """Run a local input (``submit_ingress``, ``submit_certification_share``) under the lock."""
         with self._lock:
+            self._carry_out(outputs_of(self.node, self._clock()))
+            self._drain()
+
+    def post(self, outputs_of: Callable[[AgreementNode, int], list[Output]]) -> None:
+        """Queue a local input; it runs under the lock after the outputs being carried out
+        (safe from inside an output callback, where ``submit`` would deadlock)."""
+        self._posted.append(outputs_of)
+        self._wake.set()
+
+    def locked(self, action: Callable[[], object]) -> object:
+        """``action()`` under the protocol's lock (reads and changes of what the callbacks own)."""
+        with self._lock:
+            result = action()
+            self._drain()
+            return result
+
+    def _drain(self) -> None:
+        while self._posted:
+            outputs_of = self._posted.popleft()
             self._carry_out(outputs_of(self.node, self._clock()))
 
     def _loop(self) -> None:
@@ -88,8 +116,10 @@ class AgreementRunner:
                 self._wake.clear()   # before reading wakeup_at: a deliver after this wakes us
                 with self._lock:
                     now = self._clock()
+                    self._drain()
                     if now >= self.node.wakeup_at:
                         self._carry_out(self.node.on_timer(now))
+                        self._drain()
                     wait_s = (self.node.wakeup_at - self._clock()) / 1e9
                 if wait_s > 0:
                     self._wake.wait(min(wait_s, _MAX_WAIT_S))

@@ -98,7 +98,7 @@ class ReplicaNode:
         self,
         secrets: NodeSecrets,
         registry: RegistryHolder,
-        genesis_state: bytes,
+        genesis_state: bytes | ReplicatedState,
         environment: Executor,
         limits: Limits,
         config: NodeConfig = NodeConfig(),
@@ -117,7 +117,9 @@ class ReplicaNode:
         self.limits = limits
         self.config = config
         # nodes sharing a process share a memo: each certification is pairing-checked once
-        self.state_manager = StateManager(decode_state(genesis_state), keep_heights=config.keep_heights,
+        # a node process restarted from a checkpoint passes the decoded state of that height
+        initial = decode_state(genesis_state) if isinstance(genesis_state, bytes) else genesis_state
+        self.state_manager = StateManager(initial, keep_heights=config.keep_heights,
                                           signature_memo=signature_memo)
         self.ingress_pool = IngressPool(max_messages=config.ingress_pool_messages, max_bytes=config.ingress_pool_bytes)
         self.fetcher = SharedSliceFetcher(

@@ -22,35 +22,29 @@ from __future__ import annotations
 
 import logging
 import os
-import random
 import signal
 import sys
 import threading
 import time
-from collections import Counter
 from pathlib import Path
 
 from consensus_stub.block_store import BlockStoreError
 from consensus_stub.genesis import decode_node_secrets
 from consensus_stub.registry import Registry, decode_registry
-from examples.ledger import account_of
 from replica.execution import ExecutionEnvironment
 from replica.node.batch_processor import canister_classes
-from replica.client import IngressRefused, sign_ingress
 from replica.node.replica_node import NodeConfig, RegistryHolder
+from replica.testnet.demo_traffic import DemoTraffic, subnet_status
 from replica.testnet.recording import encode_recording
 from replica.testnet.http_endpoints import SubnetHttpApis
 from replica.testnet.subnet import Subnet
 from replica.testnet.launcher import (
-    COUNTER, EXIT_REFUSED, LAUNCHER_PID_ENV, LEDGER, LIMIT_PRESETS, PINGER, TestnetError, TestnetLayout, canister_range,
-    has_genesis_apps,
-    user_key,
+    EXIT_REFUSED, LAUNCHER_PID_ENV, LIMIT_PRESETS, TestnetError, TestnetLayout, has_genesis_apps,
 )
 
 __all__ = ["main"]
 
 _log = logging.getLogger("replica.testnet.subnet_process")
-_TTL_NS = 120 * 10**9
 
 
 def _published(registry: Registry, addresses: dict[str, str]) -> bool:
@@ -105,68 +99,6 @@ class _Launcher:
     @property
     def gone(self) -> bool:
         return self.pid is not None and os.getppid() != self.pid
-
-
-class _DemoTraffic:
-    """The subnet's demo user: a ping, a cross-subnet transfer and an increment per tick.
-    A refused call is counted by reason (``refused``) and logged; the traffic goes on."""
-
-    def __init__(self, subnet: str, subnets: list[str]) -> None:
-        self.subnet = subnet
-        self.position = subnets.index(subnet)
-        self.others = [(s, i) for i, s in enumerate(subnets) if s != subnet]
-        self.user = user_key(subnet)
-        self.rng = random.Random(f"traffic/{subnet}")
-        self.nonce = time.time_ns()
-        self.refused: Counter[str] = Counter()
-
-    def _submit(self, sub: Subnet, receiver: int, method: str, arg) -> None:
-        self.nonce += 1
-        envelope = sign_ingress(self.user, receiver, method, arg, self.nonce, time.time_ns() + _TTL_NS)
-        try:
-            sub.submit(envelope)
-        except IngressRefused as refusal:
-            self.refused[refusal.reason] += 1
-            _log.warning("%s: demo call %s on %d refused (%s, %d so far): %s", self.subnet, method, receiver,
-                         refusal.reason, self.refused[refusal.reason], refusal)
-
-    def tick(self, sub: Subnet) -> None:
-        base = canister_range(self.position)[0]
-        self._submit(sub, base + COUNTER, "increment", self.rng.randint(1, 9))
-        if not self.others:
-            return
-        other, position = self.rng.choice(self.others)
-        other_base = canister_range(position)[0]
-        self._submit(sub, base + PINGER, "ping", {"target": other_base + PINGER, "rounds": self.rng.randint(1, 3)})
-        self._submit(sub, base + LEDGER, "transfer", {
-            "to_ledger": other_base + LEDGER, "to": account_of(user_key(other).source),
-            "amount": self.rng.randint(1, 100)})
-
-
-def _status(sub: Subnet, position: int, apps: bool) -> dict:
-    base = canister_range(position)[0]
-
-    def read(state) -> dict:
-        own = state.own_subnet_id
-        return {
-            "height": state.metadata.batch_number,
-            "xnet_inducted": state.metadata.counters["xnet_messages_inducted"],
-            "critical_errors": state.metadata.counters["critical_errors"],
-            "streams": {dst: [s.begin, s.end, s.signals_end] for dst, s in state.streams.items() if dst != own},
-            "open_calls": any(c.call_contexts or c.callbacks for c in state.canisters.values()),
-        }
-
-    status = sub.read(read)
-    certification = sub.latest_certification()
-    status["certified_height"] = certification.height if certification else 0
-    status["certified_root"] = certification.root.hex() if certification else ""
-    if not apps:
-        return status
-    status["balances"] = sum(amount for _, amount in sub.query(base + LEDGER, "accounts"))
-    status["escrow"] = sub.query(base + LEDGER, "escrow")
-    status["pings"] = sub.query(base + PINGER, "stats")
-    status["counter"] = sub.query(base + COUNTER, "get")
-    return status
 
 
 def _write_recording(layout: TestnetLayout, sub: Subnet) -> None:
@@ -224,7 +156,7 @@ def run(root: Path, subnet: str) -> int:
             stop.wait(0.05)
         sub.start_fetching()
         apps = has_genesis_apps(manifest)
-        traffic = _DemoTraffic(subnet, subnets) if apps else None
+        traffic = DemoTraffic(subnet, subnets) if apps else None
         position = subnets.index(subnet)
         while not stop.wait(tick_s):
             if launcher.gone:
@@ -237,7 +169,7 @@ def run(root: Path, subnet: str) -> int:
             if traffic is not None and not layout.traffic_off.exists():
                 traffic.tick(sub)
             sub.step()
-            layout.write_json(layout.status(subnet), _status(sub, position, apps))
+            layout.write_json(layout.status(subnet), subnet_status(sub, position, apps))
     finally:
         if http_apis is not None:
             http_apis.stop()
