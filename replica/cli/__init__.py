@@ -8,13 +8,13 @@ from __future__ import annotations
 
 import argparse
 
-from . import audit, call, canister, cluster, demo, identity, load, testnet, trace
+from . import audit, call, canister, cluster, demo, identity, load, node, testnet, trace
 from .help import HelpFormatter
 
 __all__ = ["main", "build_parser", "COMMANDS"]
 
 #: The modules that register subcommands, in the order ``--help`` lists them.
-COMMANDS = (demo, testnet, identity, canister, call, load, trace, audit, cluster)
+COMMANDS = (demo, testnet, identity, canister, call, load, trace, audit, cluster, node)
 
 
 def build_parser() -> argparse.ArgumentParser:

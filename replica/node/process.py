@@ -1,0 +1,517 @@
+"""One replica node as its own OS process: ``replica node run --config FILE``.
+
+Start-up (restart time does not grow with the chain: at most one checkpoint interval of
+blocks is re-executed):
+
+1. the newest checkpoint that verifies (``CheckpointStore.load``: digest, strict decoding,
+   recomputed hash); a corrupt one is moved aside (never deleted) and the next older tried;
+   none: the subnet's genesis state;
+2. the node's block log from there: blocks above the checkpoint are re-executed, each
+   height checked against the hashes the node recorded the first time (``ExecutedLog``);
+3. the agreement node, restored from the retained tail of the block log, the latest
+   finalization proof and the artifacts it had signed (``AgreementLog``: it never signs two
+   blocks at one height, across crashes);
+4. its XNet endpoint, agreement endpoint (gRPC, mutual TLS against the registry's node
+   certificates) and ingress HTTP API bind on 127.0.0.1 (``endpoints.json``); once the
+   launcher has put its XNet address into ``registry.bin`` it starts pulling slices, and the
+   agreement starts: a ``Status`` to its peers brings back the finalized blocks it missed
+   (``CatchUp``, verified: the hash chain and the finalization signatures).
+
+Then the ``AgreementRunner`` drives the protocol; this module supplies its callbacks:
+
+* ``propose``/``validate`` — the block maker and the notary on this node's state. The state
+  is at the finalized tip (finalized blocks are executed before either runs), so a block on
+  a notarized but not yet finalized parent has nothing to be checked against: such a block
+  is proposed empty and only an empty one is accepted (``_empty_block``);
+* ``Finalized`` — append to the block log (fsync), execute, record the hashes, checkpoint
+  every ``checkpoint_interval`` heights, and sign a certification share for the new height
+  (posted back to the protocol, which gossips and aggregates shares);
+* ``Certified`` — deliver to the state manager (the XNet endpoint and queries serve it);
+* ``IngressReceived`` — peers' ingress into this node's pool; ``Persist`` — the agreement log.
+
+A node far behind (its peers no longer keep the blocks it needs) syncs state: it fetches
+a peer's latest checkpoint, verifies it against the subnet's certification of that height
+and continues from it (``replica.node.state_sync``).
+
+Every tick the main thread re-reads the registry if it changed, writes ``status.json``,
+and on the subnet's first node submits the demo traffic. SIGTERM/SIGINT stop it cleanly;
+SIGKILL at any instant loses nothing committed (the files above are written so that a
+crash leaves the old or the new version, never a mix).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import signal
+import sys
+import threading
+import time
+from pathlib import Path
+from typing import Any, Callable
+
+from consensus_stub.agreement.interface import AgreementConfig, BlockContext, Certified, Finalized, IngressReceived
+from consensus_stub.agreement.messages import Message, Status
+from consensus_stub.agreement.protocol import AgreementNode
+from consensus_stub.agreement.signing import NodeKeyVerifier, node_key_signer
+from consensus_stub.block import Block
+from consensus_stub.block_maker import ChainTip
+from consensus_stub.block_store import BlockStore, BlockStoreError, open_block_store
+from consensus_stub.genesis import decode_node_secrets
+from consensus_stub.ingress_pool import Admission
+from consensus_stub.notary import DEFAULT_MAX_CLOCK_SKEW_NS, BlockNotYetValid, InvalidBlock
+from consensus_stub.registry import decode_registry
+from message_routing.batch import encode_batch
+from replica.client import refusal_for
+from replica.client.http_wire import QueryAnswer
+from replica.client.refusals import CanisterNotOnSubnet, UnknownCanister
+from replica.execution import ExecutionEnvironment
+from replica.node.api_errors import NotCertifiedYet
+from replica.node.http_api import HttpApiServer, NodeBackend
+from replica.testnet.demo_traffic import DemoTraffic, subnet_status
+from replica.testnet.launcher import EXIT_REFUSED, LAUNCHER_PID_ENV, LIMIT_PRESETS, TestnetLayout, has_genesis_apps
+from state_manager.certification import Certification
+from state_manager.state_manager import CertificationMismatch
+from state_manager.messages import Reply
+from state_manager.store import CheckpointStore, CorruptCheckpoint
+from xnet.xnet_payload import DecodedXNetPayload
+
+from .agreement_runner import AgreementRunner
+from .agreement_transport import AgreementClient, AgreementServer, PeerAddress
+from .batch_processor import canister_classes
+from .node_store import AgreementLog, ExecutedLog, NodeStoreError, ProofFile, move_aside
+from .process_config import NodeConfigError, NodeFiles, NodeProcessConfig
+from .replica_node import NodeConfig, RegistryHolder, ReplicaNode
+
+__all__ = ["NodeProcess", "main"]
+
+_log = logging.getLogger("replica.node.process")
+
+
+class NodeRefused(RuntimeError):
+    """The node cannot start without risking finalized data: it exits with ``EXIT_REFUSED``."""
+
+
+def _load_checkpoint(store: CheckpointStore):
+    """The newest checkpoint that verifies; corrupt ones are moved aside, with a log line."""
+    store.remove_leftovers()
+    for height in reversed(store.heights()):
+        try:
+            return store.load(height)
+        except CorruptCheckpoint as exc:
+            aside = move_aside(store.root / f"{height:020d}")
+            _log.error("refusing checkpoint %d (%s); moved to %s, trying an older one", height, exc, aside)
+    return None
+
+
+class _PeerBook:
+    """Where the subnet's other nodes listen for agreement messages (their ``endpoints.json``),
+    re-read at most once a second so a restarted peer's new port is found."""
+
+    def __init__(self, testnet_dir: Path, peers: dict[str, bytes]) -> None:
+        self._dir, self._certificates = testnet_dir, peers
+        self._book: dict[str, PeerAddress] = {}
+        self._read_at = 0.0
+        self._lock = threading.Lock()
+
+    def __call__(self) -> dict[str, PeerAddress]:
+        with self._lock:
+            if time.monotonic() - self._read_at > 1.0:
+                self._read_at = time.monotonic()
+                book = {}
+                for node_id, pem in self._certificates.items():
+                    try:
+                        endpoints = json.loads((NodeFiles(self._dir / "nodes" / node_id).endpoints).read_text())
+                        book[node_id] = PeerAddress(node_id, endpoints["agreement"], pem)
+                    except (OSError, ValueError, KeyError, TypeError):
+                        continue
+                self._book = book
+            return self._book
+
+
+class NodeProcess:
+    """The node (module docstring). ``start()`` binds and starts; ``tick()`` is the main
+    thread's periodic work; ``stop()`` stops everything."""
+
+    def __init__(self, config: NodeProcessConfig, *, clock: Callable[[], int] = time.time_ns) -> None:
+        self.config = config
+        self.files = config.files
+        self.files.root.mkdir(parents=True, exist_ok=True)
+        self.layout = TestnetLayout(Path(config.testnet_dir))
+        self.manifest = self.layout.read_manifest()
+        self._clock = clock
+        registry = decode_registry(self.layout.registry.read_bytes())
+        self.registry = RegistryHolder(registry)
+        self._registry_stamp = self._stamp()
+        secrets = decode_node_secrets(self.layout.secrets(config.node_id).read_bytes())
+        if secrets.subnet_id != config.subnet_id:
+            raise NodeConfigError(f"{config.node_id} is a node of {secrets.subnet_id}, not {config.subnet_id}")
+        self._identity = secrets.identity
+        self.limits = LIMIT_PRESETS[self.manifest["limits"]]
+        self.environment = ExecutionEnvironment(canister_classes(self.manifest["canister_modules"]))
+        self.checkpoints = CheckpointStore(self.files.checkpoints, interval=config.checkpoint_interval,
+                                           keep=config.checkpoints_kept)
+        started = time.monotonic()
+        checkpoint = _load_checkpoint(self.checkpoints)
+        try:
+            self.block_store: BlockStore = open_block_store(self.files.blocks)
+        except BlockStoreError as exc:
+            raise NodeRefused(str(exc)) from exc
+        base = checkpoint.height if checkpoint is not None else 0
+        if base > self.block_store.height:
+            raise NodeRefused(f"checkpoint {base} is above the block log's height {self.block_store.height}")
+        initial = checkpoint.state if checkpoint is not None else self.layout.genesis(config.subnet_id).read_bytes()
+        self.node = ReplicaNode(secrets, self.registry, initial, self.environment, self.limits,
+                                NodeConfig(refresh_interval_s=min(0.5, max(0.02, config.tick_s / 2)),
+                                           fetch_timeout_s=2.0))
+        self.executed_log = ExecutedLog(self.files.executed_log)
+        self.agreement_log = AgreementLog(self.files.agreement_log)
+        self.proof_file = ProofFile(self.files.proof)
+        self._decoded: dict[bytes, DecodedXNetPayload] = {}   # validated payloads by block hash
+        self._pending_certification: Certification | None = None
+        self.replayed = 0
+        for block in self.block_store.blocks_from(base + 1):
+            self._execute(block, self.block_store.hash_at(block.height), replaying=True)
+        self.replayed = self.block_store.height - base
+        self.restore_s = time.monotonic() - started
+        _log.info("%s: state of height %d (checkpoint %s, %d blocks re-executed) in %.2f s", config.node_id,
+                  self.height, base or "none", self.replayed, self.restore_s)
+        self.runner = AgreementRunner(self._agreement_node(), _NoClient(), persist=self.agreement_log.append,
+                                      on_finalized=self._on_finalized, on_output=self._on_output, clock=clock)
+        self._peer_heights: dict[str, int] = {}
+        self._servers: list[Any] = []
+        self._client: AgreementClient | None = None
+        self.traffic: DemoTraffic | None = None
+
+    # -- restoring ------------------------------------------------------------------------
+
+    @property
+    def height(self) -> int:
+        return self.node.state_manager.latest_height
+
+    def _stamp(self):
+        try:
+            st = self.layout.registry.stat()
+            return (st.st_ino, st.st_mtime_ns, st.st_size)
+        except OSError:
+            return None
+
+    def _agreement_config(self) -> AgreementConfig:
+        registry = self.registry.get()
+        record = registry.subnet(self.config.subnet_id, registry.latest_version)
+        return AgreementConfig(
+            record, self.config.node_id,
+            round_timeout_ns=int(self.config.round_timeout_s * 1e9),
+            rebroadcast_interval_ns=int(max(1.0, 2 * self.config.round_timeout_s) * 1e9),
+            retained_heights=self.config.retained_heights,
+            block_interval_ns=int(self.config.block_interval_s * 1e9),
+            absent_after_ns=int(max(2.0, 3 * self.config.round_timeout_s) * 1e9),
+        )
+
+    def _agreement_node(self) -> AgreementNode:
+        registry = self.registry.get()
+        config = self._agreement_config()
+        common = dict(propose=self._propose, validate=self._validate, sign=node_key_signer(self._identity),
+                      verifier=NodeKeyVerifier.for_subnet(registry.latest(), self.config.subnet_id),
+                      now=self._clock(), own_artifacts=self.agreement_log.artifacts)
+        proof = self.proof_file.read()
+        store = self.block_store
+        if proof is not None and store.hash_at(proof[0]) == proof[1] and store.block(proof[0]) is not None:
+            height = proof[0]
+            low = max(height - self.config.retained_heights + 1, 1)
+            tail = [Finalized(store.block(h), store.hash_at(h), proof[2] if h == height else ())
+                    for h in range(low, height + 1) if store.block(h) is not None]
+            return AgreementNode.restore(config, finalized=tail, **common)
+        if store.height == 0:
+            return AgreementNode(config, **common)
+        # blocks without a matching proof (a crash between the append and the proof's
+        # write): our own finalized chain is trusted; peers prove what comes next
+        return AgreementNode.from_synced_tip(config, height=store.height, block_hash=store.tip_hash, **common)
+
+    # -- agreement callbacks (under the runner's lock) ------------------------------------
+
+    def _execute_finalized_through(self, height: int) -> None:
+        """Execute finalized blocks the protocol holds up to ``height`` (before proposing or
+        validating on top of them: their ``Finalized`` outputs come after the step)."""
+        agreement = self.runner.node if hasattr(self, "runner") else None
+        while agreement is not None and self.block_store.height < height:
+            entry = agreement.finalized_block(self.block_store.height + 1)
+            if entry is None:
+                return
+            self._apply(*entry)
+
+    def _propose(self, context: BlockContext, now: int) -> Block:
+        self._execute_finalized_through(context.tip.height)
+        registry_version = self.registry.get().latest_version
+        if self.height == context.height - 1 and self.block_store.tip_hash == context.parent_hash:
+            return self.node.make_block(ChainTip(context.height - 1, context.parent_hash), now, context.rank,
+                                        registry_version)
+        return self._empty_block(context, now)
+
+    def _empty_block(self, context: BlockContext, now: int) -> Block:
+        """A block on a parent whose state this node does not have (notarized, not finalized):
+        no ingress, no XNet payload, the parent's registry version, time not before it."""
+        parent = context.parent
+        parent_time = parent.time if parent is not None else self.node.state.metadata.batch_time
+        version = parent.registry_version if parent is not None else self.node.state.metadata.network_topology.registry_version
+        return Block(context.height, context.parent_hash, max(now, parent_time), version, (), (),
+                     self.config.node_id, context.rank)
+
+    def _validate(self, block: Block, context: BlockContext, now: int) -> None:
+        self._execute_finalized_through(context.tip.height)
+        if self.height == block.height - 1 and self.block_store.tip_hash == block.parent_hash:
+            self._decoded[block.parent_hash + block.height.to_bytes(8, "big") + block.maker.encode()] = \
+                self.node.validate_block(block, ChainTip(block.height - 1, block.parent_hash), now)
+            return
+        if self.height != context.tip.height or not context.unfinalized:
+            raise BlockNotYetValid(f"the state is at height {self.height}, the block's parent at {block.height - 1}")
+        parent = context.parent
+        if block.ingress or block.xnet_payload:
+            raise BlockNotYetValid("a block on an unfinalized parent must be empty (its state is not here yet)")
+        if parent is not None and (block.time < parent.time or block.registry_version != parent.registry_version):
+            raise InvalidBlock("an empty block must keep its parent's registry version and not go back in time")
+        if block.time > now + DEFAULT_MAX_CLOCK_SKEW_NS:
+            raise InvalidBlock(f"block time {block.time} is ahead of the local clock {now}")
+
+    def _on_finalized(self, output: Finalized) -> None:
+        self._apply(output.block, output.block_hash)
+        if output.proof:
+            self.proof_file.write(output.height, output.block_hash, output.proof)
+
+    def _apply(self, block: Block, digest: bytes) -> None:
+        """Store and execute the next finalized block; one already stored must be the same."""
+        if block.height <= self.block_store.height:
+            if self.block_store.hash_at(block.height) not in (digest, None):
+                raise NodeStoreError(f"height {block.height} was finalized as another block before")
+            return
+        self.block_store.append(block, digest)
+        self._execute(block, digest)
+
+    def _execute(self, block: Block, digest: bytes, *, replaying: bool = False) -> None:
+        key = block.parent_hash + block.height.to_bytes(8, "big") + block.maker.encode()
+        batch, trees = self.node.execute(block, digest, self._decoded.pop(key, None))
+        self._decoded = {k: v for k, v in self._decoded.items() if int.from_bytes(k[32:40], "big") > block.height}
+        self.executed_log.record(block.height, encode_batch(batch), trees.full_hash, trees.certified_root)
+        if self.checkpoints.is_due(block.height) and block.height not in self.checkpoints.heights():
+            self.checkpoints.write(block.height, self.node.state, trees.full_hash)
+            if not replaying:
+                self.agreement_log.compact(self.runner.node.finalized_height)
+        pending = self._pending_certification
+        if pending is not None and pending.height <= block.height:
+            self._pending_certification = None
+            self._deliver_certification(pending)
+        if not replaying:
+            share = self.node.sign_share(block.height)
+            self.runner.post(lambda node, now: node.submit_certification_share(share, now))
+
+    def _deliver_certification(self, certification: Certification) -> None:
+        if certification.height > self.height:
+            self._pending_certification = certification   # delivered once executed
+            return
+        try:
+            self.node.deliver_certification(certification)
+        except CertificationMismatch as exc:   # a height this node no longer keeps
+            _log.debug("certification of %d not kept: %s", certification.height, exc)
+
+    def _on_output(self, output) -> None:
+        if isinstance(output, Certified):
+            self._deliver_certification(output.certification)
+        elif isinstance(output, IngressReceived):
+            now = self._clock()
+            for ingress in output.messages:
+                self.node.add_ingress(ingress, now)
+        else:   # Refused: counted by the protocol and in the node's metrics
+            _log.info("%s: %s", self.config.node_id, output)
+
+    def _deliver(self, sender: str, message: Message) -> None:
+        if isinstance(message, Status) and message.sender == sender:
+            self._peer_heights[sender] = message.finalized_height
+        self.runner.deliver(sender, message)
+
+    # -- ingress API ------------------------------------------------------------------------
+
+    def _submit(self, ingress) -> None:
+        def admit():
+            now = self._clock()
+            refusal = refusal_for(self.node.add_ingress(ingress, now), ingress, now)
+            if refusal is None:
+                self.runner.post(lambda node, at: node.submit_ingress([ingress], at))
+            return refusal
+        refusal = self.runner.locked(admit)
+        if refusal is not None:
+            raise refusal
+
+    def _query(self, canister_id: int, method: str, arg: Any, caller: bytes) -> QueryAnswer:
+        host = self.registry.get().latest().routing_table.lookup(canister_id)
+        if host is None:
+            raise UnknownCanister(f"no subnet hosts canister {canister_id}")
+        if host != self.config.subnet_id:
+            raise CanisterNotOnSubnet(f"canister {canister_id} is on subnet {host}, not {self.config.subnet_id}")
+
+        def run():
+            latest = self.node.state_manager.latest_certified()
+            if latest is None or latest[0].height != self.height:
+                return None
+            return self.environment.run_query(self.node.state, canister_id, method, arg, caller), latest[0].height
+        result = self.runner.locked(run)
+        if result is None:
+            raise NotCertifiedYet(f"{self.config.node_id}: its latest state is not certified yet")
+        answer, height = result
+        if isinstance(answer, Reply):
+            return QueryAnswer(height, reply=answer.data)
+        return QueryAnswer(height, reject_code=answer.code.name, reject_message=answer.message)
+
+    def _certified(self):
+        latest = self.node.state_manager.latest_certified()
+        return None if latest is None else (latest[0].certified, latest[1])
+
+    def _api_status(self) -> dict:
+        registry = self.registry.get()
+        latest = self.node.state_manager.latest_certified()
+        key = registry.public_key_for(self.config.subnet_id, registry.latest_version)
+        return {
+            "subnet_id": self.config.subnet_id, "node_id": self.config.node_id,
+            "finalized_height": self.height,
+            "certified_height": latest[1].height if latest is not None else None,
+            "certified_root": latest[1].root.hex() if latest is not None else None,
+            "subnet_public_key": key.hex() if key is not None else None,
+            "registry_version": self.node.state.metadata.network_topology.registry_version,
+            "replica_version": "node-process",
+        }
+
+    # -- what status and traffic read (the ``subnet_status`` / ``DemoTraffic`` surface) ----
+
+    def read(self, reader: Callable[[Any], Any]) -> Any:
+        return self.runner.locked(lambda: reader(self.node.state))
+
+    def latest_certification(self) -> Certification | None:
+        latest = self.node.state_manager.latest_certified()
+        return None if latest is None else latest[1]
+
+    def query(self, canister_id: int, method: str, arg: Any = None, caller: bytes = b"") -> Any:
+        from state_manager.encoding import decode
+        answer = self.runner.locked(lambda: self.environment.run_query(self.node.state, canister_id, method, arg, caller))
+        if type(answer) is not Reply:
+            raise RuntimeError(f"query {method} on {canister_id} failed: {answer}")
+        return decode(answer.data) if answer.data else None
+
+    def submit(self, envelope: bytes) -> None:
+        from replica.client import decode_signed_ingress
+        self._submit(decode_signed_ingress(envelope, self.limits.max_ingress_bytes))
+
+    # -- lifecycle --------------------------------------------------------------------------
+
+    def start(self, stop: threading.Event) -> None:
+        """Bind every endpoint, publish them, wait for the registry to list our XNet
+        address, then start fetching slices and agreeing."""
+        xnet = self.node.start_server()
+        self._servers.append(self.node)
+        record = self.registry.get().latest()
+        peers = {n.node_id: n.certificate_pem for n in record.nodes_of(self.config.subnet_id)}
+        server = AgreementServer(self._identity, peers, self._deliver)
+        port = server.start()
+        self._servers.append(server)
+        backend = NodeBackend(self.config.subnet_id, self.config.node_id, self.limits, self._submit, self._query,
+                              self._certified, self._api_status, self._clock, self.node.metrics)
+        http = HttpApiServer(backend)
+        http_address = http.start()
+        self._servers.append(http)
+        self.layout.write_json(self.files.endpoints, {"xnet": xnet, "agreement": f"127.0.0.1:{port}",
+                                                      "http": http_address})
+        _log.info("%s: xnet %s, agreement 127.0.0.1:%d, http %s", self.config.node_id, xnet, port, http_address)
+        while not stop.is_set():
+            self.refresh_registry()
+            if self.registry.get().latest().node(self.config.node_id).xnet_address == xnet:
+                break
+            stop.wait(0.05)
+        self.node.start_fetching()
+        others = {n: pem for n, pem in peers.items() if n != self.config.node_id}
+        self._client = AgreementClient(self._identity, _PeerBook(Path(self.config.testnet_dir), others))
+        self.runner._client = self._client
+        self.runner.start()
+        subnets = list(self.manifest["subnets"])
+        first = self.registry.get().latest().subnet(self.config.subnet_id).node_ids[0]
+        if has_genesis_apps(self.manifest) and first == self.config.node_id:
+            self.traffic = DemoTraffic(self.config.subnet_id, subnets)
+
+    def refresh_registry(self) -> None:
+        stamp = self._stamp()
+        if stamp is None or stamp == self._registry_stamp:
+            return
+        try:
+            registry = decode_registry(self.layout.registry.read_bytes())
+        except Exception:  # noqa: BLE001 - being replaced: read it next time
+            return
+        self._registry_stamp = stamp
+        self.registry.set(registry)
+
+    def tick(self) -> None:
+        if self.runner.failure is not None:
+            raise self.runner.failure
+        self.refresh_registry()
+        if self.traffic is not None and not self.layout.traffic_off.exists():
+            self.traffic.tick(self)
+        subnets = list(self.manifest["subnets"])
+        status = subnet_status(self, subnets.index(self.config.subnet_id), has_genesis_apps(self.manifest))
+        status["node_id"] = self.config.node_id
+        status["finalized_height"] = self.runner.node.finalized_height
+        status["restore_s"] = round(self.restore_s, 3)
+        status["replayed"] = self.replayed
+        self.layout.write_json(self.files.status, status)
+
+    def stop(self) -> None:
+        self.runner.stop()
+        for server in reversed(self._servers):
+            server.stop()
+        if self._client is not None:
+            self._client.close()
+        for closable in (self.block_store, self.executed_log, self.agreement_log):
+            closable.close()
+
+
+class _NoClient:
+    """The runner's client until the endpoints are up (nothing is sent before ``start``)."""
+
+    def send(self, node_id: str, data: bytes) -> None:
+        pass
+
+
+def run(config: NodeProcessConfig) -> int:
+    stop = threading.Event()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(sig, lambda *_: stop.set())
+    launcher_pid = int(__import__("os").environ.get(LAUNCHER_PID_ENV, "0") or 0)
+    try:
+        process = NodeProcess(config)
+    except (NodeRefused, NodeStoreError) as exc:
+        _log.error("%s refused to start: %s (exit code %d: do not restart)", config.node_id, exc, EXIT_REFUSED)
+        return EXIT_REFUSED
+    try:
+        process.start(stop)
+        while not stop.wait(config.tick_s):
+            if launcher_pid and __import__("os").getppid() != launcher_pid:
+                _log.warning("%s: the launcher (pid %d) is gone; stopping", config.node_id, launcher_pid)
+                break
+            process.tick()
+    finally:
+        process.stop()
+    _log.info("%s: stopped at height %d", config.node_id, process.height)
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    import argparse
+    parser = argparse.ArgumentParser(prog="replica node run")
+    parser.add_argument("--config", required=True)
+    args = parser.parse_args(argv)
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    try:
+        config = NodeProcessConfig.from_file(args.config)
+    except NodeConfigError as exc:
+        print(f"replica node run: {exc}", file=sys.stderr)
+        return 2
+    return run(config)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
