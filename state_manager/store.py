@@ -15,6 +15,7 @@ import os
 import shutil
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Callable
 
 from .codec import CodecError, check_bytes, check_tuple, check_u64
 from .encoding import EncodingError, decode, encode
@@ -79,8 +80,10 @@ class CheckpointStore:
     def heights(self) -> list[int]:
         return sorted(int(p.name) for p in self.root.iterdir() if p.is_dir() and p.name.isdigit())
 
-    def write(self, height: int, state: ReplicatedState, full_hash: bytes) -> Path:
-        """Write the checkpoint of ``height`` atomically; return its directory."""
+    def write(self, height: int, state: ReplicatedState, full_hash: bytes,
+              *, before_rename: Callable[[Path], None] | None = None) -> Path:
+        """Write the checkpoint of ``height`` atomically; return its directory.
+        ``before_rename(tmp)`` runs between the temporary write and the rename (fault tests)."""
         final = self.root / f"{height:020d}"
         if final.exists():
             return final
@@ -92,6 +95,8 @@ class CheckpointStore:
         _write_file(tmp / "state.bin", data)
         _write_file(tmp / "manifest.bin", manifest)
         _fsync_dir(tmp)
+        if before_rename is not None:
+            before_rename(tmp)
         os.rename(tmp, final)
         _fsync_dir(self.root)
         self._prune()

@@ -43,6 +43,7 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 import signal
 import sys
 import threading
@@ -169,6 +170,7 @@ class NodeProcess:
         self.proof_file = ProofFile(self.files.proof)
         self._decoded: dict[bytes, DecodedXNetPayload] = {}   # validated payloads by block hash
         self._pending_certification: Certification | None = None
+        self._crash_at = _crash_point(config.node_id)
         self.replayed = 0
         for block in self.block_store.blocks_from(base + 1):
             self._execute(block, self.block_store.hash_at(block.height), replaying=True)
@@ -293,7 +295,7 @@ class NodeProcess:
         self._decoded = {k: v for k, v in self._decoded.items() if int.from_bytes(k[32:40], "big") > block.height}
         self.executed_log.record(block.height, encode_batch(batch), trees.full_hash, trees.certified_root)
         if self.checkpoints.is_due(block.height) and block.height not in self.checkpoints.heights():
-            self.checkpoints.write(block.height, self.node.state, trees.full_hash)
+            self.checkpoints.write(block.height, self.node.state, trees.full_hash, before_rename=self._crash_hook)
             if not replaying:
                 self.agreement_log.compact(self.runner.node.finalized_height)
         pending = self._pending_certification
@@ -303,6 +305,12 @@ class NodeProcess:
         if not replaying:
             share = self.node.sign_share(block.height)
             self.runner.post(lambda node, now: node.submit_certification_share(share, now))
+
+    def _crash_hook(self, tmp: Path) -> None:
+        if self._crash_at is not None and int(tmp.name.rsplit("-", 1)[-1]) >= self._crash_at:
+            _log.warning("%s: %s=%s: killing this process before renaming %s", self.config.node_id, CRASH_ENV,
+                         self._crash_at, tmp)
+            os.kill(os.getpid(), signal.SIGKILL)
 
     def _deliver_certification(self, certification: Certification) -> None:
         if certification.height > self.height:
@@ -469,6 +477,16 @@ class NodeProcess:
             closable.close()
 
 
+#: Fault injection for tests: ``<node id>:<height>`` makes that node SIGKILL itself between
+#: the temporary write and the rename of its first checkpoint at or above that height.
+CRASH_ENV = "REPLICA_NODE_CRASH_BEFORE_CHECKPOINT_RENAME"
+
+
+def _crash_point(node_id: str) -> int | None:
+    node, _, height = os.environ.get(CRASH_ENV, "").partition(":")
+    return int(height) if node == node_id and height.isdigit() else None
+
+
 class _NoClient:
     """The runner's client until the endpoints are up (nothing is sent before ``start``)."""
 
@@ -480,7 +498,7 @@ def run(config: NodeProcessConfig) -> int:
     stop = threading.Event()
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda *_: stop.set())
-    launcher_pid = int(__import__("os").environ.get(LAUNCHER_PID_ENV, "0") or 0)
+    launcher_pid = int(os.environ.get(LAUNCHER_PID_ENV, "0") or 0)
     try:
         process = NodeProcess(config)
     except (NodeRefused, NodeStoreError) as exc:
@@ -489,7 +507,7 @@ def run(config: NodeProcessConfig) -> int:
     try:
         process.start(stop)
         while not stop.wait(config.tick_s):
-            if launcher_pid and __import__("os").getppid() != launcher_pid:
+            if launcher_pid and os.getppid() != launcher_pid:
                 _log.warning("%s: the launcher (pid %d) is gone; stopping", config.node_id, launcher_pid)
                 break
             process.tick()
