@@ -1,4 +1,4 @@
-"""``replica testnet up | status | logs | migrate | registry | down | run``: a local multi-subnet testnet.
+"""``replica testnet up | status | logs | kill-node | restart-node | migrate | registry | down | run``: a local multi-subnet testnet.
 
 ``up`` starts it in the background and returns once every subnet has certified a block;
 later commands find it through the directory (``--dir``, else ``$REPLICA_TESTNET``, else
@@ -6,6 +6,9 @@ later commands find it through the directory (``--dir``, else ``$REPLICA_TESTNET
 ``--duration`` seconds, then settle, check the ledgers' supply and stop. ``migrate``
 moves a canister you control to another subnet (``replica.testnet.migration``);
 ``registry`` shows the registry's versions or publishes one step of a migration by hand.
+``--process-model node`` runs one process per node instead of one per subnet; then
+``kill-node NODE [--hold]`` and ``restart-node NODE`` stop and start single nodes, and
+``--chaos-kill RATE`` kills random nodes while it runs (never more than f of a subnet).
 """
 
 from __future__ import annotations
@@ -29,7 +32,8 @@ def _up(args: argparse.Namespace) -> int:
 
     directory = testnet_directory(args.dir)
     rows = up(directory, subnets=args.subnets, nodes=args.nodes, round_ms=args.round_ms, fresh=args.fresh,
-              restart=not args.no_restart)
+              restart=not args.no_restart, process_model=args.process_model, chaos_kill=args.chaos_kill,
+              chaos_seed=args.chaos_seed)
     print(f"{'subnet':<10} {'nodes':>5}  {'canister range':<15}  {'ingress endpoint':<28}  log")
     for r in rows:
         endpoint = next(iter(sorted(r.endpoints.items())), ("", "-"))[1]
@@ -75,8 +79,11 @@ def _status(args: argparse.Namespace) -> int:
                 print(f"{'subnet':<10} {'state':<8} {'height':>7} {'certified':>9}  {'nodes':>5}  endpoints")
                 for r in rows:
                     endpoints = " ".join(f"{node}=http://{address}" for node, address in sorted(r.endpoints.items()))
+                    # node model: running / all nodes, and the held ones
+                    nodes = f"{r.nodes_running}/{r.nodes}" if r.process_model == "node" else str(r.nodes)
+                    held = f"  held: {' '.join(r.held)}" if r.held else ""
                     print(f"{r.subnet:<10} {'running' if r.running else 'stopped':<8} {r.height or 0:>7} "
-                          f"{r.certified_height or 0:>9}  {r.nodes:>5}  {endpoints or '-'}")
+                          f"{r.certified_height or 0:>9}  {nodes:>5}  {endpoints or '-'}{held}")
                 if view is not None:
                     print()
                     print("\n".join(format_view(view)), flush=True)
@@ -102,21 +109,42 @@ def _logs(args: argparse.Namespace) -> int:
     return 0
 
 
+def _kill_node(args: argparse.Namespace) -> int:
+    from replica.testnet.lifecycle import kill_node, testnet_directory
+
+    print(kill_node(testnet_directory(args.dir), args.node, hold=args.hold))
+    return 0
+
+
+def _restart_node(args: argparse.Namespace) -> int:
+    from replica.testnet.lifecycle import restart_node, testnet_directory
+
+    print(restart_node(testnet_directory(args.dir), args.node))
+    return 0
+
+
 def _run(args: argparse.Namespace) -> int:
     """Create the directory (unless it holds a testnet) and run it in the foreground."""
-    from replica.testnet.launcher import TestnetLayout, create_testnet, launch
+    from replica.testnet.launcher import TestnetLayout, create_testnet, launch, process_model_of
     from replica.testnet.lifecycle import testnet_directory
 
     layout = TestnetLayout(testnet_directory(args.dir))
     if layout.manifest.exists():
         manifest = layout.read_manifest()
+        existing = process_model_of(manifest)
+        if args.process_model is not None and args.process_model != existing:
+            print(f"replica testnet run: {layout.root} holds a testnet of process model {existing!r}, not "
+                  f"{args.process_model!r}; choose another directory to change it", file=sys.stderr)
+            return 2
         if (len(manifest["subnets"]), manifest["nodes"]) != (args.subnets, args.nodes):
             print(f"{layout.root} holds a testnet of {len(manifest['subnets'])} subnets x {manifest['nodes']} "
                   f"nodes; resuming it", file=sys.stderr)
     else:
         seed = hashlib.sha256(args.seed.encode()).digest()
-        create_testnet(layout.root, args.subnets, args.nodes, seed=seed, tick_s=args.round_ms / 1000)
-    return launch(layout.root, duration_s=args.duration, traffic=not args.no_traffic, restart=not args.no_restart)
+        options = {} if args.process_model is None else {"process_model": args.process_model}
+        create_testnet(layout.root, args.subnets, args.nodes, seed=seed, tick_s=args.round_ms / 1000, **options)
+    return launch(layout.root, duration_s=args.duration, traffic=not args.no_traffic, restart=not args.no_restart,
+                  chaos_kill=args.chaos_kill, chaos_seed=args.chaos_seed)
 
 
 def _migrate(args: argparse.Namespace) -> int:
@@ -207,7 +235,8 @@ def register(sub) -> None:
     from replica.testnet import lifecycle
 
     parser = sub.add_parser("testnet", formatter_class=HelpFormatter, description=plain(__doc__),
-                            help="a local multi-subnet testnet: up, status, logs, migrate, registry, down (or a scripted run)")
+                            help="a local multi-subnet testnet: up, status, logs, kill-node, restart-node, migrate, registry, down "
+                                 "(or a scripted run)")
     commands = parser.add_subparsers(dest="testnet_command", required=True)
 
     def command(name: str, help_text: str, func) -> argparse.ArgumentParser:
@@ -217,12 +246,24 @@ def register(sub) -> None:
         p.set_defaults(func=_guarded(func))
         return p
 
+    from replica.testnet.chaos import DEFAULT_CHAOS_SEED
+    from replica.testnet.launcher import DEFAULT_PROCESS_MODEL, PROCESS_MODELS
+
     def shape(p: argparse.ArgumentParser) -> None:
         p.add_argument("--subnets", type=int, default=2, help="subnets (new testnets)")
         p.add_argument("--nodes", type=int, default=4, help="nodes per subnet (new testnets)")
         p.add_argument("--round-ms", type=int, default=500, help="milliseconds between heights (new testnets)")
+        p.add_argument("--process-model", choices=PROCESS_MODELS, default=None,
+                       help=f"one process per subnet or per node (new testnets; none: {DEFAULT_PROCESS_MODEL}; "
+                            f"a testnet keeps its own)")
         p.add_argument("--no-restart", action="store_true",
-                       help="stop the testnet when a subnet process dies (otherwise it is restarted)")
+                       help="stop the testnet when a process dies (otherwise it is restarted); deaths asked for "
+                            "by kill-node, restart-node or chaos are still restarted")
+        p.add_argument("--chaos-kill", type=float, default=0.0, metavar="RATE",
+                       help="node model: SIGKILL about RATE random nodes per second across the testnet, never more "
+                            "than f = (n-1)//3 of a subnet down at once (0: off)")
+        p.add_argument("--chaos-seed", type=int, default=None,
+                       help=f"seed of --chaos-kill's choices (none: {DEFAULT_CHAOS_SEED})")
 
     up = command("up", "start the testnet in the background; return once every subnet certified a block", _up)
     shape(up)
@@ -233,9 +274,18 @@ def register(sub) -> None:
     status.add_argument("--json", action="store_true", help="machine-readable output")
     status.add_argument("--watch", action="store_true", help="repeat every --interval seconds until Ctrl-C")
     status.add_argument("--interval", type=float, default=1.0, help="seconds between reads (rounds/s are measured over it)")
-    logs = command("logs", "print a log: the launcher's, or a subnet's (NODE: a subnet or node id)", _logs)
-    logs.add_argument("node", nargs="?", default=None, help="a subnet or node id (none: the launcher)")
+    logs = command("logs", "print a log: the launcher's, a subnet's, or a node's (NODE: a subnet or node id)", _logs)
+    logs.add_argument("node", nargs="?", default=None,
+                      help="a subnet or node id (none: the launcher; process model node: a node id)")
     logs.add_argument("--follow", "-f", action="store_true", help="keep printing new lines")
+    kill = command("kill-node", "SIGKILL one node's process (process model node); the supervisor restarts it "
+                                "unless --hold", _kill_node)
+    kill.add_argument("node", help="the node id, e.g. subnet-0-node-2")
+    kill.add_argument("--hold", action="store_true",
+                      help="keep it down (control/hold/NODE) until `replica testnet restart-node NODE`")
+    restart = command("restart-node", "remove a node's hold and restart it (SIGTERM if it runs; the supervisor "
+                                      "starts it)", _restart_node)
+    restart.add_argument("node", help="the node id, e.g. subnet-0-node-2")
     migrate = command("migrate", "move a canister you control to another subnet (same id, same state)", _migrate)
     migrate.add_argument("canister", type=int, help="the canister id")
     migrate.add_argument("--to", required=True, help="the subnet to move it to")

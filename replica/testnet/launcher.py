@@ -1,10 +1,18 @@
 """A local multi-process testnet: ``replica testnet --subnets N --nodes M --dir DIR``.
 
-``create_testnet`` writes a testnet directory; ``launch`` starts one process per subnet
-(``replica.testnet.subnet_process``), each running its subnet's M nodes, all XNet endpoints on
-127.0.0.1. The directory::
+``create_testnet`` writes a testnet directory; ``launch`` starts its processes, all endpoints
+on 127.0.0.1, in one of two process models (the manifest's ``process_model``; absent:
+``"subnet"``):
 
-    manifest.json               subnets, canister modules, limits preset, tick, seed (hex)
+* ``"subnet"``: one process per subnet (``replica.testnet.subnet_process``), each running its
+  subnet's M nodes;
+* ``"node"``: one process per node (``python -m replica node run --config
+  DIR/nodes/<node>/config.json``, ``replica.node.process``), N x M processes.
+
+The directory::
+
+    manifest.json               subnets, canister modules, limits preset, tick, seed (hex),
+                                process model
     registry.bin                the registry (consensus_stub.registry encoding); rewritten
                                 once every subnet process has bound its endpoints
     genesis/<subnet>.bin        genesis state (state_codec)
@@ -22,6 +30,29 @@
     pids/launcher.pid           the running launcher's pid, and each running subnet
     pids/<subnet>.pid           process's pid (removed once the process is stopped)
 
+and in the node model, per node (``replica.node.process_config.NodeFiles``)::
+
+    nodes/<node>/config.json    what the node is told (``NodeProcessConfig``), written by the
+                                launcher before the first start, kept if present (editable)
+    nodes/<node>/endpoints.json {"xnet", "agreement", "http": "127.0.0.1:port"}, written by the
+                                node once bound (the launcher removes it before each start)
+    nodes/<node>/status.json    the node's status (as status/<subnet>.json, plus node_id;
+                                removed by the launcher before each start)
+    logs/<node>.log, pids/<node>.pid
+    control/hold/<node>         present: the node is not restarted when it dies (and is
+                                started once the file is removed): ``kill-node --hold``
+    control/expected-death/<node>
+                                the node's next death was asked for (``kill-node``,
+                                ``restart-node``): restarted, not counted toward the limit
+
+where the launcher, not a node, writes ``registry.bin`` (the nodes' XNet addresses, once
+every (re)started node has written its endpoints), ``http/<subnet>.json`` (the ingress
+addresses of the subnet's running, published nodes) and ``status/<subnet>.json`` (every
+supervision tick: the status of the running node with the highest certified height, the
+first in registry order on a tie), so every reader of those files works in both models.
+The run log takes per subnet the recording of the node that executed the most batches from
+genesis (``replica.node.node_store.read_recording``).
+
 With ``genesis_apps`` (``replica testnet run``) every subnet hosts the example apps (ledger,
 ping-pong, counter) and one user whose tokens live on its ledger, and with ``traffic`` each
 process submits signed pings and cross-subnet transfers every tick; without (``replica
@@ -31,17 +62,24 @@ acknowledged, checks that the genesis ledgers (if any) kept their total supply, 
 the processes; then it writes the run log a determinism audit replays. A
 restarted launch on the same directory resumes from the block logs.
 
-The launcher supervises its subnet processes (``Supervisor``). One that dies is logged and
-restarted on the same directory: it re-executes its block log, binds new XNet ports and
-writes ``addresses/<subnet>.json``; the launcher rewrites ``registry.bin`` with them, and
-every subnet process re-reads ``registry.bin`` whenever it changes, so its peers fetch from
-the new ports. A process that exits with ``EXIT_REFUSED`` (it refused to start, e.g. on a
+The launcher supervises its processes (``Supervisor``), one "unit" per process: a subnet, or
+a node. One that dies is logged and restarted on the same directory: it re-executes its
+block log, binds new XNet ports and writes ``addresses/<subnet>.json``; the launcher
+rewrites ``registry.bin`` with them, and every subnet process re-reads ``registry.bin``
+whenever it changes, so its peers fetch from the new ports. A process that exits with ``EXIT_REFUSED`` (it refused to start, e.g. on a
 corrupt block log) or dies ``RESTART_LIMIT`` times within ``RESTART_WINDOW_S`` seconds
 stops the testnet with an error naming it and its log. SIGINT settles and stops as at the
 end of the duration; SIGTERM stops every subnet process at once (SIGTERM, then SIGKILL
 after ``STOP_TIMEOUT_S``), without settling or writing the run log. The subnet processes
 run in their own session (a terminal's Ctrl-C reaches only the launcher) and stop by
 themselves when the launcher dies.
+
+In the node model a node is restarted the same way (a fresh ``endpoints.json``, then the
+registry and ``http/<subnet>.json`` rewritten), except that a node with a hold
+(``control/hold/<node>``) stays down until the hold is removed, and a death that was asked
+for (``kill-node``, ``restart-node``, chaos: ``replica.testnet.chaos``) is restarted without
+counting toward ``RESTART_LIMIT`` — also with ``restart=False`` (``--no-restart``), which
+stops the testnet only at a death nobody asked for (a held node's death is asked for too).
 """
 
 from __future__ import annotations
@@ -61,7 +99,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from consensus_stub.genesis import SubnetSpec, encode_node_secrets, genesis_registry
-from consensus_stub.registry import Registry, decode_registry, encode_registry
+from consensus_stub.registry import Registry, RegistryError, decode_registry, encode_registry
 from examples.counter import Counter
 from examples.ledger import Ledger, account_of
 from examples.ping_pong import PingPong
@@ -79,6 +117,7 @@ __all__ = [
     "LIMIT_PRESETS", "LEDGER", "PINGER", "COUNTER", "INITIAL_BALANCE", "TestnetError", "TestnetLayout",
     "canister_range", "user_key", "create_testnet", "has_genesis_apps", "update_registry_file", "launch", "quiescent", "total_supply", "Supervisor",
     "EXIT_REFUSED", "RESTART_LIMIT", "RESTART_WINDOW_S", "STOP_TIMEOUT_S", "LAUNCHER_PID_ENV",
+    "PROCESS_MODELS", "DEFAULT_PROCESS_MODEL", "process_model_of", "testnet_nodes",
 ]
 
 LEDGER, PINGER, COUNTER = 1, 2, 3
@@ -105,6 +144,10 @@ RESTART_WINDOW_S = 30.0
 STOP_TIMEOUT_S = 20.0
 #: Set in a subnet process's environment: the launcher's pid (the process stops when it dies).
 LAUNCHER_PID_ENV = "REPLICA_TESTNET_LAUNCHER_PID"
+#: ``"subnet"``: one process per subnet; ``"node"``: one process per node (module docstring).
+PROCESS_MODELS = ("subnet", "node")
+#: The process model of a new testnet when none is asked for.
+DEFAULT_PROCESS_MODEL = "subnet"
 
 
 class TestnetError(ReplicaError, RuntimeError):
@@ -174,12 +217,27 @@ class TestnetLayout:
     def traffic_off(self) -> Path:
         return self.root / "control" / "traffic-off"
 
-    def log(self, subnet: str) -> Path:
-        return self.root / "logs" / f"{subnet}.log"
+    def log(self, name: str) -> Path:
+        """``logs/<name>.log``: the log of a subnet process, or of a node process (node model)."""
+        return self.root / "logs" / f"{name}.log"
 
     def pid(self, name: str) -> Path:
-        """``pids/<name>.pid``: the pid of the launcher (``"launcher"``) or of a subnet process."""
+        """``pids/<name>.pid``: the pid of the launcher (``"launcher"``), a subnet or a node process."""
         return self.root / "pids" / f"{name}.pid"
+
+    def node_files(self, node: str):
+        """``nodes/<node>/``: a node process's files (``replica.node.process_config.NodeFiles``)."""
+        from replica.node.process_config import NodeFiles
+
+        return NodeFiles(self.root / "nodes" / node)
+
+    def hold(self, node: str) -> Path:
+        """``control/hold/<node>``: present, the node is not restarted when it dies."""
+        return self.root / "control" / "hold" / node
+
+    def expected_death(self, node: str) -> Path:
+        """``control/expected-death/<node>``: the node's next death was asked for."""
+        return self.root / "control" / "expected-death" / node
 
     def recording(self, subnet: str) -> Path:
         return self.root / "recordings" / f"{subnet}.bin"
@@ -218,14 +276,18 @@ def _genesis_state(registry, subnet: str, position: int, genesis_time: int, apps
 
 
 def create_testnet(directory: Path | str, subnets: int, nodes: int, *, seed: bytes, tick_s: float = 0.5,
-                   genesis_apps: bool = True, limits: str = "DEFAULT") -> TestnetLayout:
+                   genesis_apps: bool = True, limits: str = "DEFAULT",
+                   process_model: str = DEFAULT_PROCESS_MODEL) -> TestnetLayout:
     """Write a fresh testnet directory (refuses a directory that already holds one). With
     ``genesis_apps`` every subnet starts with the example apps and the demo user's tokens
     (``replica testnet run``); without, it starts empty and canisters come by ``install_code``
-    (``replica testnet up``). ``limits`` names one of ``LIMIT_PRESETS``."""
+    (``replica testnet up``). ``limits`` names one of ``LIMIT_PRESETS``; ``process_model``
+    one of ``PROCESS_MODELS`` (module docstring)."""
     layout = TestnetLayout(Path(directory))
     if limits not in LIMIT_PRESETS:
         raise TestnetError(f"no limits preset {limits!r}; the presets are {', '.join(LIMIT_PRESETS)}")
+    if process_model not in PROCESS_MODELS:
+        raise TestnetError(f"no process model {process_model!r}; the models are {', '.join(PROCESS_MODELS)}")
     if layout.manifest.exists():
         raise TestnetError(f"{layout.root} already holds a testnet; launch it, or choose another directory")
     if subnets < 1 or nodes < 1:
@@ -249,8 +311,33 @@ def create_testnet(directory: Path | str, subnets: int, nodes: int, *, seed: byt
         "limits": limits,
         "tick_s": tick_s,
         "seed": seed.hex(),
+        "process_model": process_model,
     })
     return layout
+
+
+def process_model_of(manifest: dict[str, Any]) -> str:
+    """The manifest's process model (``"subnet"`` for manifests from before the field)."""
+    model = manifest.get("process_model", "subnet")
+    if model not in PROCESS_MODELS:
+        raise TestnetError(f"the manifest names process model {model!r}; the models are {', '.join(PROCESS_MODELS)}")
+    return model
+
+
+def testnet_nodes(layout: TestnetLayout, subnets: list[str] | None = None) -> dict[str, list[str]]:
+    """``{subnet: [node id, ...]}`` in registry order (the latest version of ``registry.bin``)."""
+    try:
+        record = decode_registry(layout.registry.read_bytes()).latest()
+    except (OSError, RegistryError) as exc:
+        raise TestnetError(f"{layout.root} holds no readable registry: {exc}") from exc
+    chosen = record.subnet_ids() if subnets is None else subnets
+    nodes: dict[str, list[str]] = {}
+    for subnet in chosen:
+        members = record.subnet(subnet)
+        if members is None:
+            raise TestnetError(f"the registry of {layout.root} has no subnet {subnet!r}")
+        nodes[subnet] = list(members.node_ids)
+    return nodes
 
 
 def update_registry_file(layout: TestnetLayout, change: Callable[[Registry], Registry]) -> Registry:
@@ -304,6 +391,10 @@ def _child_command(layout: TestnetLayout, subnet: str) -> list[str]:
     return [sys.executable, "-m", "replica.testnet.subnet_process", str(layout.root), subnet]
 
 
+def _node_command(layout: TestnetLayout, node: str) -> list[str]:
+    return [sys.executable, "-m", "replica", "node", "run", "--config", str(layout.node_files(node).config)]
+
+
 def _describe_exit(code: int) -> str:
     if code < 0:
         try:
@@ -313,48 +404,112 @@ def _describe_exit(code: int) -> str:
     return f"exit code {code}"
 
 
+def _read_endpoints(path: Path) -> dict[str, str] | None:
+    """A node's ``endpoints.json`` once it names at least its XNet and HTTP addresses."""
+    try:
+        value = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return None
+    if not isinstance(value, dict) or not all(isinstance(value.get(k), str) for k in ("xnet", "http")):
+        return None
+    return value
+
+
 class Supervisor:
-    """The launcher's subnet processes: start each, notice one that died and restart it
-    (module docstring), publish restarted processes' addresses, and stop them all."""
+    """The launcher's processes, one per unit (a subnet, or a node in the node model): start
+    each, notice one that died and restart it (module docstring), publish restarted
+    processes' addresses, keep the subnets' ``status`` and ``http`` files, stop them all."""
 
     def __init__(self, layout: TestnetLayout, subnets: list[str], out, *, restart: bool = True,
-                 publish_timeout_s: float = 120.0) -> None:
+                 publish_timeout_s: float = 120.0, process_model: str | None = None) -> None:
         self.layout = layout
         self.subnets = list(subnets)
         self.out = out
         self.restart = restart
         self.publish_timeout_s = publish_timeout_s
+        self.model = process_model or process_model_of(layout.read_manifest())
+        if self.model not in PROCESS_MODELS:
+            raise TestnetError(f"no process model {self.model!r}; the models are {', '.join(PROCESS_MODELS)}")
+        #: ``{subnet: [node, ...]}`` in registry order (node model; empty lists otherwise).
+        self.nodes_by_subnet: dict[str, list[str]] = (
+            testnet_nodes(layout, self.subnets) if self.model == "node" else {s: [] for s in self.subnets})
+        #: The supervised units: the subnets, or every node of every subnet.
+        self.units: list[str] = (
+            [n for s in self.subnets for n in self.nodes_by_subnet[s]] if self.model == "node" else list(self.subnets))
+        self.subnet_of: dict[str, str] = (
+            {n: s for s, nodes in self.nodes_by_subnet.items() for n in nodes} if self.model == "node"
+            else {s: s for s in self.subnets})
         self.processes: dict[str, subprocess.Popen] = {}
-        #: Restarts per subnet (for the summary and tests).
+        #: Restarts per unit (for the summary and tests).
         self.restarts: collections.Counter[str] = collections.Counter()
         self._deaths: dict[str, collections.deque[float]] = collections.defaultdict(collections.deque)
-        self._unpublished: set[str] = set()
-        self._publish_deadline = 0.0
+        #: (Re)started units whose addresses are not in the registry yet, with their start time.
+        self._unpublished: dict[str, float] = {}
+        #: Dead nodes the supervisor does not restart while their hold file exists.
+        self.held: set[str] = set()
+        #: Deaths the launcher itself asked for (chaos), with the cause.
+        self._expected: dict[str, str] = {}
+        #: Node model: the endpoints of each running, published node.
+        self._endpoints: dict[str, dict[str, str]] = {}
+        self._http_written: dict[str, dict[str, str]] = {}
+        self._status_written: dict[str, dict] = {}
+
+    def restarts_of(self, subnet: str) -> int:
+        """Restarts of the subnet's process, or of its nodes' processes."""
+        return sum(self.restarts[u] for u in self.units if self.subnet_of[u] == subnet)
 
     # -- starting and publishing ------------------------------------------------------------
 
     def start_all(self) -> None:
-        for subnet in self.subnets:
-            self._start(subnet)
+        if self.model == "node":
+            for subnet in self.subnets:   # the launcher writes these from the nodes' files
+                self.layout.http(subnet).unlink(missing_ok=True)
+                self.layout.status(subnet).unlink(missing_ok=True)
+            for node in self.units:      # deaths asked of a previous launcher's processes
+                self.layout.expected_death(node).unlink(missing_ok=True)
+        for unit in self.units:
+            if self.model == "node" and self.layout.hold(unit).exists():
+                self.held.add(unit)
+                self.note(unit, f"{unit} is held ({self.layout.hold(unit)}): not starting it "
+                                f"(`replica testnet restart-node {unit}` starts it)")
+                continue
+            self._start(unit)
 
-    def _start(self, subnet: str) -> None:
+    def _start(self, unit: str) -> None:
         layout = self.layout
-        layout.addresses(subnet).unlink(missing_ok=True)
-        layout.http(subnet).unlink(missing_ok=True)
-        layout.status(subnet).unlink(missing_ok=True)
-        layout.log(subnet).parent.mkdir(parents=True, exist_ok=True)
+        if self.model == "node":
+            command = self._prepare_node(unit)
+        else:
+            layout.addresses(unit).unlink(missing_ok=True)
+            layout.http(unit).unlink(missing_ok=True)
+            layout.status(unit).unlink(missing_ok=True)
+            command = _child_command(layout, unit)
+        layout.log(unit).parent.mkdir(parents=True, exist_ok=True)
         env = dict(os.environ)
         env[LAUNCHER_PID_ENV] = str(os.getpid())
-        with open(layout.log(subnet), "ab") as log:
+        with open(layout.log(unit), "ab") as log:
             process = subprocess.Popen(
-                _child_command(layout, subnet), stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                command, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
                 env=env, start_new_session=True,  # a terminal's Ctrl-C goes to the launcher only
             )
-        self.processes[subnet] = process
-        _write(layout.pid(subnet), f"{process.pid}\n".encode())
-        if not self._unpublished:
-            self._publish_deadline = time.monotonic() + self.publish_timeout_s
-        self._unpublished.add(subnet)
+        self.processes[unit] = process
+        _write(layout.pid(unit), f"{process.pid}\n".encode())
+        self._unpublished[unit] = time.monotonic()
+
+    def _prepare_node(self, node: str) -> list[str]:
+        """Write the node's config unless it has one; remove what its last run bound and said."""
+        from replica.node.process_config import NodeProcessConfig
+
+        files = self.layout.node_files(node)
+        if not files.config.exists():
+            tick_s = float(self.layout.read_manifest().get("tick_s", 0.5))
+            config = NodeProcessConfig(testnet_dir=str(self.layout.root.resolve()), node_id=node,
+                                       subnet_id=self.subnet_of[node], tick_s=tick_s, block_interval_s=tick_s,
+                                       round_timeout_s=max(1.0, 2 * tick_s))
+            _write(files.config, config.to_json().encode())
+        files.endpoints.unlink(missing_ok=True)   # stale ports are never published
+        files.status.unlink(missing_ok=True)      # nor a stale status taken for this run's
+        return _node_command(self.layout, node)
 
     @property
     def published(self) -> bool:
@@ -362,81 +517,181 @@ class Supervisor:
         return not self._unpublished
 
     def wait_published(self) -> None:
-        """Supervise until every subnet process has bound and the registry lists its addresses."""
+        """Supervise until every process has bound and the registry lists its addresses."""
         while not self.published:
             self.check()
             if not self.published:
                 time.sleep(0.05)
 
+    def _bound(self, unit: str) -> dict[str, str] | None:
+        """What ``unit`` bound: ``{node: xnet address}`` (subnet model), or its endpoints."""
+        if self.model == "node":
+            return _read_endpoints(self.layout.node_files(unit).endpoints)
+        return self.layout.read_json(self.layout.addresses(unit))
+
     def _publish(self) -> None:
         """Once every (re)started process has written its addresses, put them into the registry."""
         if not self._unpublished:
             return
-        found: dict[str, str] = {}
-        for subnet in sorted(self._unpublished):
-            addresses = self.layout.read_json(self.layout.addresses(subnet))
-            if addresses is None:
-                if time.monotonic() > self._publish_deadline:
-                    raise TestnetError(
-                        f"subnets {sorted(self._unpublished)} did not bind their endpoints in "
-                        f"{self.publish_timeout_s} s; see {self.layout.log(subnet)}")
-                return
-            found.update(addresses)
+        now = time.monotonic()
+        bound = {unit: self._bound(unit) for unit in sorted(self._unpublished)}
+        late = [unit for unit, b in bound.items()
+                if b is None and now - self._unpublished[unit] > self.publish_timeout_s]
+        if late:
+            kind = "nodes" if self.model == "node" else "subnets"
+            raise TestnetError(f"{kind} {late} did not bind their endpoints in {self.publish_timeout_s} s; "
+                               f"see {self.layout.log(late[0])}")
+        if any(b is None for b in bound.values()):
+            return
+        if self.model == "node":
+            found = {node: endpoints["xnet"] for node, endpoints in bound.items()}
+        else:
+            found = {node: address for addresses in bound.values() for node, address in addresses.items()}
         update_registry_file(self.layout, lambda registry: registry.with_node_addresses(found))
+        if self.model == "node":
+            self._endpoints.update(bound)
         self._unpublished.clear()
 
     # -- supervision ------------------------------------------------------------------------
 
     def check(self) -> None:
-        """Handle every subnet process that exited (log it, restart it or raise
-        ``TestnetError``), then publish restarted processes' addresses."""
-        for subnet, process in list(self.processes.items()):
+        """Handle every process that exited (log it, restart it or raise ``TestnetError``),
+        start held nodes whose hold is gone, then publish restarted processes' addresses and
+        (node model) rewrite the subnets' ``http`` and ``status`` files."""
+        for unit, process in list(self.processes.items()):
             if process.poll() is not None:
-                self._died(subnet, process)
+                self._died(unit, process)
+        for node in sorted(self.held):
+            if not self.layout.hold(node).exists():
+                self.held.discard(node)
+                self.note(node, f"the hold on {node} is gone: starting it")
+                self._start(node)
+                self.restarts[node] += 1
+                self.note(node, f"started {node} as pid {self.processes[node].pid}")
         self._publish()
+        if self.model == "node":
+            self._write_http()
+            self._write_status()
 
-    def _note(self, subnet: str, message: str) -> None:
-        """Tell the launcher's output stream and the subnet's log."""
+    def down_units(self) -> set[str]:
+        """Units not serving: not running, not yet re-published, or held (chaos's view)."""
+        down = {u for u in self.units if u not in self.processes or u in self._unpublished}
+        if self.model == "node":
+            down |= {u for u in self.units if self.layout.hold(u).exists()}
+        return down
+
+    def note(self, unit: str, message: str) -> None:
+        """Tell the launcher's output stream and the unit's log."""
         print(f"testnet: {message}", file=self.out, flush=True)
         stamp = datetime.datetime.now().strftime("%Y-%m-%d %H:%M:%S")
         try:
-            with open(self.layout.log(subnet), "a") as log:
+            with open(self.layout.log(unit), "a") as log:
                 log.write(f"{stamp} launcher: {message}\n")
         except OSError:
             pass
 
-    def _died(self, subnet: str, process: subprocess.Popen) -> None:
-        del self.processes[subnet]
-        self.layout.pid(subnet).unlink(missing_ok=True)
-        self._unpublished.discard(subnet)
-        log = self.layout.log(subnet)
-        what = f"the process of {subnet} (pid {process.pid}) exited with {_describe_exit(process.returncode)}"
+
+    def _consume_expected(self, unit: str) -> str | None:
+        """The cause of ``unit``'s death if it was asked for (the marker is consumed)."""
+        cause = self._expected.pop(unit, None)
+        marker = self.layout.expected_death(unit)
+        try:
+            text = marker.read_text().strip()
+        except OSError:
+            return cause
+        marker.unlink(missing_ok=True)
+        return cause or text or "asked for"
+
+    def _died(self, unit: str, process: subprocess.Popen) -> None:
+        del self.processes[unit]
+        self.layout.pid(unit).unlink(missing_ok=True)
+        self._unpublished.pop(unit, None)
+        self._endpoints.pop(unit, None)
+        log = self.layout.log(unit)
+        what = f"the process of {unit} (pid {process.pid}) exited with {_describe_exit(process.returncode)}"
         if process.returncode == EXIT_REFUSED:
-            self._note(subnet, f"{what}: it refused to start, not restarting")
+            self.note(unit, f"{what}: it refused to start, not restarting")
             raise TestnetError(f"{what}: it refused to start (exit code {EXIT_REFUSED}: do not restart); "
                                f"see {log}")
-        if not self.restart:
-            self._note(subnet, f"{what}; restarts are off (--no-restart)")
-            raise TestnetError(f"{what}; see {log}")
-        now = time.monotonic()
-        deaths = self._deaths[subnet]
-        deaths.append(now)
-        while deaths and now - deaths[0] > RESTART_WINDOW_S:
-            deaths.popleft()
-        if len(deaths) >= RESTART_LIMIT:
-            self._note(subnet, f"{what}, the {len(deaths)}th time within {RESTART_WINDOW_S:.0f} s: not restarting")
-            raise TestnetError(f"{what}; it died {len(deaths)} times within {RESTART_WINDOW_S:.0f} s, "
-                               f"so it is not restarted; see {log}")
-        self._note(subnet, f"{what}; restarting it (it re-executes {self.layout.blocks(subnet)})")
-        self._start(subnet)
-        self.restarts[subnet] += 1
-        self._note(subnet, f"restarted {subnet} as pid {self.processes[subnet].pid}")
+        expected = self._consume_expected(unit)
+        if self.model == "node" and self.layout.hold(unit).exists():
+            self.held.add(unit)
+            self.note(unit, f"{what}; {unit} is held ({self.layout.hold(unit)}): not restarting it until "
+                            f"the hold is removed (`replica testnet restart-node {unit}`)")
+            return
+        if expected is not None:
+            self.note(unit, f"{what} ({expected}); restarting it (not counted toward the restart limit)")
+        else:
+            if not self.restart:
+                self.note(unit, f"{what}; restarts are off (--no-restart)")
+                raise TestnetError(f"{what}; see {log}")
+            now = time.monotonic()
+            deaths = self._deaths[unit]
+            deaths.append(now)
+            while deaths and now - deaths[0] > RESTART_WINDOW_S:
+                deaths.popleft()
+            if len(deaths) >= RESTART_LIMIT:
+                self.note(unit, f"{what}, the {len(deaths)}th time within {RESTART_WINDOW_S:.0f} s: not restarting")
+                raise TestnetError(f"{what}; it died {len(deaths)} times within {RESTART_WINDOW_S:.0f} s, "
+                                   f"so it is not restarted; see {log}")
+            if self.model == "node":
+                self.note(unit, f"{what}; restarting it (it resumes from {self.layout.node_files(unit).root})")
+            else:
+                self.note(unit, f"{what}; restarting it (it re-executes {self.layout.blocks(unit)})")
+        self._start(unit)
+        self.restarts[unit] += 1
+        self.note(unit, f"restarted {unit} as pid {self.processes[unit].pid}")
+
+    def kill(self, unit: str, cause: str) -> bool:
+        """SIGKILL ``unit``'s running process (a death asked for: restarted at once, not
+        counted toward the restart limit); ``False`` if it does not run."""
+        process = self.processes.get(unit)
+        if process is None or process.poll() is not None:
+            return False
+        self._expected[unit] = cause
+        self.note(unit, f"{cause}: killing {unit} (pid {process.pid}) with SIGKILL")
+        process.kill()
+        process.wait()
+        self._died(unit, process)
+        return True
+
+    # -- the subnets' files (node model) ----------------------------------------------------
+
+    def _write_http(self) -> None:
+        """``http/<subnet>.json``: the ingress addresses of the subnet's running, published nodes."""
+        for subnet, nodes in self.nodes_by_subnet.items():
+            serving = {n: self._endpoints[n]["http"] for n in nodes if n in self._endpoints}
+            if serving == self._http_written.get(subnet):
+                continue
+            if serving:
+                self.layout.write_json(self.layout.http(subnet), serving)
+            else:
+                self.layout.http(subnet).unlink(missing_ok=True)
+            self._http_written[subnet] = serving
+
+    def _write_status(self) -> None:
+        """``status/<subnet>.json``: the status of the subnet's running node with the highest
+        certified height (the first in registry order on a tie)."""
+        for subnet, nodes in self.nodes_by_subnet.items():
+            best: dict | None = None
+            for node in nodes:
+                if node not in self.processes:
+                    continue
+                current = self.layout.read_json(self.layout.node_files(node).status)
+                if not isinstance(current, dict):
+                    continue
+                if best is None or (current.get("certified_height") or 0) > (best.get("certified_height") or 0):
+                    best = current
+            if best is not None and best != self._status_written.get(subnet):
+                self.layout.write_json(self.layout.status(subnet), best)
+                self._status_written[subnet] = best
 
     # -- stopping ---------------------------------------------------------------------------
 
     def stop(self, timeout_s: float = STOP_TIMEOUT_S) -> None:
-        """SIGTERM every subnet process, SIGKILL one still running after ``timeout_s``; each
-        by its own pid, and each reaped."""
+        """SIGTERM every process, SIGKILL one still running after ``timeout_s``; each by its
+        own pid, and each reaped. In the node model nothing serves the subnets' ingress
+        addresses afterwards: ``http/<subnet>.json`` is removed."""
         processes = list(self.processes.items())
         for _, process in processes:
             if process.poll() is None:
@@ -445,16 +700,21 @@ class Supervisor:
                 except ProcessLookupError:
                     pass
         deadline = time.monotonic() + timeout_s
-        for subnet, process in processes:
+        for unit, process in processes:
             try:
                 process.wait(timeout=max(0.1, deadline - time.monotonic()))
             except subprocess.TimeoutExpired:
-                self._note(subnet, f"the process of {subnet} (pid {process.pid}) did not stop in "
-                                   f"{timeout_s:.0f} s: killing it")
+                self.note(unit, f"the process of {unit} (pid {process.pid}) did not stop in "
+                                f"{timeout_s:.0f} s: killing it")
                 process.kill()
                 process.wait()
-            self.layout.pid(subnet).unlink(missing_ok=True)
-            del self.processes[subnet]
+            self.layout.pid(unit).unlink(missing_ok=True)
+            del self.processes[unit]
+            self._endpoints.pop(unit, None)
+        if self.model == "node":
+            for subnet in self.subnets:
+                self.layout.http(subnet).unlink(missing_ok=True)
+                self._http_written[subnet] = {}
 
 
 def _install_handlers() -> dict[int, Any] | None:
@@ -491,11 +751,15 @@ def launch(
     settle_timeout_s: float = 120.0,
     stream=None,
     restart: bool = True,
+    chaos_kill: float = 0.0,
+    chaos_seed: int | None = None,
 ) -> int:
     """Run the testnet in ``directory`` for ``duration_s`` seconds (``None``: until
     interrupted), then settle, check and stop. Returns 0 when the ledgers kept their supply,
-    128 + SIGTERM when terminated. ``restart``: restart a subnet process that dies (module
-    docstring); otherwise its death stops the testnet with ``TestnetError``."""
+    128 + SIGTERM when terminated. ``restart``: restart a process that dies (module
+    docstring); otherwise a death nobody asked for stops the testnet with ``TestnetError``.
+    ``chaos_kill`` (node model): SIGKILL about that many random nodes a second while it runs,
+    never more than f of a subnet down (``replica.testnet.chaos``, seeded by ``chaos_seed``)."""
     layout = TestnetLayout(Path(directory))
     manifest = layout.read_manifest()
     subnets = list(manifest["subnets"])
@@ -504,18 +768,33 @@ def launch(
         layout.traffic_off.unlink(missing_ok=True)
     else:
         _write(layout.traffic_off, b"")
-    supervisor = Supervisor(layout, subnets, out, restart=restart)
+    model = process_model_of(manifest)
+    kind = "subnet process" if model == "subnet" else "node process"
+    if chaos_kill < 0:
+        raise TestnetError(f"--chaos-kill is kills per second, not {chaos_kill!r}")
+    if chaos_kill and model != "node":
+        raise TestnetError(f"--chaos-kill kills nodes: the testnet in {layout.root} runs one process per subnet "
+                           f"(process model 'subnet'); use a testnet of process model 'node'")
+    supervisor = Supervisor(layout, subnets, out, restart=restart, process_model=model)
+    chaos = None
     previous = _install_handlers()
     _write(layout.pid("launcher"), f"{os.getpid()}\n".encode())
     try:
         try:
             supervisor.start_all()
             supervisor.wait_published()
-            status = Progress(f"testnet: {len(subnets)} subnets x {manifest['nodes']} nodes in {layout.root}")
+            status = Progress(f"testnet: {len(subnets)} subnets x {manifest['nodes']} nodes in {layout.root}"
+                              + (", one process per node" if model == "node" else ""))
+            if chaos_kill:
+                from replica.testnet.chaos import DEFAULT_CHAOS_SEED, Chaos
+
+                chaos = Chaos(supervisor, chaos_kill, DEFAULT_CHAOS_SEED if chaos_seed is None else chaos_seed)
             started = time.monotonic()
             try:
                 while duration_s is None or time.monotonic() - started < duration_s:
                     supervisor.check()
+                    if chaos is not None:
+                        chaos.tick()
                     statuses = _statuses(layout, subnets)
                     status.update(_describe(statuses))
                     time.sleep(0.5)
@@ -538,21 +817,23 @@ def launch(
             _hold_signals(previous)
             supervisor.stop()
     except _Terminated:
-        print("\nterminated: stopped every subnet process", file=out)
+        print(f"\nterminated: stopped every {kind}", file=out)
         return 128 + signal.SIGTERM
     except KeyboardInterrupt:
-        print("\ninterrupted: stopped every subnet process", file=out)
+        print(f"\ninterrupted: stopped every {kind}", file=out)
         return 128 + signal.SIGINT
     finally:
         _hold_signals(previous)
         supervisor.stop()  # a no-op unless a signal cut the inner ``finally`` short
         layout.pid("launcher").unlink(missing_ok=True)
         _restore_signals(previous)
+        if chaos is not None:
+            print(f"  {chaos.summary()}", file=out)
     _write_run_log(layout, subnets, out)
     if not has_genesis_apps(manifest):
         for subnet in subnets:
             s = statuses[subnet]
-            restarted = f", restarted {supervisor.restarts[subnet]}x" if supervisor.restarts[subnet] else ""
+            restarted = f", restarted {supervisor.restarts_of(subnet)}x" if supervisor.restarts_of(subnet) else ""
             print(f"  {subnet}: height {s['height']}, xnet inducted {s['xnet_inducted']}, "
                   f"root {s['certified_root'][:16]}{restarted}", file=out)
         return 0
@@ -560,7 +841,7 @@ def launch(
     expected = INITIAL_BALANCE * len(subnets)
     for subnet in subnets:
         s = statuses[subnet]
-        restarted = f", restarted {supervisor.restarts[subnet]}x" if supervisor.restarts[subnet] else ""
+        restarted = f", restarted {supervisor.restarts_of(subnet)}x" if supervisor.restarts_of(subnet) else ""
         print(f"  {subnet}: height {s['height']}, xnet inducted {s['xnet_inducted']}, "
               f"pings {s['pings']}, counter {s['counter']}, root {s['certified_root'][:16]}{restarted}", file=out)
     ok = supply == expected
@@ -569,13 +850,36 @@ def launch(
     return 0 if ok else 1
 
 
+def _node_recordings(layout: TestnetLayout, subnets: list[str]) -> list:
+    """Per subnet, the recording of the node that executed the most batches from genesis
+    (the first in registry order on a tie); a node whose log does not start at genesis
+    (e.g. after a state sync) has none. ``TestnetError`` for a subnet without one."""
+    from replica.node.node_store import read_recording
+
+    recordings = []
+    for subnet, nodes in testnet_nodes(layout, subnets).items():
+        best = None
+        for node in nodes:
+            recording = read_recording(layout.node_files(node))
+            if recording is not None and (best is None or len(recording.batches) > len(best.batches)):
+                best = recording
+        if best is None:
+            raise TestnetError(f"no node of {subnet} holds its executed log from genesis: no run log is written")
+        recordings.append(best)
+    return recordings
+
+
 def _write_run_log(layout: TestnetLayout, subnets: list[str], out) -> None:
-    """Assemble the subnet processes' recordings into ``DIR/run`` (checked by replaying)."""
+    """Assemble the recordings into ``DIR/run`` (checked by replaying): the subnet processes',
+    or per subnet the longest of its nodes' (``_node_recordings``)."""
     from replica.audit.run_log import write_run_log
     from replica.testnet.recording import decode_recording, run_log_from_recordings
 
     manifest = layout.read_manifest()
-    recordings = [decode_recording(layout.recording(subnet).read_bytes()) for subnet in subnets]
+    if process_model_of(manifest) == "node":
+        recordings = _node_recordings(layout, subnets)
+    else:
+        recordings = [decode_recording(layout.recording(subnet).read_bytes()) for subnet in subnets]
     registry = decode_registry(layout.registry.read_bytes())
     classes = canister_classes(manifest["canister_modules"])
     limits = LIMIT_PRESETS[manifest["limits"]]

@@ -7,7 +7,14 @@ once every subnet has finalized and certified a block after the start and publis
 ingress endpoints. A second ``up`` on a running testnet is refused. ``down`` interrupts the
 launcher, which settles (waits until every call is answered and every stream acknowledged),
 stops every subnet process it started and writes the run log an audit replays; a second
-``down`` is a no-op. ``status`` and ``logs`` only read the directory.
+``down`` is a no-op. ``status`` and ``logs`` only read the directory. The testnet runs one process per subnet
+or one per node (``--process-model``, kept in the manifest: ``replica.testnet.launcher``).
+
+In the node model ``kill_node`` SIGKILLs one node's process by its pid (with ``hold``, after
+writing ``control/hold/<node>``, so the supervisor leaves it down) and ``restart_node``
+removes the hold and SIGTERMs the node if it runs (the supervisor restarts it; if it does not
+run, the supervisor starts it). Both mark the death as asked for
+(``control/expected-death/<node>``), so it does not count toward the restart limit.
 
 The directory is found as ``--dir``, else ``$REPLICA_TESTNET``, else ``.replica/testnet``
 under the current directory, so later commands need no flags.
@@ -27,10 +34,14 @@ from typing import Iterator, TextIO
 
 from replica.progress import Progress
 
-from .launcher import TestnetError, TestnetLayout, canister_range, create_testnet, launch
+from .launcher import (
+    DEFAULT_PROCESS_MODEL, PROCESS_MODELS, TestnetError, TestnetLayout, canister_range, create_testnet, launch,
+    process_model_of, testnet_nodes,
+)
 
 __all__ = [
     "DEFAULT_DIRECTORY", "testnet_directory", "running_launcher", "up", "down", "status", "SubnetStatus", "log_lines",
+    "kill_node", "restart_node",
 ]
 
 DEFAULT_DIRECTORY = Path(".replica") / "testnet"
@@ -77,27 +88,47 @@ class SubnetStatus:
     certified_root: str | None
     endpoints: dict[str, str]
     log: Path
+    #: ``"subnet"`` (one process per subnet) or ``"node"`` (one per node).
+    process_model: str = "subnet"
+    #: Nodes whose process runs (subnet model: all of them while the subnet's process runs).
+    nodes_running: int = 0
+    #: Nodes with a hold (``control/hold/<node>``; node model).
+    held: tuple[str, ...] = ()
 
     def as_json(self) -> dict:
         return {"subnet": self.subnet, "nodes": self.nodes, "canister_range": list(self.canister_range),
                 "running": self.running, "height": self.height, "certified_height": self.certified_height,
-                "certified_root": self.certified_root, "endpoints": self.endpoints, "log": str(self.log)}
+                "certified_root": self.certified_root, "endpoints": self.endpoints, "log": str(self.log),
+                "process_model": self.process_model, "nodes_running": self.nodes_running, "held": list(self.held)}
 
 
 def status(directory: Path) -> list[SubnetStatus]:
-    """What the directory says about each subnet (``running``: its process is alive now)."""
+    """What the directory says about each subnet (``running``: its process, or in the node
+    model one of its nodes' processes, is alive now; ``log``: the subnet's log, or in the node
+    model its first node's)."""
     layout = TestnetLayout(directory)
     if not layout.manifest.exists():
         raise TestnetError(f"{directory} holds no testnet; start one with `replica testnet up`")
     manifest = layout.read_manifest()
+    model = process_model_of(manifest)
+    nodes_of = testnet_nodes(layout, list(manifest["subnets"])) if model == "node" else {}
     rows = []
     for position, subnet in enumerate(manifest["subnets"]):
         current = layout.read_json(layout.status(subnet)) or {}
         endpoints = layout.read_json(layout.http(subnet)) or {}
+        if model == "node":
+            nodes = nodes_of[subnet]
+            running = sum(1 for node in nodes if _pid_of(layout, node) is not None)
+            held = tuple(node for node in nodes if layout.hold(node).exists())
+            log = layout.log(nodes[0])
+        else:
+            running = manifest["nodes"] if _pid_of(layout, subnet) is not None else 0
+            held = ()
+            log = layout.log(subnet)
         rows.append(SubnetStatus(
-            subnet, manifest["nodes"], canister_range(position), _pid_of(layout, subnet) is not None,
+            subnet, manifest["nodes"], canister_range(position), running > 0,
             current.get("height"), current.get("certified_height"), current.get("certified_root"),
-            dict(endpoints), layout.log(subnet)))
+            dict(endpoints), log, model, running, held))
     return rows
 
 
@@ -112,11 +143,28 @@ def _tail(path: Path, lines: int = 15) -> str:
         return "(no log)"
 
 
+def _chosen_model(layout: TestnetLayout, process_model: str | None) -> str:
+    """The process model to run: the manifest's (``process_model`` must agree with it:
+    the two keep their state in different files), or for a new testnet ``process_model``."""
+    if process_model is not None and process_model not in PROCESS_MODELS:
+        raise TestnetError(f"no process model {process_model!r}; the models are {', '.join(PROCESS_MODELS)}")
+    if not layout.manifest.exists():
+        return process_model or DEFAULT_PROCESS_MODEL
+    existing = process_model_of(layout.read_manifest())
+    if process_model is not None and process_model != existing:
+        raise TestnetError(f"the testnet in {layout.root} runs process model {existing!r}, not {process_model!r}; "
+                           f"start over with --fresh to change it")
+    return existing
+
+
 def up(directory: Path, *, subnets: int = 2, nodes: int = 4, round_ms: int = 500, fresh: bool = False,
        restart: bool = True, seed: str = "replica-testnet", timeout_s: float = 120.0,
-       out: TextIO | None = None) -> list[SubnetStatus]:
+       out: TextIO | None = None, process_model: str | None = None, chaos_kill: float = 0.0,
+       chaos_seed: int | None = None) -> list[SubnetStatus]:
     """Start (or resume) the testnet in ``directory`` in the background (module docstring);
-    return the subnets' status once each has certified a block."""
+    return the subnets' status once each has certified a block. ``process_model``: of a new
+    testnet (``None``: ``DEFAULT_PROCESS_MODEL``); a resumed one keeps its own and refuses
+    another. ``chaos_kill`` / ``chaos_seed``: ``launch``'s (node model)."""
     import hashlib
 
     out = out or sys.stdout
@@ -129,13 +177,17 @@ def up(directory: Path, *, subnets: int = 2, nodes: int = 4, round_ms: int = 500
         if any(directory.iterdir()) and not layout.manifest.exists():
             raise TestnetError(f"{directory} is not a testnet directory; refusing to delete it")
         shutil.rmtree(directory)
+    model = _chosen_model(layout, process_model)
+    if chaos_kill and model != "node":
+        raise TestnetError("--chaos-kill kills nodes: it needs a testnet of process model 'node' "
+                           "(--process-model node)")
     if layout.manifest.exists():
         manifest = layout.read_manifest()
         print(f"resuming the testnet in {directory}: {len(manifest['subnets'])} subnets x {manifest['nodes']} "
               f"nodes (use --fresh to start over)", file=out)
     else:
         create_testnet(directory, subnets, nodes, seed=hashlib.sha256(seed.encode()).digest(),
-                       tick_s=round_ms / 1000, genesis_apps=False)
+                       tick_s=round_ms / 1000, genesis_apps=False, process_model=model)
     for name in layout.read_manifest()["subnets"]:   # a status of the last run is not readiness
         layout.status(name).unlink(missing_ok=True)
     log_path = layout.log(_LAUNCHER_LOG)
@@ -143,6 +195,10 @@ def up(directory: Path, *, subnets: int = 2, nodes: int = 4, round_ms: int = 500
     command = [sys.executable, "-m", "replica.testnet.lifecycle", str(directory.resolve())]
     if not restart:
         command.append("--no-restart")
+    if chaos_kill:
+        command += ["--chaos-kill", repr(float(chaos_kill))]
+    if chaos_seed is not None:
+        command += ["--chaos-seed", str(chaos_seed)]
     with open(log_path, "ab") as log:
         process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
                                    start_new_session=True)
@@ -172,7 +228,7 @@ def down(directory: Path, *, timeout_s: float = 150.0, out: TextIO | None = None
     pid = running_launcher(layout)
     if pid is None:
         return False
-    progress = Progress(f"testnet down in {directory}: settling, then stopping every subnet process")
+    progress = Progress(f"testnet down in {directory}: settling, then stopping every process")
     os.kill(pid, signal.SIGINT)
     deadline = time.monotonic() + timeout_s
     while _is_ours(pid) and time.monotonic() < deadline:
@@ -188,16 +244,28 @@ def down(directory: Path, *, timeout_s: float = 150.0, out: TextIO | None = None
 
 
 def log_lines(directory: Path, name: str | None, follow: bool) -> Iterator[str]:
-    """Lines of the launcher's log (``name`` None), a subnet's, or the subnet's of node ``name``;
-    with ``follow`` keep yielding new lines until interrupted."""
+    """Lines of the launcher's log (``name`` None), a subnet's, or the subnet's of node ``name``
+    (node model: node ``name``'s own log; a subnet has none there); with ``follow`` keep
+    yielding new lines until interrupted."""
     layout = TestnetLayout(directory)
     manifest = layout.read_manifest()
-    subnet = _LAUNCHER_LOG
-    if name is not None:
-        subnet = next((s for s in manifest["subnets"] if name == s or name.startswith(f"{s}-node")), "")
-        if not subnet:
+    which = _LAUNCHER_LOG
+    if name is not None and process_model_of(manifest) == "node":
+        nodes_of = testnet_nodes(layout, list(manifest["subnets"]))
+        if name in nodes_of:
+            raise TestnetError(f"{name} is a subnet; each of its nodes runs in its own process with its own log: "
+                               f"{', '.join(nodes_of[name])}")
+        if not any(name in nodes for nodes in nodes_of.values()):
+            raise TestnetError(f"no node {name!r}; the nodes are "
+                               f"{', '.join(node for nodes in nodes_of.values() for node in nodes)}")
+        which = name
+    elif name is not None:
+        which = next((s for s in manifest["subnets"] if name == s or name.startswith(f"{s}-node")), "")
+        if not which:
             raise TestnetError(f"no subnet or node {name!r}; the subnets are {', '.join(manifest['subnets'])}")
-    path = layout.log(subnet)
+    path = layout.log(which)
+    if not path.exists():
+        raise TestnetError(f"{path} does not exist (yet): {name or 'the launcher'} has not run in {directory}")
     with open(path, errors="replace") as handle:
         while True:
             line = handle.readline()
@@ -209,17 +277,93 @@ def log_lines(directory: Path, name: str | None, follow: bool) -> Iterator[str]:
                 return
 
 
+def _node_of(layout: TestnetLayout, node: str, command: str) -> None:
+    """Refuse ``command`` unless the testnet runs one process per node and ``node`` is one."""
+    if not layout.manifest.exists():
+        raise TestnetError(f"{layout.root} holds no testnet; start one with `replica testnet up --process-model node`")
+    model = process_model_of(layout.read_manifest())
+    if model != "node":
+        raise TestnetError(f"the testnet in {layout.root} runs one process per subnet (process model {model!r}): "
+                           f"{command} needs one process per node (`replica testnet up --fresh --process-model node`)")
+    nodes = [n for members in testnet_nodes(layout).values() for n in members]
+    if node not in nodes:
+        raise TestnetError(f"no node {node!r}; the nodes are {', '.join(nodes)}")
+
+
+def kill_node(directory: Path, node: str, *, hold: bool = False) -> str:
+    """SIGKILL ``node``'s process by its pid (module docstring); with ``hold`` the supervisor
+    leaves it down. Returns what was done; ``TestnetError`` if the node does not run."""
+    layout = TestnetLayout(directory)
+    _node_of(layout, node, "kill-node")
+    pid = _pid_of(layout, node)
+    if pid is None:
+        held = " (it is held)" if layout.hold(node).exists() else ""
+        raise TestnetError(f"{node} is not running{held}: no live process in {layout.pid(node)}")
+    if hold:
+        layout.hold(node).parent.mkdir(parents=True, exist_ok=True)
+        layout.hold(node).write_text("kill-node --hold\n")
+    marker = layout.expected_death(node)
+    marker.parent.mkdir(parents=True, exist_ok=True)
+    marker.write_text("kill-node --hold" if hold else "kill-node")
+    try:
+        os.kill(pid, signal.SIGKILL)
+    except ProcessLookupError:
+        marker.unlink(missing_ok=True)
+        raise TestnetError(f"{node} (pid {pid}) is not running") from None
+    if hold:
+        return (f"killed {node} (pid {pid}) with SIGKILL; it is held ({layout.hold(node)}): it stays down until "
+                f"`replica testnet restart-node {node}`")
+    return f"killed {node} (pid {pid}) with SIGKILL; the supervisor restarts it"
+
+
+def restart_node(directory: Path, node: str) -> str:
+    """Remove ``node``'s hold (if any); SIGTERM its process if it runs (the supervisor restarts
+    it), else leave the start to the supervisor. Returns what was done."""
+    layout = TestnetLayout(directory)
+    _node_of(layout, node, "restart-node")
+    done = []
+    if layout.hold(node).exists():
+        layout.hold(node).unlink(missing_ok=True)
+        done.append(f"removed the hold on {node}")
+    pid = _pid_of(layout, node)
+    if pid is not None:
+        marker = layout.expected_death(node)
+        marker.parent.mkdir(parents=True, exist_ok=True)
+        marker.write_text("restart-node")
+        try:
+            os.kill(pid, signal.SIGTERM)
+            done.append(f"sent SIGTERM to {node} (pid {pid}); the supervisor restarts it")
+        except ProcessLookupError:
+            marker.unlink(missing_ok=True)
+            pid = None
+    if pid is None:
+        if running_launcher(layout) is not None:
+            done.append(f"{node} is not running; the supervisor starts it")
+        else:
+            done.append(f"{node} is not running, and no launcher runs in {directory}: `replica testnet up` starts it")
+    return "; ".join(done)
+
+
 def _serve(argv: list[str]) -> int:
-    """``python -m replica.testnet.lifecycle DIR [--no-restart]``: the background launcher,
-    and the testnet's live status page (its URL in ``DIR/status-page.url``)."""
+    """``python -m replica.testnet.lifecycle DIR [--no-restart] [--chaos-kill R] [--chaos-seed N]``:
+    the background launcher, and the testnet's live status page (its URL in ``DIR/status-page.url``)."""
+    import argparse
+
     from .status_page import StatusPage, page_url_path
 
-    directory = Path(argv[0])
+    parser = argparse.ArgumentParser(prog="python -m replica.testnet.lifecycle")
+    parser.add_argument("directory", type=Path)
+    parser.add_argument("--no-restart", action="store_true")
+    parser.add_argument("--chaos-kill", type=float, default=0.0)
+    parser.add_argument("--chaos-seed", type=int, default=None)
+    args = parser.parse_args(argv)
+    directory = args.directory
     page = StatusPage(directory)
     url_file = page_url_path(directory)
     url_file.write_text(page.start() + "\n")
     try:
-        return launch(directory, duration_s=None, traffic=False, restart="--no-restart" not in argv[1:])
+        return launch(directory, duration_s=None, traffic=False, restart=not args.no_restart,
+                      chaos_kill=args.chaos_kill, chaos_seed=args.chaos_seed)
     finally:
         url_file.unlink(missing_ok=True)
         page.stop()
