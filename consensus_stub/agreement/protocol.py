@@ -29,7 +29,9 @@ The protocol, for a subnet of ``n = 3f + 1`` nodes with quorum ``q = n - f = 2f 
   its own artifacts above the finalized tip and the proposals it signed (messages may be
   lost, makers may crash). A node ahead of a ``Status`` answers with the finalized blocks
   the sender lacks (``CatchUp``: hash chain + ``q`` finalization signatures on the last
-  block) and the notarized blocks above.
+  block) and the notarized blocks above. Peers keep ``retained_heights`` finalized blocks;
+  a node further behind state-syncs (installs a peer's certified checkpoint of some height)
+  and continues from that tip: ``AgreementNode.from_synced_tip``.
 
 Why at most one block is final per height (crash faults, any delays): a finalized ``B``
 has ``q`` finalization signers that signed no other block at ``h``, ever (the guards above,
@@ -95,9 +97,11 @@ class AgreementNode:
         now: int,
         finalized: Sequence[Finalized] = (),
         own_artifacts: Iterable[Message] = (),
+        synced_tip: Optional[tuple[int, bytes]] = None,
     ) -> None:
         """A node at genesis, or (``restore``) at the end of ``finalized`` — a consecutive tail
-        of the chain whose last entry carries its proof — with its persisted own artifacts."""
+        of the chain whose last entry carries its proof — with its persisted own artifacts,
+        or (``from_synced_tip``) at a finalized tip it holds no block of."""
         self.config = config
         self.node_id = config.node_id
         self._subnet = config.subnet
@@ -134,6 +138,10 @@ class AgreementNode:
         self._certified_height = 0
         #: Dropped or refused inputs per reason (deterministic order of first occurrence).
         self.counters: dict[str, int] = {}
+        if synced_tip is not None:
+            if finalized:
+                raise AgreementConfigError("a node starts from a finalized tail or from a synced tip, not both")
+            self._start_at_synced_tip(*synced_tip)
         self._restore(finalized, own_artifacts)
         self._enter_round(now)
 
@@ -601,6 +609,15 @@ class AgreementNode:
         out += [self._candidates[d].proposal for d in proposals if self._candidates[d].block.maker != self.node_id]
         return out
 
+    def _start_at_synced_tip(self, height: int, block_hash: bytes) -> None:
+        if type(height) is not int or not 1 <= height < 2**64:
+            raise AgreementConfigError(f"a synced tip height must be in [1, 2**64), got {height!r}")
+        if not isinstance(block_hash, bytes) or len(block_hash) != 32:
+            raise AgreementConfigError("a synced tip's block hash must be 32 bytes")
+        self.finalized_height, self.finalized_hash = height, block_hash
+        self._chain_low = height + 1      # nothing retained: _catch_up_from(<= height) is None
+        self._certified_height = height   # the installed state is certified
+
     def _restore(self, finalized: Sequence[Finalized], own_artifacts: Iterable[Message]) -> None:
         if finalized:
             last = finalized[-1]
@@ -637,6 +654,28 @@ class AgreementNode:
                 **kwargs) -> "AgreementNode":
         """A restarted node: its retained finalized tail and the artifacts it had persisted."""
         return cls(config, finalized=finalized, own_artifacts=own_artifacts, **kwargs)
+
+    @classmethod
+    def from_synced_tip(cls, config: AgreementConfig, *, height: int, block_hash: bytes,
+                        own_artifacts: Iterable[Message] = (), **kwargs) -> "AgreementNode":
+        """A node that installed the (verified) certified state of ``height`` by state sync:
+        its finalized tip is ``(height, block_hash)`` — ``block_hash`` the hash of the
+        finalized block at ``height`` — but it holds neither that block nor any below.
+
+        Its retained chain starts empty at ``height + 1``: it continues only with blocks that
+        chain from ``block_hash`` (a ``CatchUp`` of ``height + 1 ..`` with a quorum's
+        finalization, or proposals and shares of the live rounds); a ``CatchUp`` that does not
+        is refused and counted (``catch_up_broken_chain``). Peers behind ``height`` get no
+        catch-up from it (``catch_up_not_retained``). The ``BlockContext`` of ``height + 1``
+        has ``parent=None`` (the block is not held; this is not genesis: its ``tip`` says
+        so). Certification shares of heights ``<= height`` are ignored: that state is
+        certified already. Own artifacts at heights ``<= height`` are dropped.
+
+        ``block_hash`` is not checked here against anything (a certification covers the
+        state, not the block): a wrong one only makes every catch-up be refused. After a
+        restart before any new block was finalized, start from the synced tip again; after
+        one, ``restore`` from the finalized tail above it."""
+        return cls(config, synced_tip=(height, block_hash), own_artifacts=own_artifacts, **kwargs)
 
 
 def _own_key(message: Message) -> tuple[int, int, bytes]:

@@ -1,12 +1,22 @@
 """Agreement messages between the nodes of one subnet over gRPC with mutual TLS (shell).
 
-Service ``agreement.Agreement``, one unary method on raw bytes (a generic handler, no
-generated code): ``Deliver(message bytes) -> b""``, a one-way push — the protocol resends
-what matters, so a lost or refused push needs no answer. Status codes:
+Service ``agreement.Agreement``, two unary methods on raw bytes (a generic handler, no
+generated code):
+
+* ``Deliver(message bytes) -> b""``, a one-way push — the protocol resends what matters, so
+  a lost or refused push needs no answer;
+* ``FetchCheckpoint(request) -> offer bytes`` (state sync, ``state_sync``): the request is
+  empty or the msgpack-encoded request version, the answer an encoded ``CheckpointOffer``
+  of up to ``MAX_OFFER_BYTES`` (the message limits of this service are raised to that).
+
+Status codes:
 
     a body that ``decode_message`` refuses     → INVALID_ARGUMENT
+    a fetch request of an unknown version       → INVALID_ARGUMENT
     no client certificate                       → UNAUTHENTICATED
     a certificate the registry does not list    → PERMISSION_DENIED
+    no checkpoint to serve                      → NOT_FOUND
+    a fetch while another is being served       → RESOURCE_EXHAUSTED (try again or elsewhere)
     anything else                               → INTERNAL (logged, not sent)
 
 Both sides trust exactly the subnet's node certificates from the registry, as XNet does:
@@ -29,10 +39,17 @@ import grpc
 from consensus_stub.agreement.messages import MAX_MESSAGE_BYTES, MalformedMessage, Message, decode_message
 from xnet.grpc.tls import TlsIdentity, pem_fingerprint, tls_target_name
 
-__all__ = ["SERVICE_NAME", "DELIVER_METHOD", "PeerAddress", "AgreementServer", "AgreementClient"]
+from ..errors import ReplicaError
+from .state_sync import MAX_OFFER_BYTES, MalformedFetchRequest, check_fetch_request, encode_fetch_request
+
+__all__ = [
+    "SERVICE_NAME", "DELIVER_METHOD", "FETCH_CHECKPOINT_METHOD", "PeerAddress", "AgreementServer", "AgreementClient",
+    "CheckpointFetchError", "NoCheckpoint",
+]
 
 SERVICE_NAME = "agreement.Agreement"
 DELIVER_METHOD = f"/{SERVICE_NAME}/Deliver"
+FETCH_CHECKPOINT_METHOD = f"/{SERVICE_NAME}/FetchCheckpoint"
 # What one push may carry: a catch-up of several blocks.
 _MAX_BODY_BYTES = 64 * 1024 * 1024
 
@@ -48,6 +65,19 @@ class PeerAddress:
     certificate_pem: bytes
 
 
+class CheckpointFetchError(ReplicaError, RuntimeError):
+    """A ``fetch_checkpoint`` without an answer; ``code`` is the gRPC status (``None`` when
+    no call was made: no address for the peer, client closed)."""
+
+    def __init__(self, message: str, code: Optional[grpc.StatusCode] = None) -> None:
+        super().__init__(message)
+        self.code = code
+
+
+class NoCheckpoint(CheckpointFetchError):
+    """The peer has no checkpoint to offer (``NOT_FOUND``)."""
+
+
 class _Refusal(Exception):
     def __init__(self, code: grpc.StatusCode, details: str) -> None:
         super().__init__(details)
@@ -55,7 +85,13 @@ class _Refusal(Exception):
 
 
 class AgreementServer:
-    """Receives peers' pushes; ``handle(sender node id, message)`` runs on a gRPC thread."""
+    """Receives peers' pushes; ``handle(sender node id, message)`` runs on a gRPC thread.
+
+    ``serve_checkpoint()`` answers ``FetchCheckpoint``: an encoded ``CheckpointOffer`` of the
+    latest checkpoint, or ``None`` (NOT_FOUND). It runs on a gRPC thread too, concurrently
+    with ``handle``, at most ``max_concurrent_fetches`` at a time (capped at ``max_workers -
+    1`` so that ``Deliver`` always has a worker; more get RESOURCE_EXHAUSTED). It should
+    answer from what is on disk or cached, not wait for the agreement runner's lock."""
 
     def __init__(
         self,
@@ -66,6 +102,8 @@ class AgreementServer:
         host: str = "127.0.0.1",
         port: int = 0,
         max_workers: int = 4,
+        serve_checkpoint: Callable[[], Optional[bytes]] = lambda: None,
+        max_concurrent_fetches: int = 1,
     ) -> None:
         if not peer_certificates:
             raise ValueError("an agreement server needs the certificates of its subnet's nodes")
@@ -73,6 +111,11 @@ class AgreementServer:
         self._roots = b"".join(peer_certificates.values())
         self._node_of = {pem_fingerprint(pem): node_id for node_id, pem in peer_certificates.items()}
         self._handle = handle
+        self._serve_checkpoint = serve_checkpoint
+        if max_concurrent_fetches < 1:
+            raise ValueError("max_concurrent_fetches must be at least 1")
+        # fetches leave Deliver a worker (unless there is only one)
+        self._fetch_slots = threading.BoundedSemaphore(min(max_concurrent_fetches, max(1, max_workers - 1)))
         self._host, self._port, self._max_workers = host, port, max_workers
         self._server: Optional[grpc.Server] = None
         self.bound_port: Optional[int] = None
@@ -84,8 +127,10 @@ class AgreementServer:
         server = grpc.server(
             futures.ThreadPoolExecutor(self._max_workers, thread_name_prefix="agreement-server"),
             handlers=[grpc.method_handlers_generic_handler(SERVICE_NAME, {
-                "Deliver": grpc.unary_unary_rpc_method_handler(self._deliver)})],
-            options=[("grpc.max_receive_message_length", _MAX_BODY_BYTES), ("grpc.so_reuseport", 0)],
+                "Deliver": grpc.unary_unary_rpc_method_handler(self._deliver),
+                "FetchCheckpoint": grpc.unary_unary_rpc_method_handler(self._fetch_checkpoint)})],
+            options=[("grpc.max_receive_message_length", _MAX_BODY_BYTES),
+                     ("grpc.max_send_message_length", MAX_OFFER_BYTES), ("grpc.so_reuseport", 0)],
         )
         credentials = grpc.ssl_server_credentials(
             [(self._identity.private_key_pem(), self._identity.certificate_pem())],
@@ -133,6 +178,33 @@ class AgreementServer:
         context.abort(code, details)
         return b""   # not reached: abort raises
 
+    def _fetch_checkpoint(self, body: bytes, context: grpc.ServicerContext) -> bytes:
+        try:
+            sender = self._sender(context)
+            try:
+                check_fetch_request(body)
+            except MalformedFetchRequest as exc:
+                raise _Refusal(grpc.StatusCode.INVALID_ARGUMENT, str(exc)) from None
+            if not self._fetch_slots.acquire(blocking=False):
+                raise _Refusal(grpc.StatusCode.RESOURCE_EXHAUSTED, "another checkpoint fetch is being served")
+            try:
+                offer = self._serve_checkpoint()
+            finally:
+                self._fetch_slots.release()
+            if offer is None:
+                raise _Refusal(grpc.StatusCode.NOT_FOUND, "no checkpoint to offer")
+            if len(offer) > MAX_OFFER_BYTES:
+                _log.error("checkpoint offer of %d bytes for %s exceeds %d", len(offer), sender, MAX_OFFER_BYTES)
+                raise _Refusal(grpc.StatusCode.INTERNAL, "internal error")
+            return offer
+        except _Refusal as refusal:
+            code, details = refusal.code, refusal.details
+        except Exception:  # noqa: BLE001 - a bug must not leak details to peers
+            _log.exception("serving a checkpoint failed")
+            code, details = grpc.StatusCode.INTERNAL, "internal error"
+        context.abort(code, details)
+        return b""   # not reached: abort raises
+
 
 class AgreementClient:
     """Pushes messages to peers without waiting for them; thread-safe; ``close()`` ends all channels.
@@ -168,6 +240,31 @@ class AgreementClient:
             with self._lock:
                 self.failures += 1
 
+    def fetch_checkpoint(self, peer_node_id: str, timeout_s: float) -> bytes:
+        """Ask ``peer_node_id`` for its latest checkpoint: the encoded ``CheckpointOffer``
+        (unverified: ``state_sync.decode_offer`` and ``verify_offer`` it), or
+        ``CheckpointFetchError`` (``NoCheckpoint`` if the peer has none).
+
+        Blocks for up to ``timeout_s`` (an offer may be hundreds of MB): never call it under
+        the ``AgreementRunner``'s lock or from a gRPC server thread. It uses a channel of its
+        own, opened and closed per call, whose message limit is ``MAX_OFFER_BYTES``."""
+        peer = self._peers().get(peer_node_id)
+        if peer is None:
+            raise CheckpointFetchError(f"no address for {peer_node_id!r}")
+        with self._lock:
+            if self._closed:
+                raise CheckpointFetchError("the client is closed")
+        channel = self._secure_channel(peer, [("grpc.max_receive_message_length", MAX_OFFER_BYTES)])
+        try:
+            return channel.unary_unary(FETCH_CHECKPOINT_METHOD)(encode_fetch_request(), timeout=timeout_s)
+        except grpc.RpcError as exc:
+            code = exc.code() if callable(getattr(exc, "code", None)) else None
+            details = exc.details() if callable(getattr(exc, "details", None)) else str(exc)
+            error = NoCheckpoint if code == grpc.StatusCode.NOT_FOUND else CheckpointFetchError
+            raise error(f"fetching a checkpoint from {peer_node_id}: {code}: {details}", code) from None
+        finally:
+            channel.close()
+
     def close(self) -> None:
         with self._lock:
             channels, self._channels, self._closed = list(self._channels.values()), {}, True
@@ -191,16 +288,19 @@ class AgreementClient:
         return entry[2]
 
     def _open(self, peer: PeerAddress) -> tuple[PeerAddress, grpc.Channel, Callable]:
+        channel = self._secure_channel(peer, [("grpc.max_send_message_length", _MAX_BODY_BYTES)])
+        return peer, channel, channel.unary_unary(DELIVER_METHOD).future
+
+    def _secure_channel(self, peer: PeerAddress, options: list[tuple[str, int]]) -> grpc.Channel:
         credentials = grpc.ssl_channel_credentials(
             root_certificates=peer.certificate_pem,   # this one certificate, nothing else
             private_key=self._identity.private_key_pem(),
             certificate_chain=self._identity.certificate_pem(),
         )
-        channel = grpc.secure_channel(peer.address, credentials, options=[
+        return grpc.secure_channel(peer.address, credentials, options=[
             ("grpc.ssl_target_name_override", tls_target_name(peer.certificate_pem)),
-            ("grpc.max_send_message_length", _MAX_BODY_BYTES),
+            *options,
             ("grpc.use_local_subchannel_pool", 1),
             ("grpc.initial_reconnect_backoff_ms", 200),
             ("grpc.max_reconnect_backoff_ms", 2000),
         ])
-        return peer, channel, channel.unary_unary(DELIVER_METHOD).future
