@@ -2,7 +2,7 @@
 
 The testnet's launcher starts one such process per node (``replica testnet up``) and
 restarts it when it dies; run it by hand only to debug a node of a stopped testnet.
-The node and its files are described in ``replica.node.process``.
+The node and its files are described in ``replica.testnet.node_process``.
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ __all__ = ["register"]
 
 
 def _run(args: argparse.Namespace) -> int:
-    from replica.node.process import main
+    from replica.testnet.node_process import main
 
     return main(["--config", args.config])
 

@@ -18,12 +18,11 @@ proof, and what it executed.
 * ``ExecutedLog`` — per executed height: the batch bytes, the full-state hash and the
   certified root. A restarted node re-executing a height it had executed checks it reaches
   the same hashes (``ExecutedMismatch`` otherwise: never overwritten). It is the source of the
-  testnet's run log (``read_recording``), so the audit replays what the node executed.
+  testnet's run log (``replica.testnet.recording.read_node_recording``), so the audit replays what the node executed.
 """
 
 from __future__ import annotations
 
-import json
 import logging
 import os
 import zlib
@@ -38,7 +37,7 @@ from .process_config import NodeFiles
 
 __all__ = [
     "NodeStoreError", "CorruptRecordFile", "ExecutedMismatch", "RecordFile", "AgreementLog", "ProofFile",
-    "ExecutedLog", "read_recording", "move_aside",
+    "ExecutedLog", "move_aside",
 ]
 
 _log = logging.getLogger(__name__)
@@ -251,22 +250,3 @@ class ExecutedLog:
 
     def close(self) -> None:
         self._file.close()
-
-
-def read_recording(files: NodeFiles):
-    """The node's recording from genesis (``SubnetRecording``), or ``None`` when its executed
-    log does not start at height 1 (a node that state-synced) or does not exist."""
-    from replica.testnet.subnet import SubnetRecording
-
-    if not files.executed_log.exists():
-        return None
-    config = json.loads(files.config.read_text())
-    genesis = (files.root.parent.parent / "genesis" / f"{config['subnet_id']}.bin").read_bytes()
-    log = ExecutedLog(files.executed_log)
-    try:
-        if log.first_height not in (None, 1):
-            return None
-        return SubnetRecording(config["subnet_id"], genesis, [e[1] for e in log.entries],
-                               [(e[0], e[2], e[3]) for e in log.entries])
-    finally:
-        log.close()

@@ -7,7 +7,7 @@ on 127.0.0.1, in one of two process models (the manifest's ``process_model``; ab
 * ``"subnet"``: one process per subnet (``replica.testnet.subnet_process``), each running its
   subnet's M nodes;
 * ``"node"``: one process per node (``python -m replica node run --config
-  DIR/nodes/<node>/config.json``, ``replica.node.process``), N x M processes.
+  DIR/nodes/<node>/config.json``, ``replica.testnet.node_process``), N x M processes.
 
 The directory::
 
@@ -51,7 +51,7 @@ addresses of the subnet's running, published nodes) and ``status/<subnet>.json``
 supervision tick: the status of the running node with the highest certified height, the
 first in registry order on a tie), so every reader of those files works in both models.
 The run log takes per subnet the recording of the node that executed the most batches from
-genesis (``replica.node.node_store.read_recording``).
+genesis (``replica.testnet.recording.read_node_recording``).
 
 With ``genesis_apps`` (``replica testnet run``) every subnet hosts the example apps (ledger,
 ping-pong, counter) and one user whose tokens live on its ledger, and with ``traffic`` each
@@ -147,7 +147,7 @@ LAUNCHER_PID_ENV = "REPLICA_TESTNET_LAUNCHER_PID"
 #: ``"subnet"``: one process per subnet; ``"node"``: one process per node (module docstring).
 PROCESS_MODELS = ("subnet", "node")
 #: The process model of a new testnet when none is asked for.
-DEFAULT_PROCESS_MODEL = "subnet"
+DEFAULT_PROCESS_MODEL = "node"
 
 
 class TestnetError(ReplicaError, RuntimeError):
@@ -208,7 +208,14 @@ class TestnetLayout:
         return self.http_dir / f"{subnet}.json"
 
     def blocks(self, subnet: str) -> Path:
-        return self.root / "blocks" / f"{subnet}.blocks"
+        """The block log of ``subnet``: its subnet process's, or (one process per node) the
+        longest of its nodes' logs — every node's log is a prefix of the one finalized chain."""
+        own = self.root / "blocks" / f"{subnet}.blocks"
+        nodes = self.root / "nodes"
+        if own.exists() or not nodes.is_dir():
+            return own
+        logs = [p / "blocks.log" for p in sorted(nodes.glob(f"{subnet}-node-*")) if (p / "blocks.log").exists()]
+        return max(logs, key=lambda p: p.stat().st_size, default=own)
 
     def status(self, subnet: str) -> Path:
         return self.root / "status" / f"{subnet}.json"
@@ -392,7 +399,7 @@ def _child_command(layout: TestnetLayout, subnet: str) -> list[str]:
 
 
 def _node_command(layout: TestnetLayout, node: str) -> list[str]:
-    return [sys.executable, "-m", "replica", "node", "run", "--config", str(layout.node_files(node).config)]
+    return [sys.executable, "-m", "replica.cli", "node", "run", "--config", str(layout.node_files(node).config)]
 
 
 def _describe_exit(code: int) -> str:
@@ -854,13 +861,13 @@ def _node_recordings(layout: TestnetLayout, subnets: list[str]) -> list:
     """Per subnet, the recording of the node that executed the most batches from genesis
     (the first in registry order on a tie); a node whose log does not start at genesis
     (e.g. after a state sync) has none. ``TestnetError`` for a subnet without one."""
-    from replica.node.node_store import read_recording
+    from replica.testnet.recording import read_node_recording
 
     recordings = []
     for subnet, nodes in testnet_nodes(layout, subnets).items():
         best = None
         for node in nodes:
-            recording = read_recording(layout.node_files(node))
+            recording = read_node_recording(layout.node_files(node))
             if recording is not None and (best is None or len(recording.batches) > len(best.batches)):
                 best = recording
         if best is None:

@@ -29,6 +29,8 @@ from replica.audit.errors import RecordError
 from replica.audit.replay import ReplayContext, verified_checkpoints
 from replica.audit.run_log import RunLog, SubnetLog, limits_preset_name, write_run_log
 from replica.execution import module_name_of
+from replica.node.node_store import ExecutedLog
+from replica.node.process_config import NodeFiles, NodeProcessConfig
 from replica.testnet.simulation import Simulation
 from replica.testnet.subnet import SubnetRecording
 from state_manager.codec import CodecError, check_bytes, check_str, check_tuple, check_u64
@@ -37,7 +39,7 @@ from state_manager.routing_table import NetworkTopology
 
 __all__ = [
     "DEFAULT_CHECKPOINT_INTERVAL", "encode_recording", "decode_recording", "run_log_from_recordings",
-    "run_log_from_simulation", "record_run",
+    "run_log_from_simulation", "record_run", "read_node_recording",
 ]
 
 DEFAULT_CHECKPOINT_INTERVAL = 10
@@ -143,3 +145,21 @@ def record_run(simulation: Simulation, directory: Path | str, **options) -> RunL
     log = run_log_from_simulation(simulation, **options)
     write_run_log(log, directory)
     return log
+
+
+def read_node_recording(files: NodeFiles) -> SubnetRecording | None:
+    """A node process's recording from genesis — its executed log (``replica.node.node_store``)
+    and the subnet's genesis — or ``None`` when that log does not start at height 1 (the node
+    synced state from a peer) or does not exist."""
+    if not files.executed_log.exists():
+        return None
+    config = NodeProcessConfig.from_file(files.config)
+    genesis = (Path(config.testnet_dir) / "genesis" / f"{config.subnet_id}.bin").read_bytes()
+    log = ExecutedLog(files.executed_log)
+    try:
+        if log.first_height not in (None, 1):
+            return None
+        return SubnetRecording(config.subnet_id, genesis, [e[1] for e in log.entries],
+                               [(e[0], e[2], e[3]) for e in log.entries])
+    finally:
+        log.close()

@@ -58,7 +58,7 @@ class NodeProcesses:
             self.files(node).endpoints.unlink(missing_ok=True)
             log = open(self.root / f"{node}.log", "ab")
             self.processes[node] = subprocess.Popen(
-                [sys.executable, "-m", "replica", "node", "run", "--config", str(self.files(node).config)],
+                [sys.executable, "-m", "replica.cli", "node", "run", "--config", str(self.files(node).config)],
                 stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env={**os.environ, **(env or {})})
             log.close()
         addresses: dict[str, str] = {}

@@ -58,7 +58,7 @@ def test_a_subnet_whose_log_is_behind_its_finalized_height_refuses_to_start(logg
 
 
 def test_the_subnet_process_exits_with_exit_refused_and_says_why(tmp_path):
-    layout = tn.create_testnet(tmp_path / "net", 2, 2, seed=b"block-log-refusal-seed-32-bytes!", tick_s=0.1)
+    layout = tn.create_testnet(tmp_path / "net", 2, 2, seed=b"block-log-refusal-seed-32-bytes!", tick_s=0.1, process_model="subnet")
     path = layout.blocks("subnet-0")
     path.parent.mkdir(parents=True, exist_ok=True)
     damaged = b"blocklog" + (2).to_bytes(4, "big") + b"garbage, not a record"
@@ -72,7 +72,7 @@ def test_the_subnet_process_exits_with_exit_refused_and_says_why(tmp_path):
 
 
 def test_the_launcher_stops_on_a_refusal_and_names_the_log(tmp_path):
-    layout = tn.create_testnet(tmp_path / "net", 2, 2, seed=b"block-log-refusal-seed-32-bytes!", tick_s=0.1)
+    layout = tn.create_testnet(tmp_path / "net", 2, 2, seed=b"block-log-refusal-seed-32-bytes!", tick_s=0.1, process_model="subnet")
     path = layout.blocks("subnet-1")
     path.parent.mkdir(parents=True, exist_ok=True)
     damaged = b"blocklog" + (2).to_bytes(4, "big") + b"garbage, not a record"

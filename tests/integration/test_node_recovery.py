@@ -7,7 +7,7 @@ import re
 
 import pytest
 
-from replica.node.process import CRASH_ENV
+from replica.testnet.node_process import CRASH_ENV
 
 from .node_processes import NodeProcesses
 

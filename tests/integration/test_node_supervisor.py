@@ -269,7 +269,7 @@ def test_the_node_commands_refuse_what_they_cannot_do(tmp_path, running):
     layout, supervisor, out = running
     with pytest.raises(tn.TestnetError, match="no node 'subnet-7-node-1'"):
         lifecycle.kill_node(layout.root, "subnet-7-node-1")
-    subnet_model = tn.create_testnet(tmp_path / "subnets", 1, 4, seed=SEED, genesis_apps=False)
+    subnet_model = tn.create_testnet(tmp_path / "subnets", 1, 4, seed=SEED, genesis_apps=False, process_model="subnet")
     assert subnet_model.read_manifest()["process_model"] == "subnet"
     for command in (lambda: lifecycle.kill_node(subnet_model.root, "subnet-0-node-1"),
                     lambda: lifecycle.restart_node(subnet_model.root, "subnet-0-node-1")):
@@ -372,7 +372,8 @@ def test_the_run_log_takes_each_subnets_longest_node_recording(tmp_path, monkeyp
         count = lengths[node]
         return None if count is None else types.SimpleNamespace(node=node, batches=[b""] * count)
 
-    monkeypatch.setitem(sys.modules, "replica.node.node_store", types.SimpleNamespace(read_recording=read_recording))
+    import replica.testnet.recording as recording
+    monkeypatch.setattr(recording, "read_node_recording", read_recording)
     assert [r.node for r in tn._node_recordings(layout, ["subnet-0", "subnet-1"])] == ["subnet-0-node-2",
                                                                                        "subnet-1-node-3"]
     lengths["subnet-1-node-3"] = None

@@ -22,7 +22,7 @@ pytestmark = pytest.mark.timeout(180)
 
 
 def test_two_subnet_processes_exchange_traffic_and_settle(tmp_path):
-    layout = tn.create_testnet(tmp_path / "net", 2, 2, seed=b"launcher-test-seed-of-32-bytes!!", tick_s=0.1)
+    layout = tn.create_testnet(tmp_path / "net", 2, 2, seed=b"launcher-test-seed-of-32-bytes!!", tick_s=0.1, process_model="subnet")
     out = io.StringIO()
     assert tn.launch(layout.root, duration_s=2.0, settle_timeout_s=60, stream=out) == 0, out.getvalue()
     assert "invariant holds" in out.getvalue()
@@ -39,7 +39,7 @@ def test_two_subnet_processes_exchange_traffic_and_settle(tmp_path):
     assert run.subnet_ids() == ("subnet-0", "subnet-1")
     assert run.subnet("subnet-0").height >= statuses["subnet-0"]["height"]
     with pytest.raises(tn.TestnetError):
-        tn.create_testnet(layout.root, 2, 2, seed=b"launcher-test-seed-of-32-bytes!!")
+        tn.create_testnet(layout.root, 2, 2, seed=b"launcher-test-seed-of-32-bytes!!", process_model="subnet")
 
 
 def test_a_directory_without_a_testnet_is_refused(tmp_path):
@@ -54,7 +54,7 @@ SEED = b"launcher-test-seed-of-32-bytes!!"
 
 
 def _alive(pid: int) -> bool:
-    """``pid`` is a running subnet process (not a pid the system has since reused)."""
+    """``pid`` is a running subnet or node process (not a pid the system has since reused)."""
     try:
         with open(f"/proc/{pid}/cmdline", "rb") as f:
             cmdline = f.read()
@@ -62,7 +62,8 @@ def _alive(pid: int) -> bool:
             zombie = f.read().rsplit(b")", 1)[1].split()[0] == b"Z"
     except OSError:
         return False
-    return b"replica.testnet.subnet_process" in cmdline and not zombie
+    ours = b"replica.testnet.subnet_process" in cmdline or b"replica.cli\x00node\x00run" in cmdline
+    return ours and not zombie
 
 
 def _kill_survivors(pids) -> None:
@@ -89,7 +90,7 @@ def test_a_subnet_process_killed_during_traffic_is_restarted_and_nothing_is_lost
     subnets (each request inducted exactly once, each reply exactly once); streams
     acknowledged both ways (quiescence needs the peer to have fetched from the new ports);
     and the run log, rebuilt by the restarted process, replays to its hashes."""
-    layout = tn.create_testnet(tmp_path / "net", 2, 2, seed=SEED, tick_s=0.1)
+    layout = tn.create_testnet(tmp_path / "net", 2, 2, seed=SEED, tick_s=0.1, process_model="subnet")
     out = io.StringIO()
     seen: dict = {}
     finished = threading.Event()
@@ -149,9 +150,9 @@ def test_a_subnet_process_killed_during_traffic_is_restarted_and_nothing_is_lost
 
 
 @pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGKILL])
-def test_stopping_the_launcher_stops_every_subnet_process(tmp_path, sig):
-    """``replica testnet`` as its own process: SIGTERM stops every subnet process it started
-    (exit 143); after SIGKILL the subnet processes notice their launcher is gone and stop."""
+def test_stopping_the_launcher_stops_every_node_process(tmp_path, sig):
+    """``replica testnet`` as its own process: SIGTERM stops every node process it started
+    (exit 143); after SIGKILL the node processes notice their launcher is gone and stop."""
     root = tmp_path / "net"
     log = open(tmp_path / "launcher.out", "wb")
     launcher = subprocess.Popen(
@@ -162,7 +163,8 @@ def test_stopping_the_launcher_stops_every_subnet_process(tmp_path, sig):
     try:
         _wait_for(lambda: all((layout.read_json(layout.status(s)) or {}).get("height", 0) >= 3
                               for s in ("subnet-0", "subnet-1")), 90, "both subnets to make heights")
-        children = [int(layout.pid(s).read_text()) for s in ("subnet-0", "subnet-1")]
+        nodes = [n for members in tn.testnet_nodes(layout).values() for n in members]
+        children = [int(layout.pid(n).read_text()) for n in nodes]   # one process per node
         assert int(layout.pid("launcher").read_text()) == launcher.pid
         assert all(_alive(pid) for pid in children)
         os.kill(launcher.pid, sig)
@@ -170,7 +172,7 @@ def test_stopping_the_launcher_stops_every_subnet_process(tmp_path, sig):
         if sig == signal.SIGTERM:
             assert code == 128 + signal.SIGTERM
             assert not any(_alive(pid) for pid in children)
-            assert b"terminated: stopped every subnet process" in (tmp_path / "launcher.out").read_bytes()
+            assert b"terminated: stopped every" in (tmp_path / "launcher.out").read_bytes()
             assert not list((root / "pids").iterdir())
         else:
             _wait_for(lambda: not any(_alive(pid) for pid in children), 30, "orphaned subnet processes to stop")
@@ -188,7 +190,7 @@ def _fake_children(monkeypatch, scripts: dict[str, str]) -> None:
 
 
 def test_a_subnet_process_that_refuses_to_start_is_not_restarted(tmp_path, monkeypatch):
-    layout = tn.create_testnet(tmp_path / "net", 2, 1, seed=SEED, tick_s=0.1)
+    layout = tn.create_testnet(tmp_path / "net", 2, 1, seed=SEED, tick_s=0.1, process_model="subnet")
     _fake_children(monkeypatch, {"subnet-0": "import time; time.sleep(120)",
                                  "subnet-1": f"import sys; sys.exit({tn.EXIT_REFUSED})"})
     out = io.StringIO()
@@ -203,7 +205,7 @@ def test_a_subnet_process_that_refuses_to_start_is_not_restarted(tmp_path, monke
 
 
 def test_a_subnet_process_that_keeps_dying_stops_the_testnet(tmp_path, monkeypatch):
-    layout = tn.create_testnet(tmp_path / "net", 2, 1, seed=SEED, tick_s=0.1)
+    layout = tn.create_testnet(tmp_path / "net", 2, 1, seed=SEED, tick_s=0.1, process_model="subnet")
     _fake_children(monkeypatch, {"subnet-0": "import time; time.sleep(120)", "subnet-1": "import sys; sys.exit(1)"})
     out = io.StringIO()
     with pytest.raises(tn.TestnetError) as caught:
@@ -221,7 +223,7 @@ def test_no_restart_stops_the_testnet_at_the_first_death(tmp_path, monkeypatch):
 
     assert build_parser().parse_args(["testnet", "run", "--dir", "x", "--no-restart"]).no_restart
     assert not build_parser().parse_args(["testnet", "up", "--dir", "x"]).no_restart
-    layout = tn.create_testnet(tmp_path / "net", 2, 1, seed=SEED, tick_s=0.1)
+    layout = tn.create_testnet(tmp_path / "net", 2, 1, seed=SEED, tick_s=0.1, process_model="subnet")
     _fake_children(monkeypatch, {"subnet-0": "import time; time.sleep(120)", "subnet-1": "import sys; sys.exit(1)"})
     with pytest.raises(tn.TestnetError, match="subnet-1 .* exited with exit code 1"):
         tn.launch(layout.root, duration_s=5, stream=io.StringIO(), restart=False)

@@ -41,7 +41,9 @@ def test_up_status_down_and_up_again_resumes(tmp_path):
         assert "subnet-0" in started.stdout and "http://127.0.0.1:" in started.stdout
         launcher = running_launcher(layout)
         assert launcher is not None
-        children = [int(layout.pid(s).read_text()) for s in ("subnet-0", "subnet-1")]
+        nodes = [n for members in tn.testnet_nodes(layout).values() for n in members]
+        assert len(nodes) == 4   # one process per node
+        children = [int(layout.pid(n).read_text()) for n in nodes]
 
         rows = json.loads(_replica(tmp_path, "testnet", "status", "--json").stdout)["subnets"]
         assert [r["subnet"] for r in rows] == ["subnet-0", "subnet-1"]

@@ -69,24 +69,24 @@ from replica.client.refusals import CanisterNotOnSubnet, UnknownCanister
 from replica.execution import ExecutionEnvironment
 from replica.node.api_errors import NotCertifiedYet
 from replica.node.http_api import HttpApiServer, NodeBackend
-from replica.testnet.demo_traffic import DemoTraffic, subnet_status
-from replica.testnet.launcher import EXIT_REFUSED, LAUNCHER_PID_ENV, LIMIT_PRESETS, TestnetLayout, has_genesis_apps
+from .demo_traffic import DemoTraffic, subnet_status
+from .launcher import EXIT_REFUSED, LAUNCHER_PID_ENV, LIMIT_PRESETS, TestnetLayout, has_genesis_apps
 from state_manager.certification import Certification
 from state_manager.state_manager import CertificationMismatch
 from state_manager.messages import Reply
 from state_manager.store import CheckpointStore, CorruptCheckpoint
 from xnet.xnet_payload import DecodedXNetPayload
 
-from .agreement_runner import AgreementRunner
-from .agreement_transport import AgreementClient, AgreementServer, PeerAddress
-from .batch_processor import canister_classes
-from .node_store import AgreementLog, ExecutedLog, NodeStoreError, ProofFile, move_aside
-from .process_config import NodeConfigError, NodeFiles, NodeProcessConfig
-from .replica_node import NodeConfig, RegistryHolder, ReplicaNode
+from replica.node.agreement_runner import AgreementRunner
+from replica.node.agreement_transport import AgreementClient, AgreementServer, PeerAddress
+from replica.node.batch_processor import canister_classes
+from replica.node.node_store import AgreementLog, ExecutedLog, NodeStoreError, ProofFile, move_aside
+from replica.node.process_config import NodeConfigError, NodeFiles, NodeProcessConfig
+from replica.node.replica_node import NodeConfig, RegistryHolder, ReplicaNode
 
 __all__ = ["NodeProcess", "main"]
 
-_log = logging.getLogger("replica.node.process")
+_log = logging.getLogger("replica.testnet.node_process")
 
 
 class NodeRefused(RuntimeError):
