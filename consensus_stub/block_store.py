@@ -4,10 +4,23 @@
 (height + 1, ``parent_hash`` = hash of the last). A node restarted from a checkpoint at
 height ``h`` catches up by executing ``blocks_from(h + 1)``.
 
-``BlockLog`` (the only I/O here) is a file of format 2::
+A store has a **base** ``ChainBase(height, block_hash)``: the block it continues from without
+holding it — genesis (``0``, ``GENESIS_PARENT_HASH``) for a chain kept from the start, height
+``H`` after a state sync from a peer's checkpoint at ``H``, or the last block dropped by
+``prune_below``. Blocks at or below the base are not held (``block`` returns ``None``,
+``blocks_from`` starts above it); ``hash_at(base height)`` is the base hash.
 
-    file   = "blocklog" ‖ version (4 bytes big-endian, = 2) ‖ record*
+``BlockLog`` (the only I/O here) is a file of format 3::
+
+    file   = "blocklog" ‖ version (4 bytes big-endian, = 3) ‖ base height (8 bytes big-endian) ‖
+             base hash (32 bytes) ‖ record*
     record = length (4 bytes big-endian) ‖ CRC-32(length) (4 bytes) ‖ block bytes ‖ SHA-256(block bytes)
+
+The first record has height base + 1 and names the base hash as its parent. Files of format 2
+(the same without the base: they start at genesis) are still read and appended to; every new
+file is written in format 3. A base of height 0 must carry ``GENESIS_PARENT_HASH`` and any
+other base another hash (no block hashes to zeros), so a damaged base field of a log without
+records is still caught.
 
 Each append is ``fsync``ed. The CRC makes the length field self-checking: a corrupted length
 (any error within one byte, and almost any other) fails its check instead of silently
@@ -24,11 +37,25 @@ undecodable block, a broken parent-hash chain or a height gap — raises ``Corru
 (file, record index, byte offset) and leaves the file byte-identical. A file whose tail is
 zeros (a crash that extended the file without its data) is reported as corrupt too: the
 operator decides. Logs of format 1 (no file header) are refused with ``UnsupportedBlockLog``.
+Opening an existing log with a ``base`` other than the one in its header raises
+``BlockLogBaseMismatch``.
+
+**Pruning** (``BlockStore.prune_below(h)``: the base becomes height ``h - 1``) writes the new
+file — format 3, the new base, the kept records — to ``<log>.tmp``, fsyncs it, renames it over
+the log and fsyncs the directory: the rename is the commit point, so a crash leaves the old or
+the new complete file. A ``<log>.tmp`` found on opening is an uncommitted rewrite (or
+creation) and is removed once the log has been validated; ``read_block_log`` ignores it.
+
+**Replacing** (``replace_block_log``, for state sync) renames the log and its mark to
+``<log>.replaced-<n>`` and ``<log>.replaced-<n>.finalized`` (``n`` the first free integer from
+1) — a pair that opens like any log — and starts a fresh log at the new base. Nothing is deleted.
 
 Beside the log, ``<log>.finalized`` (JSON, atomically replaced after each append's fsync)
-records the highest height and block hash the log held. A log that holds fewer blocks than
-that — a lost or restored-from-backup file — raises ``BlockLogBehind``: the node refuses to
-start rather than make new blocks at heights it had finalized (and certified, and served).
+records the highest height and block hash the log held (for a log created above genesis, its
+base from the start). A log that reaches a lower height — a lost or restored-from-backup file
+— raises ``BlockLogBehind``: the node refuses to start rather than make new blocks at heights
+it had finalized (and certified, and served). A log whose base is above the mark cannot come
+from pruning or replacing (both keep the base at or below the mark) and is refused as corrupt.
 Fetching the missing blocks from peers comes with the node process (issue 15).
 """
 
@@ -41,6 +68,7 @@ import os
 import zlib
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Sequence
 
 import msgpack
 
@@ -49,18 +77,46 @@ from .block import (
 )
 
 __all__ = [
-    "BlockStore", "BlockLog", "ChainError", "BlockStoreError", "CorruptBlockLog", "UnsupportedBlockLog",
-    "BlockLogBehind", "open_block_store", "read_block_log", "LOG_VERSION",
+    "BlockStore", "BlockLog", "ChainBase", "GENESIS_BASE", "ChainError", "BlockStoreError", "CorruptBlockLog",
+    "UnsupportedBlockLog", "BlockLogBehind", "BlockLogBaseMismatch", "open_block_store", "read_block_log",
+    "replace_block_log", "LOG_VERSION",
 ]
 
 _log = logging.getLogger(__name__)
 
-LOG_VERSION = 2
+LOG_VERSION = 3
 _MAGIC = b"blocklog"
-_FILE_HEADER = _MAGIC + LOG_VERSION.to_bytes(4, "big")
+_VERSION_END = len(_MAGIC) + 4                        # where the base starts (format 3) or records (format 2)
+_BASE_HEIGHT_BYTES = 8
+_FILE_HEADER_BYTES = _VERSION_END + _BASE_HEIGHT_BYTES + 32
 _LENGTH_BYTES = 4
 _HEADER_BYTES = 8          # length ‖ CRC-32(length)
 _DIGEST_BYTES = 32
+
+
+@dataclass(frozen=True, slots=True)
+class ChainBase:
+    """The block a store continues from without holding it (see the module docstring)."""
+
+    height: int
+    block_hash: bytes
+
+    def __post_init__(self) -> None:
+        if type(self.height) is not int or not 0 <= self.height < 2**64 - 1:
+            raise ValueError(f"a base height is in [0, 2**64 - 1), got {self.height!r}")
+        if not isinstance(self.block_hash, bytes) or len(self.block_hash) != 32:
+            raise ValueError("a base hash is 32 bytes")
+        if (self.height == 0) != (self.block_hash == GENESIS_PARENT_HASH):
+            raise ValueError(f"a base at height {self.height} with {'another' if self.height == 0 else 'the'} "
+                             f"hash than GENESIS_PARENT_HASH (height 0 is genesis, and no block hashes to it)")
+
+
+GENESIS_BASE = ChainBase(0, GENESIS_PARENT_HASH)
+
+
+def _file_header(base: ChainBase) -> bytes:
+    return (_MAGIC + LOG_VERSION.to_bytes(4, "big") + base.height.to_bytes(_BASE_HEIGHT_BYTES, "big")
+            + base.block_hash)
 
 
 class ChainError(BlockError):
@@ -73,11 +129,13 @@ class BlockStoreError(BlockError):
 
 class CorruptBlockLog(BlockStoreError):
     """Damage other than a torn last record. ``index`` is the 0-based record (height
-    ``index + 1``), ``None`` for the file header; ``offset`` is where that record starts."""
+    ``base_height + index + 1``), ``None`` for the file header; ``offset`` is where that record
+    (or the damaged header field) starts."""
 
-    def __init__(self, path: Path, index: int | None, offset: int, reason: str) -> None:
+    def __init__(self, path: Path, index: int | None, offset: int, reason: str, *, base_height: int = 0) -> None:
         self.path, self.index, self.offset, self.reason = path, index, offset, reason
-        where = "the file header" if index is None else f"record {index} (height {index + 1})"
+        self.height = None if index is None else base_height + index + 1
+        where = "the file header" if index is None else f"record {index} (height {self.height})"
         super().__init__(f"block log {path} is corrupt at {where}, byte offset {offset}: {reason}; "
                          f"the file was left untouched")
 
@@ -87,31 +145,60 @@ class UnsupportedBlockLog(BlockStoreError):
 
 
 class BlockLogBehind(BlockStoreError):
-    """The log holds fewer blocks than the node had finalized."""
+    """The log reaches a lower height than the node had finalized."""
 
     def __init__(self, path: Path, height: int, finalized: int) -> None:
         self.path, self.height, self.finalized = path, height, finalized
         super().__init__(
-            f"block log {path} holds {height} blocks but height {finalized} was finalized "
+            f"block log {path} holds blocks up to height {height} but height {finalized} was finalized "
             f"(per {_mark_path(path)}): refusing to start rather than make blocks at finalized heights again; "
             f"restore the log (fetching the missing blocks from peers is not supported yet)")
 
 
-class BlockStore:
-    """Finalized blocks by height; ``log`` (optional) receives every appended block."""
+class BlockLogBaseMismatch(BlockStoreError):
+    """An existing log starts from another base than the caller expects."""
 
-    def __init__(self, *, log: "BlockLog | None" = None) -> None:
-        self._blocks: list[tuple[Block, bytes]] = []   # index h - 1 holds height h
+    def __init__(self, path: Path, found: ChainBase, expected: ChainBase) -> None:
+        self.path, self.found, self.expected = path, found, expected
+        super().__init__(
+            f"block log {path} starts from base height {found.height} (hash {found.block_hash.hex()}), "
+            f"not the requested base height {expected.height} (hash {expected.block_hash.hex()}): "
+            f"the file was left untouched; open it without a base, or start a new chain with replace_block_log")
+
+
+class BlockStore:
+    """Finalized blocks above ``base`` by height; ``log`` (optional) receives every appended
+    block and every prune. A ``log`` given here must hold no block above ``base`` (a log with
+    blocks is loaded by ``open_block_store``)."""
+
+    def __init__(self, *, base: ChainBase | None = None, log: "BlockLog | None" = None) -> None:
+        self._base = GENESIS_BASE if base is None else base
+        if log is not None and (log.base, log.height) != (self._base, self._base.height):
+            raise ValueError(f"block log {log.path} (base height {log.base.height}, height {log.height}) is not "
+                             f"an empty log at base height {self._base.height}: use open_block_store")
+        self._blocks: list[tuple[Block, bytes]] = []   # index h - base height - 1 holds height h
         self._log = log
 
     @property
+    def base_height(self) -> int:
+        return self._base.height
+
+    @property
+    def base_hash(self) -> bytes:
+        return self._base.block_hash
+
+    @property
+    def base(self) -> ChainBase:
+        return self._base
+
+    @property
     def height(self) -> int:
-        """Height of the last finalized block (0: none yet)."""
-        return len(self._blocks)
+        """Height of the last finalized block (the base height: none held)."""
+        return self._base.height + len(self._blocks)
 
     @property
     def tip_hash(self) -> bytes:
-        return self._blocks[-1][1] if self._blocks else GENESIS_PARENT_HASH
+        return self._blocks[-1][1] if self._blocks else self._base.block_hash
 
     @property
     def tip_time(self) -> int | None:
@@ -129,17 +216,41 @@ class BlockStore:
         self._blocks.append((block, digest))
         return digest
 
+    def _index(self, height: int) -> int | None:
+        index = height - self._base.height - 1
+        return index if 0 <= index < len(self._blocks) else None
+
     def block(self, height: int) -> Block | None:
-        return self._blocks[height - 1][0] if 1 <= height <= self.height else None
+        index = self._index(height)
+        return None if index is None else self._blocks[index][0]
 
     def hash_at(self, height: int) -> bytes | None:
-        if height == 0:
-            return GENESIS_PARENT_HASH
-        return self._blocks[height - 1][1] if 1 <= height <= self.height else None
+        if height == self._base.height:
+            return self._base.block_hash
+        index = self._index(height)
+        return None if index is None else self._blocks[index][1]
 
     def blocks_from(self, height: int) -> list[Block]:
-        """Finalized blocks of heights ``height, height + 1, ...`` (what a lagging node replays)."""
-        return [block for block, _ in self._blocks[max(0, height - 1):]]
+        """Finalized blocks of heights ``max(height, base + 1), ...`` (what a lagging node replays)."""
+        return [block for block, _ in self._blocks[max(0, height - self._base.height - 1):]]
+
+    def prune_below(self, height: int) -> None:
+        """Drop the blocks below ``height``: the base becomes height ``height - 1`` (so
+        ``prune_below(self.height + 1)`` keeps no block and makes the tip the base). A no-op if
+        ``height - 1`` is at or below the base; ``ValueError`` if it is above the tip. The log is
+        rewritten first (see the module docstring): if that fails, the store is unchanged."""
+        if type(height) is not int:
+            raise TypeError(f"a height is an int, got {height!r}")
+        if height - 1 > self.height:
+            raise ValueError(f"cannot prune below height {height}: the tip is at height {self.height} "
+                             f"(at most prune_below({self.height + 1}), which keeps no block)")
+        if height - 1 <= self._base.height:
+            return
+        kept = self._blocks[height - 1 - self._base.height:]
+        base = ChainBase(height - 1, self._blocks[height - 2 - self._base.height][1])
+        if self._log is not None:
+            self._log.rewrite(base, kept)
+        self._blocks, self._base = kept, base
 
     def close(self) -> None:
         if self._log is not None:
@@ -159,28 +270,47 @@ class _Record:
 class BlockLog:
     """An append-only file of finalized blocks (see the module docstring)."""
 
-    def __init__(self, path: Path, handle, height: int) -> None:
+    def __init__(self, path: Path, handle, base: ChainBase, height: int) -> None:
         self.path = path
         self._handle = handle
+        self._base = base
         self._height = height
         self._failed: BaseException | None = None
 
+    @property
+    def base(self) -> ChainBase:
+        return self._base
+
+    @property
+    def height(self) -> int:
+        """Height of the last block in the file (the base height: none)."""
+        return self._height
+
     @classmethod
-    def open(cls, path: Path | str) -> tuple["BlockLog", list[Block]]:
-        """Open (or create) the log; return it with the blocks it holds, in order.
-        Raises ``BlockStoreError`` (file untouched) for anything but a torn last record."""
-        log, records = cls._open(Path(path))
+    def open(cls, path: Path | str, base: ChainBase | None = None) -> tuple["BlockLog", list[Block]]:
+        """Open (or create, at ``base``: genesis if ``None``) the log; return it with the blocks it
+        holds, in order. Raises ``BlockStoreError`` (file untouched) for anything but a torn last
+        record, and ``BlockLogBaseMismatch`` if ``base`` is given and the file has another."""
+        log, records = cls._open(Path(path), base)
         return log, [r.block for r in records]
 
     @classmethod
-    def _open(cls, path: Path) -> tuple["BlockLog", list[_Record]]:
+    def _open(cls, path: Path, base: ChainBase | None) -> tuple["BlockLog", list[_Record]]:
         data = path.read_bytes() if path.exists() else b""
-        records, end = _validate(path, data)
-        marked = _check_finalized(path, records)
-        # Validated: only now write (create the file, drop a torn tail, catch the mark up).
+        found, records, end = _validate(path, data)
+        if found is not None and base is not None and found != base:
+            raise BlockLogBaseMismatch(path, found, base)
+        base = found or base or GENESIS_BASE
+        marked = _check_finalized(path, base, records, exists=bool(data))
+        # Validated: only now write (drop an uncommitted rewrite, create the file, drop a torn
+        # tail, catch the mark up).
+        tmp = _tmp_path(path)
+        if tmp.exists():
+            _log.warning("block log %s: removing %s, an uncommitted rewrite or creation", path, tmp)
+            tmp.unlink()
         if not data:
-            _create(path)
-            data = _FILE_HEADER
+            _create(path, base)
+            data = _file_header(base)
             end = len(data)
         handle = open(path, "r+b")
         try:
@@ -194,15 +324,19 @@ class BlockLog:
         except BaseException:
             handle.close()
             raise
-        if records and marked != len(records):
-            _write_mark(path, len(records), records[-1].digest)
-        return cls(path, handle, len(records)), records
+        height = base.height + len(records)
+        if height and marked != height:
+            _write_mark(path, height, records[-1].digest if records else base.block_hash)
+        return cls(path, handle, base, height), records
+
+    def _check_usable(self) -> None:
+        if self._failed is not None:
+            raise BlockStoreError(f"block log {self.path}: an earlier write failed ({self._failed})")
 
     def append(self, block: Block, digest: bytes | None = None) -> None:
         """Append and fsync one record, then record its height as finalized. After a failed
         append the log refuses more: its tail may be torn, and a record after it would be lost."""
-        if self._failed is not None:
-            raise BlockStoreError(f"block log {self.path}: an earlier append failed ({self._failed})")
+        self._check_usable()
         data = encode_block(block)
         if len(data) > MAX_BLOCK_BYTES:
             raise BlockStoreError(f"block at height {block.height} has {len(data)} bytes, over {MAX_BLOCK_BYTES}")
@@ -216,6 +350,37 @@ class BlockLog:
             self._failed = exc
             raise
 
+    def rewrite(self, base: ChainBase, blocks: Sequence[tuple[Block, bytes]]) -> None:
+        """Replace the file, atomically, by one of format 3 at ``base`` holding ``blocks`` (block,
+        hash), which must continue ``base`` and end at this log's height (``BlockStore.prune_below``
+        checks both). Before the rename a failure leaves the old file and this log usable; after
+        it (the directory fsync, reopening) the log refuses further writes."""
+        self._check_usable()
+        if base.height + len(blocks) != self._height:
+            raise ValueError(f"a rewrite of block log {self.path} at base height {base.height} with "
+                             f"{len(blocks)} blocks does not end at its height {self._height}")
+        tmp = _tmp_path(self.path)
+        try:
+            with open(tmp, "wb") as out:
+                out.write(_file_header(base))
+                for block, _ in blocks:   # re-encoded from memory: the blocks validated or appended
+                    out.write(_record(encode_block(block)))
+                out.flush()
+                os.fsync(out.fileno())
+            os.replace(tmp, self.path)   # the commit point
+        except BaseException:
+            tmp.unlink(missing_ok=True)   # never committed: the old file is the log
+            raise
+        try:
+            _fsync_directory(self.path.parent)
+            handle = open(self.path, "r+b")
+            handle.seek(0, os.SEEK_END)
+        except BaseException as exc:
+            self._failed = exc
+            raise
+        self._handle.close()   # the old file's handle: its inode is gone from the directory
+        self._handle, self._base = handle, base
+
     def close(self) -> None:
         if not self._handle.closed:
             self._handle.close()
@@ -226,35 +391,47 @@ def _record(data: bytes) -> bytes:
     return length + zlib.crc32(length).to_bytes(4, "big") + data + hashlib.sha256(data).digest()
 
 
-def _validate(path: Path, data: bytes) -> tuple[list[_Record], int]:
-    """Every record of ``data`` (chained from genesis) and where the last intact one ends;
-    ``CorruptBlockLog`` / ``UnsupportedBlockLog`` for anything but a torn last record."""
+def _validate(path: Path, data: bytes) -> tuple[ChainBase | None, list[_Record], int]:
+    """The base of ``data`` (``None``: empty), every record (chained from the base) and where
+    the last intact one ends; ``CorruptBlockLog`` / ``UnsupportedBlockLog`` for anything but a
+    torn last record."""
     if not data:
-        return [], 0
-    _check_file_header(path, data)
+        return None, [], 0
+    base, pos = _read_file_header(path, data)
     records: list[_Record] = []
-    pos = len(_FILE_HEADER)
     while pos < len(data):
-        record = _read_record(path, data, len(records), pos)
+        record = _read_record(path, data, len(records), pos, base.height)
         if record is None:
             break   # a torn last record
-        _check_chain(path, records, record)
+        _check_chain(path, base, records, record)
         records.append(record)
         pos = record.end
-    return records, pos
+    return base, records, pos
 
 
-def _check_file_header(path: Path, data: bytes) -> None:
-    if data.startswith(_FILE_HEADER):
-        return
-    if data.startswith(_MAGIC) and len(data) >= len(_FILE_HEADER):
-        version = int.from_bytes(data[len(_MAGIC):len(_FILE_HEADER)], "big")
-        raise UnsupportedBlockLog(f"block log {path} has format {version}; this version reads format {LOG_VERSION} "
-                                  f"only (the file was left untouched)")
+def _read_file_header(path: Path, data: bytes) -> tuple[ChainBase, int]:
+    """The base the file continues from and where its records start."""
+    if data.startswith(_MAGIC) and len(data) >= _VERSION_END:
+        version = int.from_bytes(data[len(_MAGIC):_VERSION_END], "big")
+        if version == 2:
+            return GENESIS_BASE, _VERSION_END
+        if version != 3:
+            raise UnsupportedBlockLog(f"block log {path} has format {version}; this version reads formats 2 and "
+                                      f"{LOG_VERSION} only (the file was left untouched)")
+        if len(data) < _FILE_HEADER_BYTES:
+            # A new file appears by a rename, whole: a short header is not a torn write.
+            raise CorruptBlockLog(path, None, 0, f"the file header is cut short ({len(data)} of "
+                                                 f"{_FILE_HEADER_BYTES} bytes)")
+        height = int.from_bytes(data[_VERSION_END:_VERSION_END + _BASE_HEIGHT_BYTES], "big")
+        try:
+            base = ChainBase(height, data[_VERSION_END + _BASE_HEIGHT_BYTES:_FILE_HEADER_BYTES])
+        except ValueError as exc:
+            raise CorruptBlockLog(path, None, _VERSION_END, f"an impossible base ({exc})") from exc
+        return base, _FILE_HEADER_BYTES
     if _looks_like_format_1(data):
         raise UnsupportedBlockLog(
             f"block log {path} has format 1 (no file header), written by an older version; this version reads "
-            f"format {LOG_VERSION} only: start from a fresh directory (the file was left untouched)")
+            f"formats 2 and {LOG_VERSION} only: start from a fresh directory (the file was left untouched)")
     raise CorruptBlockLog(path, None, 0, "no block-log file header")
 
 
@@ -266,44 +443,45 @@ def _looks_like_format_1(data: bytes) -> bool:
     return len(body) == length and hashlib.sha256(body).digest() == digest
 
 
-def _read_record(path: Path, data: bytes, index: int, pos: int) -> _Record | None:
+def _read_record(path: Path, data: bytes, index: int, pos: int, base_height: int) -> _Record | None:
     """The record at ``pos``, ``None`` if it is a torn last record, else ``CorruptBlockLog``."""
+    def corrupt(reason: str) -> CorruptBlockLog:
+        return CorruptBlockLog(path, index, pos, reason, base_height=base_height)
+
     header = data[pos:pos + _HEADER_BYTES]
     if len(header) < _HEADER_BYTES:
         return None   # the file ends inside a record header: nothing there to check
     length_bytes = header[:_LENGTH_BYTES]
     if zlib.crc32(length_bytes).to_bytes(4, "big") != header[_LENGTH_BYTES:]:
-        raise CorruptBlockLog(path, index, pos, "the record header fails its check (a corrupt length field, "
-                                                "or garbage between records)")
+        raise corrupt("the record header fails its check (a corrupt length field, or garbage between records)")
     length = int.from_bytes(length_bytes, "big")
     if not 0 < length <= MAX_BLOCK_BYTES:
-        raise CorruptBlockLog(path, index, pos, f"a record of {length} bytes (a block has 1 to {MAX_BLOCK_BYTES})")
+        raise corrupt(f"a record of {length} bytes (a block has 1 to {MAX_BLOCK_BYTES})")
     start = pos + _HEADER_BYTES
     end = start + length + _DIGEST_BYTES
     body = data[start:start + length]
     if end > len(data):
-        _check_torn(path, index, pos, length, body, data[start + length:])
+        if not _is_torn(length, body, data[start + length:]):
+            raise corrupt(f"the last record declares {length} bytes past the end of the file, "
+                          f"but its bytes are not a cut-short record")
         return None
     if hashlib.sha256(body).digest() != data[end - _DIGEST_BYTES:end]:
-        raise CorruptBlockLog(path, index, pos, "the block's SHA-256 checksum fails")
+        raise corrupt("the block's SHA-256 checksum fails")
     try:
         block = decode_block(body)
     except MalformedBlock as exc:
-        raise CorruptBlockLog(path, index, pos, f"an undecodable block ({exc})") from exc
+        raise corrupt(f"an undecodable block ({exc})") from exc
     return _Record(pos, end, block, block_hash(block))
 
 
-def _check_torn(path: Path, index: int, pos: int, length: int, body: bytes, partial_digest: bytes) -> None:
-    """The file ends before this record's declared end: accept it as torn only if the bytes
-    present are a prefix of a record of that length (a block cut short, or a complete block
-    followed by a prefix of its digest)."""
+def _is_torn(length: int, body: bytes, partial_digest: bytes) -> bool:
+    """The file ends before this record's declared end: it is torn only if the bytes present
+    are a prefix of a record of that length (a block cut short, or a complete block followed
+    by a prefix of its digest)."""
     ends_at = _object_end(body)
     if ends_at is None:
-        return
-    if ends_at == length and hashlib.sha256(body).digest().startswith(partial_digest):
-        return
-    raise CorruptBlockLog(path, index, pos, f"the last record declares {length} bytes past the end of the file, "
-                                            f"but its bytes are not a cut-short record")
+        return True
+    return ends_at == length and hashlib.sha256(body).digest().startswith(partial_digest)
 
 
 def _object_end(body: bytes) -> int | None:
@@ -320,20 +498,25 @@ def _object_end(body: bytes) -> int | None:
     return unpacker.tell()
 
 
-def _check_chain(path: Path, records: list[_Record], record: _Record) -> None:
-    height = len(records) + 1
-    parent = records[-1].digest if records else GENESIS_PARENT_HASH
+def _check_chain(path: Path, base: ChainBase, records: list[_Record], record: _Record) -> None:
+    height = base.height + len(records) + 1
     if record.block.height != height:
         raise CorruptBlockLog(path, len(records), record.offset,
-                              f"a block of height {record.block.height} where height {height} belongs")
-    if record.block.parent_hash != parent:
-        raise CorruptBlockLog(path, len(records), record.offset, "the block names another parent than the block before")
+                              f"a block of height {record.block.height} where height {height} belongs",
+                              base_height=base.height)
+    if records and record.block.parent_hash != records[-1].digest:
+        raise CorruptBlockLog(path, len(records), record.offset, "the block names another parent than the block before",
+                              base_height=base.height)
+    if not records and record.block.parent_hash != base.block_hash:
+        raise CorruptBlockLog(path, 0, record.offset, f"the first block names another parent than the base hash "
+                                                      f"{base.block_hash.hex()} of the file header",
+                              base_height=base.height)
 
 
-def _create(path: Path) -> None:
+def _create(path: Path, base: ChainBase) -> None:
     """A new, empty log, created atomically (never a file with half a header)."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    _replace_atomically(path, _FILE_HEADER)
+    _replace_atomically(path, _file_header(base))
 
 
 # -- the finalized-height mark ----------------------------------------------------------------
@@ -342,18 +525,31 @@ def _mark_path(path: Path) -> Path:
     return path.with_name(path.name + ".finalized")
 
 
-def _check_finalized(path: Path, records: list[_Record]) -> int | None:
+def _check_finalized(path: Path, base: ChainBase, records: list[_Record], *, exists: bool) -> int | None:
     """The recorded finalized height (``None``: no record); ``BlockLogBehind`` if the log is
-    short of it, ``CorruptBlockLog`` if it holds another block at that height."""
+    short of it, ``CorruptBlockLog`` if it holds another block (or base) at that height, or
+    (an existing file) starts above it."""
     mark = _mark_path(path)
     if not mark.exists():
         return None
     height, digest = _read_mark(mark)
-    if len(records) < height:
-        raise BlockLogBehind(path, len(records), height)
-    if height and records[height - 1].digest != digest:
-        raise CorruptBlockLog(path, height - 1, records[height - 1].offset,
-                              f"not the block finalized at height {height} (per {mark})")
+    top = base.height + len(records)
+    if top < height:
+        raise BlockLogBehind(path, top, height)
+    if height > base.height:
+        record = records[height - base.height - 1]
+        if record.digest != digest:
+            raise CorruptBlockLog(path, height - base.height - 1, record.offset,
+                                  f"not the block finalized at height {height} (per {mark})", base_height=base.height)
+    elif height == base.height:
+        if base.block_hash != digest:
+            raise CorruptBlockLog(path, None, _VERSION_END + _BASE_HEIGHT_BYTES,
+                                  f"the base hash is not the block finalized at height {height} (per {mark})")
+    elif exists:
+        # Pruning and replacing keep the base at or below the mark; a missing file is created at
+        # the base asked for (a state sync above what this node had finalized: no height made twice).
+        raise CorruptBlockLog(path, None, _VERSION_END, f"the base height {base.height} is above the height "
+                                                        f"{height} finalized (per {mark})")
     return height
 
 
@@ -373,35 +569,74 @@ def _write_mark(path: Path, height: int, digest: bytes) -> None:
     _replace_atomically(_mark_path(path), body + b"\n")
 
 
+def _tmp_path(path: Path) -> Path:
+    return path.with_name(path.name + ".tmp")
+
+
 def _replace_atomically(path: Path, data: bytes) -> None:
-    tmp = path.with_name(path.name + ".tmp")
+    tmp = _tmp_path(path)
     with open(tmp, "wb") as out:
         out.write(data)
         out.flush()
         os.fsync(out.fileno())
     os.replace(tmp, path)
-    directory = os.open(path.parent, os.O_RDONLY)
+    _fsync_directory(path.parent)
+
+
+def _fsync_directory(directory: Path) -> None:
+    """Make a rename in ``directory`` durable."""
+    fd = os.open(directory, os.O_RDONLY)
     try:
-        os.fsync(directory)
+        os.fsync(fd)
     finally:
-        os.close(directory)
+        os.close(fd)
 
 
 def read_block_log(path: Path | str) -> list[Block]:
     """The blocks of a log, read-only (a live log a node is appending to: a record being
     written is not there yet). Raises ``BlockStoreError`` for a damaged log, like ``open``."""
     path = Path(path)
-    return [r.block for r in _validate(path, path.read_bytes())[0]]
+    return [r.block for r in _validate(path, path.read_bytes())[1]]
 
 
-def open_block_store(path: Path | str | None) -> BlockStore:
+def open_block_store(path: Path | str | None, base: ChainBase | None = None) -> BlockStore:
     """A block store, loaded from and appending to the log at ``path`` (in memory if ``None``).
-    Raises ``BlockStoreError`` — the file untouched — for a log the node must not start on."""
+    A new log starts at ``base`` (genesis if ``None``); an existing one at the base in its file,
+    which must be ``base`` if given (``BlockLogBaseMismatch``). Raises ``BlockStoreError`` —
+    the file untouched — for a log the node must not start on."""
     if path is None:
-        return BlockStore()
-    log, records = BlockLog._open(Path(path))
-    store = BlockStore()
+        return BlockStore(base=base)
+    log, records = BlockLog._open(Path(path), base)
+    store = BlockStore(base=log.base)
     for record in records:
         store.append(record.block, record.digest)   # chained: BlockLog.open checked it
     store._log = log
     return store
+
+
+def _aside_path(path: Path, n: int) -> Path:
+    return path.with_name(f"{path.name}.replaced-{n}")
+
+
+def replace_block_log(path: Path | str, base: ChainBase) -> BlockStore:
+    """Start the chain at ``path`` afresh at ``base`` (after a state sync): an existing log and
+    its mark are renamed to ``<log>.replaced-<n>`` / ``<log>.replaced-<n>.finalized`` (never
+    deleted), then a new log is created at ``base`` and returned open. The caller must not hold
+    the old log open."""
+    path = Path(path)
+    mark = _mark_path(path)
+    if path.exists() or mark.exists():
+        n = 1
+        while _aside_path(path, n).exists() or _mark_path(_aside_path(path, n)).exists():
+            n += 1
+        aside = _aside_path(path, n)
+        # The log first: a crash before the mark moves leaves a mark without its log, which
+        # refuses to start (BlockLogBehind) until the replacement is run again.
+        if path.exists():
+            os.rename(path, aside)
+        if mark.exists():
+            os.rename(mark, _mark_path(aside))
+        _fsync_directory(path.parent)
+        _log.warning("block log %s: the previous chain was moved aside to %s to start at base height %d",
+                     path, aside, base.height)
+    return open_block_store(path, base)

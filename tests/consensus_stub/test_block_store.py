@@ -21,7 +21,8 @@ from consensus_stub.block_store import (
 from tests.builders import ingress
 
 T0 = 1_700_000_000 * 10**9
-FILE_HEADER = b"blocklog" + (2).to_bytes(4, "big")
+# what the store writes: format 3 at genesis (format 2 files: tests/consensus_stub/test_block_store_base.py)
+FILE_HEADER = b"blocklog" + (3).to_bytes(4, "big") + (0).to_bytes(8, "big") + GENESIS_PARENT_HASH
 N = 5
 POSITIONS = {"first": 0, "middle": N // 2, "last": N - 1}
 
@@ -176,8 +177,8 @@ def test_bad_file_headers_are_refused(tmp_path):
     path.write_bytes(b"".join(len(d).to_bytes(4, "big") + d + hashlib.sha256(d).digest()
                               for d in map(encode_block, blocks)))
     assert "format 1" in str(assert_refused(path, UnsupportedBlockLog))
-    path.write_bytes(b"blocklog" + (3).to_bytes(4, "big") + raw_log(blocks)[len(FILE_HEADER):])
-    assert "format 3" in str(assert_refused(path, UnsupportedBlockLog))
+    path.write_bytes(b"blocklog" + (4).to_bytes(4, "big") + raw_log(blocks)[len(FILE_HEADER):])
+    assert "format 4" in str(assert_refused(path, UnsupportedBlockLog))
 
 
 # -- torn last records: dropped with a warning -----------------------------------------------
