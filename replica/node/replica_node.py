@@ -119,13 +119,15 @@ class ReplicaNode:
         # nodes sharing a process share a memo: each certification is pairing-checked once
         # a node process restarted from a checkpoint passes the decoded state of that height
         initial = decode_state(genesis_state) if isinstance(genesis_state, bytes) else genesis_state
+        self._signature_memo = signature_memo
         self.state_manager = StateManager(initial, keep_heights=config.keep_heights,
                                           signature_memo=signature_memo)
         self.ingress_pool = IngressPool(max_messages=config.ingress_pool_messages, max_bytes=config.ingress_pool_bytes)
         self.fetcher = SharedSliceFetcher(
             SliceFetcher(SlicePool(self.subnet_id, config.slice_pool_bytes), limits, config.max_response_bytes),
             self._registry_keys, name=self.node_id)
-        provider: SliceProvider = CertifiedSliceProvider(self.subnet_id, self.state_manager.latest_certified)
+        # through ``self``: a state sync replaces the state manager (``install_state``)
+        provider: SliceProvider = CertifiedSliceProvider(self.subnet_id, lambda: self.state_manager.latest_certified())
         if serve_with is not None:
             provider = serve_with(provider)
         self.provider = provider
@@ -192,6 +194,15 @@ class ReplicaNode:
     def rejected_slices(self) -> dict[tuple[str, str], int]:
         """Fetched slices refused, per ``(remote subnet, error class name)``."""
         return self.fetcher.rejected_slices()
+
+    def install_state(self, state: ReplicatedState, certification: Certification) -> None:
+        """Continue from ``state`` (a verified checkpoint of a peer, state sync) and its
+        certification: a new state manager, the fetcher's indices from the new state."""
+        self.state_manager = StateManager(state, keep_heights=self.config.keep_heights,
+                                          signature_memo=self._signature_memo)
+        self.deliver_certification(certification)
+        self._remember_indices(state)
+        self.metrics.restored(state)
 
     # -- consensus-facing -----------------------------------------------------------------
 

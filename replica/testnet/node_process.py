@@ -57,7 +57,7 @@ from consensus_stub.agreement.protocol import AgreementNode
 from consensus_stub.agreement.signing import NodeKeyVerifier, node_key_signer
 from consensus_stub.block import Block
 from consensus_stub.block_maker import ChainTip
-from consensus_stub.block_store import BlockStore, BlockStoreError, open_block_store
+from consensus_stub.block_store import BlockStore, BlockStoreError, ChainBase, open_block_store, replace_block_log
 from consensus_stub.genesis import decode_node_secrets
 from consensus_stub.ingress_pool import Admission
 from consensus_stub.notary import DEFAULT_MAX_CLOCK_SKEW_NS, BlockNotYetValid, InvalidBlock
@@ -71,14 +71,17 @@ from replica.node.api_errors import NotCertifiedYet
 from replica.node.http_api import HttpApiServer, NodeBackend
 from .demo_traffic import DemoTraffic, subnet_status
 from .launcher import EXIT_REFUSED, LAUNCHER_PID_ENV, LIMIT_PRESETS, TestnetLayout, has_genesis_apps
-from state_manager.certification import Certification
+from state_manager.certification import Certification, decode_certification, encode_certification
+from state_manager.codec import CodecError, check_bytes, check_tuple
+from state_manager.encoding import EncodingError, decode, encode
 from state_manager.state_manager import CertificationMismatch
 from state_manager.messages import Reply
 from state_manager.store import CheckpointStore, CorruptCheckpoint
 from xnet.xnet_payload import DecodedXNetPayload
 
 from replica.node.agreement_runner import AgreementRunner
-from replica.node.agreement_transport import AgreementClient, AgreementServer, PeerAddress
+from replica.node.agreement_transport import AgreementClient, AgreementServer, CheckpointFetchError, PeerAddress
+from replica.node.state_sync import StateSyncError, decode_offer, encode_offer, offer_from_checkpoint, verify_offer
 from replica.node.batch_processor import canister_classes
 from replica.node.node_store import AgreementLog, ExecutedLog, NodeStoreError, ProofFile, move_aside
 from replica.node.process_config import NodeConfigError, NodeFiles, NodeProcessConfig
@@ -181,6 +184,10 @@ class NodeProcess:
         self.runner = AgreementRunner(self._agreement_node(), _NoClient(), persist=self.agreement_log.append,
                                       on_finalized=self._on_finalized, on_output=self._on_output, clock=clock)
         self._peer_heights: dict[str, int] = {}
+        self._progress = (self.runner.node.finalized_height, time.monotonic())
+        self._offer_cache: tuple[int, bytes] | None = None
+        self.synced_from: tuple[str, int] | None = None
+        self._next_sync_at = 0.0
         self._servers: list[Any] = []
         self._client: AgreementClient | None = None
         self.traffic: DemoTraffic | None = None
@@ -210,12 +217,15 @@ class NodeProcess:
             absent_after_ns=int(max(2.0, 3 * self.config.round_timeout_s) * 1e9),
         )
 
-    def _agreement_node(self) -> AgreementNode:
+    def _agreement_callbacks(self) -> dict:
         registry = self.registry.get()
+        return dict(propose=self._propose, validate=self._validate, sign=node_key_signer(self._identity),
+                    verifier=NodeKeyVerifier.for_subnet(registry.latest(), self.config.subnet_id),
+                    now=self._clock(), own_artifacts=self.agreement_log.artifacts)
+
+    def _agreement_node(self) -> AgreementNode:
         config = self._agreement_config()
-        common = dict(propose=self._propose, validate=self._validate, sign=node_key_signer(self._identity),
-                      verifier=NodeKeyVerifier.for_subnet(registry.latest(), self.config.subnet_id),
-                      now=self._clock(), own_artifacts=self.agreement_log.artifacts)
+        common = self._agreement_callbacks()
         proof = self.proof_file.read()
         store = self.block_store
         if proof is not None and store.hash_at(proof[0]) == proof[1] and store.block(proof[0]) is not None:
@@ -297,7 +307,7 @@ class NodeProcess:
         if self.checkpoints.is_due(block.height) and block.height not in self.checkpoints.heights():
             self.checkpoints.write(block.height, self.node.state, trees.full_hash, before_rename=self._crash_hook)
             if not replaying:
-                self.agreement_log.compact(self.runner.node.finalized_height)
+                self._after_checkpoint(block.height)
         pending = self._pending_certification
         if pending is not None and pending.height <= block.height:
             self._pending_certification = None
@@ -320,6 +330,110 @@ class NodeProcess:
             self.node.deliver_certification(certification)
         except CertificationMismatch as exc:   # a height this node no longer keeps
             _log.debug("certification of %d not kept: %s", certification.height, exc)
+            return
+        self._keep_certification(certification)
+
+    # -- checkpoints: their certifications, pruning, serving them, syncing from them --------
+
+    def _certification_path(self, height: int) -> Path:
+        return self.files.certifications / f"{height:020d}.bin"
+
+    def _keep_certification(self, certification: Certification) -> None:
+        """Beside a checkpoint: its certification and block hash, what a peer's state sync checks."""
+        height = certification.height
+        if height not in self.checkpoints.heights() or self._certification_path(height).exists():
+            return
+        self.files.certifications.mkdir(parents=True, exist_ok=True)
+        tmp = self._certification_path(height).with_suffix(".tmp")
+        tmp.write_bytes(encode((self.block_store.hash_at(height), encode_certification(certification))))
+        os.replace(tmp, self._certification_path(height))
+        kept = set(self.checkpoints.heights())
+        for path in self.files.certifications.glob("*.bin"):
+            if path.stem.isdigit() and int(path.stem) not in kept:
+                path.unlink(missing_ok=True)
+
+    def _after_checkpoint(self, height: int) -> None:
+        """Prune the block log to what peers may ask for (``retained_heights``) and what a
+        restart from the oldest kept checkpoint replays; compact the agreement log."""
+        keep_from = min(self.checkpoints.heights()[0], height - self.config.retained_heights) + 1
+        if keep_from > self.block_store.base_height + 1:
+            self.block_store.prune_below(keep_from)
+        self.agreement_log.compact(self.runner.node.finalized_height)
+
+    def _serve_checkpoint(self) -> bytes | None:
+        """The newest checkpoint with its certification, as a peer's state sync asks for it
+        (gRPC thread; checkpoints are immutable once renamed into place, so no lock)."""
+        for height in reversed(self.checkpoints.heights()):
+            cached = self._offer_cache
+            if cached is not None and cached[0] == height:
+                return cached[1]
+            try:
+                block_hash, certification = check_tuple(decode(self._certification_path(height).read_bytes()), "sidecar", 2)
+                offer = offer_from_checkpoint(self.checkpoints, height, block_hash=check_bytes(block_hash, "hash", 32),
+                                              certification=decode_certification(certification))
+            except (OSError, EncodingError, CodecError, ValueError) as exc:
+                _log.debug("checkpoint %d not offered: %s", height, exc)
+                continue
+            data = encode_offer(offer)
+            self._offer_cache = (height, data)
+            return data
+        return None
+
+    def _needs_state_sync(self) -> str | None:
+        """Why this node should sync state from a peer now, or ``None``: peers are further
+        ahead than they keep blocks, or it has been behind without finalizing for a while."""
+        if not self._peer_heights:
+            return None
+        finalized = self.runner.node.finalized_height
+        ahead = max(self._peer_heights.values())
+        if finalized != self._progress[0]:
+            self._progress = (finalized, time.monotonic())
+        if ahead - finalized >= self.config.retained_heights:
+            return f"peers are at height {ahead}, {ahead - finalized} above us: more than they keep"
+        if ahead - finalized > self.config.checkpoint_interval and time.monotonic() - self._progress[1] > 10.0:
+            return f"no progress for 10 s at height {finalized} while peers are at {ahead}"
+        return None
+
+    def state_sync(self, reason: str) -> bool:
+        """Fetch the newest checkpoint a peer offers, verify it against the subnet's
+        certification of its height and continue from it; whether it did. Main thread."""
+        if self._client is None:
+            return False
+        registry = self.registry.get()
+        key = registry.public_key_for(self.config.subnet_id, registry.latest_version)
+        for peer in sorted(self._peer_heights, key=lambda n: (-self._peer_heights[n], n)):
+            try:
+                offer = decode_offer(self._client.fetch_checkpoint(peer, timeout_s=60.0))
+                state = verify_offer(offer, key, expected_subnet=self.config.subnet_id, min_height=self.height + 1)
+            except (CheckpointFetchError, StateSyncError) as exc:
+                _log.warning("%s: state sync from %s failed: %s", self.config.node_id, peer, exc)
+                continue
+            self.runner.locked(lambda: self._install(offer, state))
+            self.runner.submit(lambda node, now: node.start(now))
+            _log.warning("%s: state sync from %s: continuing from its checkpoint at height %d (%s)",
+                         self.config.node_id, peer, offer.height, reason)
+            self.synced_from = (peer, offer.height)
+            return True
+        return False
+
+    def _install(self, offer, state) -> None:
+        """Under the lock: the verified state, a chain starting at its block, a fresh executed
+        log (the old files are moved aside, never deleted), a checkpoint of it, a new agreement
+        node at that tip (keeping the artifacts this node signed)."""
+        self.block_store.close()
+        self.block_store = replace_block_log(self.files.blocks, ChainBase(offer.height, offer.block_hash))
+        self.executed_log.close()
+        move_aside(self.files.executed_log)
+        self.executed_log = ExecutedLog(self.files.executed_log)
+        self.node.install_state(state, offer.certification)
+        self._decoded.clear()
+        self._pending_certification = None
+        full_hash = self.node.state_manager.latest.full_hash
+        self.checkpoints.write(offer.height, state, full_hash)
+        self._keep_certification(offer.certification)
+        self.runner.node = AgreementNode.from_synced_tip(
+            self._agreement_config(), height=offer.height, block_hash=offer.block_hash,
+            **self._agreement_callbacks())
 
     def _on_output(self, output) -> None:
         if isinstance(output, Certified):
@@ -416,7 +530,7 @@ class NodeProcess:
         self._servers.append(self.node)
         record = self.registry.get().latest()
         peers = {n.node_id: n.certificate_pem for n in record.nodes_of(self.config.subnet_id)}
-        server = AgreementServer(self._identity, peers, self._deliver)
+        server = AgreementServer(self._identity, peers, self._deliver, serve_checkpoint=self._serve_checkpoint)
         port = server.start()
         self._servers.append(server)
         backend = NodeBackend(self.config.subnet_id, self.config.node_id, self.limits, self._submit, self._query,
@@ -457,6 +571,9 @@ class NodeProcess:
         if self.runner.failure is not None:
             raise self.runner.failure
         self.refresh_registry()
+        reason = self._needs_state_sync()
+        if reason is not None and time.monotonic() >= self._next_sync_at and not self.state_sync(reason):
+            self._next_sync_at = time.monotonic() + 5.0   # no peer offered a newer checkpoint yet
         if self.traffic is not None and not self.layout.traffic_off.exists():
             self.traffic.tick(self)
         subnets = list(self.manifest["subnets"])
@@ -465,6 +582,7 @@ class NodeProcess:
         status["finalized_height"] = self.runner.node.finalized_height
         status["restore_s"] = round(self.restore_s, 3)
         status["replayed"] = self.replayed
+        status["synced_from"] = list(self.synced_from) if self.synced_from else None
         self.layout.write_json(self.files.status, status)
 
     def stop(self) -> None:

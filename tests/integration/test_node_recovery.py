@@ -80,3 +80,30 @@ def test_a_corrupt_checkpoint_is_refused_moved_aside_and_an_older_one_used(clust
     assert int(_restored_from(log)[-1][0]) < int(newest.name)
     assert (checkpoints / f"{newest.name}.replaced-1").is_dir()   # kept for the operator, never deleted
     cluster.assert_converged(SUBNET)
+
+
+def test_a_node_down_for_longer_than_its_peers_keep_blocks_syncs_state_from_a_peers_checkpoint(tmp_path):
+    cluster = NodeProcesses(tmp_path / "testnet", checkpoint_interval=10, retained_heights=20)
+    try:
+        cluster.start()
+        victim, others = "subnet-0-node-2", ["subnet-0-node-1", "subnet-0-node-3", "subnet-0-node-4"]
+        cluster.wait_heights(12)
+        cluster.kill(victim)
+        down_at = cluster.height(victim)
+        cluster.wait_heights(down_at + 45, others, timeout_s=120)
+        cluster.start(victim)
+        cluster.wait_until(lambda: cluster.status(victim).get("synced_from"), 60, "a state sync")
+        peer, height = cluster.status(victim)["synced_from"]
+        assert peer in others and height >= down_at + 30
+        target = max(cluster.height(n) for n in others) + 3
+        cluster.wait_heights(target, timeout_s=60)
+        # it executes from the synced height on, to the same hashes as the others
+        executed = cluster.executed(victim)
+        assert min(executed) == height + 1 and max(executed) >= target
+        cluster.assert_converged(SUBNET)
+        files = cluster.files(victim)
+        assert files.blocks.with_name("blocks.log.replaced-1").exists()        # moved aside, not deleted
+        assert files.executed_log.with_name("executed.log.replaced-1").exists()
+        assert cluster.status(victim)["certified_height"] >= target - 2
+    finally:
+        cluster.stop()
