@@ -1,17 +1,40 @@
-"""One subnet in one process (shell): its n nodes with the consensus stub between them.
+"""One subnet in one process (shell): its n nodes with the agreement protocol between them.
 
 ``Subnet.step()`` makes one height:
 
-1. the maker of rank 0 at that height (round-robin) builds a block from its ingress pool
-   and its slice pool (``get_xnet_payload``); every node validates it against its own
-   state (``validate_block``) and accepts or refuses it; it is final once ``t`` nodes
-   accept. If not, the maker of the next rank proposes, and so on;
+1. agreement: every online node runs an ``AgreementNode`` (``consensus_stub.agreement``) on
+   a deterministic in-process network (``agreement_network``): the maker of rank 0 at that
+   height (round-robin) builds a block from its ingress pool and its slice pool
+   (``get_xnet_payload``); every node validates it against its own state
+   (``validate_block``) and notarization-signs it, then finalization-signs it, with its node
+   key; ``q = n - f`` shares of each finalize it. A refused or missing block leads, after
+   the round timeout (in agreement time, which the network simulates, so waiting costs no
+   wall time), to the block of the next rank — at once for makers not heard from for
+   ``absent_after_ns``. The step runs the network until every online node has finalized the
+   height, or a bound of agreement time passes (``NoBlockFinalized`` if no node finalized it);
 2. the final block goes to the block store; every node decodes its XNet payload into a
    batch, runs ``execute_round`` and commits. Every node must reach the same certified
    root and full state hash — a mismatch raises ``DivergenceError`` at once;
 3. every node signs a certification share; the certification pool aggregates ``t`` of
    them; the certification goes to every node, whose XNet endpoint then serves the new
    state to peer subnets.
+
+Blocks are stamped with the subnet's ``clock`` (agreement time never reaches them), so the
+same calls give the same blocks and hashes. Rounds are paced (``AgreementTiming``): a
+round's first proposal comes ``block_interval_ns`` of agreement time after it starts, so a
+step finalizes its height before anyone proposes the next, and a block holds the ingress
+submitted before the step that makes it. Only when finalization lags behind that pacing
+(messages lost or delayed by an adversarial ``agreement_schedule``; a height notarized that
+only its successor can finalize) do makers build on a parent not yet executed here: such a
+block is empty (no ingress, no XNet payload, its parent's registry version), and one step
+then executes every height finalized.
+
+``offline`` nodes are crashed on the agreement network: they neither send nor receive;
+their state still follows the finalized chain (as a node catching up from the block store
+would) and a node back online rejoins from the executed tip (``from_synced_tip``) with the
+artifacts it had signed above it. ``agreement_schedule`` (a seeded ``Schedule``: delays,
+reordering, duplicates, losses, partitions, crashes) runs the same agreement under an
+adversarial network, still deterministically.
 
 Each height is recorded (genesis state bytes, batch bytes, hashes) so a determinism audit
 can replay the run. With a ``block_log`` every finalized block is also appended to a file;
@@ -26,17 +49,23 @@ import threading
 import time
 from collections import Counter
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import Any, Callable, Iterable, Mapping
 
+from consensus_stub.agreement.messages import Message
+from consensus_stub.agreement.protocol import (
+    AgreementConfig, AgreementNode, BlockContext, Finalized, Output, Persist, Refused,
+)
+from consensus_stub.agreement.signing import NodeKeyVerifier, node_key_signer
+from consensus_stub.agreement.simulation import SafetyViolation, Schedule
 from consensus_stub.block import Block, block_hash
-from consensus_stub.block_maker import ChainTip, block_maker_for
+from consensus_stub.block_maker import ChainTip
 from consensus_stub.block_store import BlockStore, open_block_store
 from consensus_stub.certification_pool import CertificationPool
-from consensus_stub.finalizer import Tally
 from consensus_stub.genesis import NodeSecrets
 from consensus_stub.ingress_pool import Admission
-from consensus_stub.notary import BlockNotYetValid, InvalidBlock
+from consensus_stub.notary import DEFAULT_MAX_CLOCK_SKEW_NS, BlockNotYetValid, InvalidBlock, TimeInFuture
 from message_routing.batch import encode_batch
 from message_routing.executor import Executor
 from message_routing.limits import Limits
@@ -52,8 +81,11 @@ from replica.client import decode_signed_ingress, refusal_for
 from replica.errors import ReplicaError
 from replica.node.replica_node import NodeConfig, RegistryHolder, ReplicaNode
 
+from .agreement_network import AgreementNetwork, AgreementTiming, MemoVerifier
+
 __all__ = [
-    "SubnetError", "DivergenceError", "NoBlockFinalized", "SubnetRecording", "NodeHooks", "Subnet",
+    "SubnetError", "DivergenceError", "NoBlockFinalized", "FinalizedElsewhere", "EmptyBlockMismatch",
+    "SubnetRecording", "NodeHooks", "Subnet", "AgreementTiming", "Schedule", "SafetyViolation",
 ]
 
 _log = logging.getLogger(__name__)
@@ -68,7 +100,15 @@ class DivergenceError(SubnetError):
 
 
 class NoBlockFinalized(SubnetError):
-    """No maker of any rank got a block accepted by ``t`` nodes."""
+    """No node finalized a block at the next height within the step's bound of agreement time."""
+
+
+class FinalizedElsewhere(InvalidBlock):
+    """A proposal at a height this subnet has already finalized (and executed) another block at."""
+
+
+class EmptyBlockMismatch(InvalidBlock):
+    """A block on a parent not yet executed that is not its parent's empty successor."""
 
 
 @dataclass
@@ -109,6 +149,8 @@ class Subnet:
         clock: Callable[[], int] = time.time_ns,
         block_log: Path | str | None = None,
         hooks: Mapping[str, NodeHooks] | None = None,
+        agreement_schedule: Schedule | None = None,
+        agreement_timing: AgreementTiming = AgreementTiming(),
     ) -> None:
         hooks = dict(hooks or {})
         self.subnet_id = subnet_id
@@ -148,6 +190,30 @@ class Subnet:
         self._stop = threading.Event()
         self.failure: BaseException | None = None
         self._catch_up()
+        # agreement: one AgreementNode per node, on a deterministic in-process network
+        self.agreement_timing = agreement_timing
+        self._verifier = MemoVerifier(NodeKeyVerifier.for_subnet(registry.get().latest(), subnet_id))
+        self._signers = {node_id: node_key_signer(by_id[node_id].identity) for node_id in record.node_ids}
+        self._agreement_configs = {
+            node_id: AgreementConfig(
+                record, node_id, round_timeout_ns=agreement_timing.round_timeout_ns,
+                rebroadcast_interval_ns=agreement_timing.rebroadcast_interval_ns,
+                retained_heights=agreement_timing.retained_heights,
+                block_interval_ns=agreement_timing.block_interval_ns,
+                absent_after_ns=agreement_timing.absent_after_ns)
+            for node_id in record.node_ids
+        }
+        self._step_budget_ns = agreement_timing.step_budget_ns(record.size, agreement_schedule)
+        #: Per node, the artifacts it signed above the executed height (what a restart restores).
+        self._signed: dict[str, list[Message]] = {node_id: [] for node_id in record.node_ids}
+        #: Blocks finalized above the executed height (the first node's ``Finalized`` of each).
+        self._decided: dict[int, Finalized] = {}
+        #: Per node, the blocks it validated at the next height and their decoded XNet payloads.
+        self._validated: dict[str, list[tuple[Block, Any]]] = {node_id: [] for node_id in record.node_ids}
+        #: The agreement network (its ``nodes`` are the running ``AgreementNode``s).
+        self.agreement = AgreementNetwork(record.node_ids, boot=self._boot_agreement,
+                                          on_output=self._on_agreement_output, schedule=agreement_schedule)
+        self._sync_offline()
 
     def _catch_up(self) -> None:
         """Re-execute the finalized blocks of the block log (a restart): every node replays
@@ -306,12 +372,24 @@ class Subnet:
         With ``certify=False`` the height stays uncertified until ``certify_latest`` (a
         driver that certifies only what someone reads: ``replica.testing``)."""
         with self._lock:
-            block, digest, decoded = self._agree()
-            self.block_store.append(block, digest)
-            trees = self._execute(block, digest, decoded)
+            trees = None
+            for block, digest, decoded in self._agree():
+                self.block_store.append(block, digest)
+                trees = self._execute(block, digest, decoded)
+                self._forget_below(block.height)
+            assert trees is not None
             if certify:
-                self._certify(block.height)
+                self._certify(trees.height)
             return trees
+
+    def _forget_below(self, executed: int) -> None:
+        """Drop the agreement bookkeeping of heights up to ``executed``."""
+        for node_id, entries in self._validated.items():
+            if entries:
+                self._validated[node_id] = [e for e in entries if e[0].height > executed]
+        for node_id, signed in self._signed.items():
+            if signed:
+                self._signed[node_id] = [m for m in signed if _artifact_height(m) > executed]
 
     def certify_latest(self) -> bool:
         """Certify the latest height unless it is certified already; whether it signed now."""
@@ -326,34 +404,141 @@ class Subnet:
     def _online(self) -> list[ReplicaNode]:
         return [node for node_id, node in self.nodes.items() if node_id not in self.offline]
 
-    def _agree(self) -> tuple[Block, bytes, dict]:
-        registry = self.registry.get()
-        version = registry.latest_version
-        record = registry.subnet(self.subnet_id, version)
+    def _agree(self) -> list[tuple[Block, bytes, dict]]:
+        """Run the agreement network until every online node finalized the next height (or
+        the step's bound passes); every height finalized meanwhile, in order, with the
+        decoded XNet payloads of the nodes that validated it."""
         height = self.block_store.height + 1
-        tip = ChainTip(self.block_store.height, self.block_store.tip_hash)
-        now = self._clock()
-        for rank in range(record.size):
-            maker_id = block_maker_for(record, height, rank)
-            if maker_id in self.offline:
-                continue
-            block = self.nodes[maker_id].make_block(tip, now, rank, version)
-            digest = block_hash(block)
-            tally = Tally(height, record.threshold, record.node_ids)
-            decoded: dict[str, Any] = {}
-            for node in self._online():
-                try:
-                    decoded[node.node_id] = node.validate_block(block, tip, now)
-                except (InvalidBlock, BlockNotYetValid) as exc:
-                    self.refusals[type(exc).__name__] += 1
-                    _log.warning("%s refused the block of %s at height %d: %s", node.node_id, maker_id, height, exc)
-                    continue
-                tally.vote(node.node_id, digest)
-            if tally.final == digest:
-                if rank:
-                    self.fallback_heights += 1
-                return block, digest, decoded
-        raise NoBlockFinalized(f"subnet {self.subnet_id}: no block finalized at height {height}")
+        self._sync_offline()
+        network = self.agreement
+        nodes = network.nodes
+
+        def done() -> bool:
+            running = [node for node in nodes.values() if node is not None]
+            return bool(running) and all(node.finalized_height >= height for node in running)
+
+        if not network.running():
+            raise NoBlockFinalized(f"subnet {self.subnet_id}: no node is online at height {height}")
+        network.run_until(done, network.now + self._step_budget_ns)
+        if height not in self._decided:
+            raise NoBlockFinalized(f"subnet {self.subnet_id}: no block finalized at height {height}")
+        finalized = []
+        while height in self._decided:
+            output = self._decided.pop(height)
+            block = output.block
+            decoded = {node_id: payload for node_id, entries in self._validated.items()
+                       for seen, payload in entries if seen.height == height and seen == block}
+            if block.rank:
+                self.fallback_heights += 1
+            finalized.append((block, output.block_hash, decoded))
+            height += 1
+        return finalized
+
+    def _sync_offline(self) -> None:
+        """Crash the ``offline`` nodes on the agreement network; boot the others that are down."""
+        for node_id in self.agreement.node_ids:
+            if node_id in self.offline:
+                self.agreement.stop(node_id)
+            else:
+                self.agreement.start(node_id)
+
+    def _boot_agreement(self, node_id: str, now: int) -> AgreementNode:
+        """``node_id``'s agreement state at the executed tip, with the artifacts it signed above it."""
+        height, tip_hash = self.block_store.height, self.block_store.tip_hash
+        signed = [m for m in self._signed[node_id] if _artifact_height(m) > height]
+        self._signed[node_id] = signed
+        common: dict[str, Any] = dict(
+            propose=partial(self._propose, node_id), validate=partial(self._validate, node_id),
+            sign=self._signers[node_id], verifier=self._verifier, now=now, own_artifacts=list(signed))
+        config = self._agreement_configs[node_id]
+        if height == 0:
+            return AgreementNode(config, **common)
+        return AgreementNode.from_synced_tip(config, height=height, block_hash=tip_hash, **common)
+
+    def _on_agreement_output(self, node_id: str, output: Output) -> None:
+        kind = type(output)
+        if kind is Persist:
+            self._signed[node_id].append(output.message)  # type: ignore[union-attr]
+        elif kind is Finalized:
+            self._on_finalized(node_id, output)  # type: ignore[arg-type]
+        elif kind is Refused:
+            reason = output.reason  # type: ignore[union-attr]
+            self.refusals[reason.split(":", 1)[0]] += 1
+            _log.warning("%s refused block %s at height %d: %s", node_id, output.block_hash.hex()[:16],  # type: ignore[union-attr]
+                         output.height, reason)  # type: ignore[union-attr]
+        # IngressReceived / Certified do not occur: ingress reaches every pool through
+        # ``submit_ingress``, certifications come from the certification pool.
+
+    def _on_finalized(self, node_id: str, output: Finalized) -> None:
+        """Keep the first ``Finalized`` of each height; any other block final at a height is a
+        safety violation (the protocol's guarantee, checked on every node's outputs)."""
+        height = output.height
+        if height <= self.block_store.height:
+            known = self.block_store.hash_at(height)
+            if known is not None and known != output.block_hash:
+                raise SafetyViolation(f"subnet {self.subnet_id} height {height}: {node_id} finalized "
+                                      f"{output.block_hash.hex()}, the chain has {known.hex()}")
+            return
+        seen = self._decided.setdefault(height, output)
+        if seen.block_hash != output.block_hash:
+            raise SafetyViolation(f"subnet {self.subnet_id} height {height}: {node_id} finalized "
+                                  f"{output.block_hash.hex()}, another node {seen.block_hash.hex()}")
+
+    def _propose(self, node_id: str, context: BlockContext, now: int) -> Block:
+        """The maker's block: from its pools on the executed tip, stamped with the subnet's clock
+        (``now`` is agreement time); on a parent not executed yet, its empty successor."""
+        node = self.nodes[node_id]
+        executed = self.block_store.height
+        if context.height == executed + 1 and context.parent_hash == self.block_store.tip_hash:
+            return node.make_block(ChainTip(executed, context.parent_hash), self._clock(), context.rank,
+                                   self.registry.get().latest_version)
+        parent = self._parent_of(context)
+        if parent is None:
+            state = node.state
+            parent_time, version = state.metadata.batch_time, state.metadata.network_topology.registry_version
+        else:
+            parent_time, version = parent.time, parent.registry_version
+        return Block(context.height, context.parent_hash, max(self._clock(), parent_time), version, (), (),
+                     node_id, context.rank)
+
+    def _parent_of(self, context: BlockContext) -> Block | None:
+        if context.parent is not None:
+            return context.parent
+        decided = self._decided.get(context.height - 1)
+        if decided is not None and decided.block_hash == context.parent_hash:
+            return decided.block
+        return None
+
+    def _validate(self, node_id: str, block: Block, context: BlockContext, now: int) -> None:
+        """``validate_block`` against the node's state for a block on the executed tip (its
+        decoded payload is kept for execution); the empty-successor rule above it."""
+        node = self.nodes[node_id]
+        executed = self.block_store.height
+        clock = self._clock()
+        if block.height == executed + 1:
+            try:
+                decoded = node.validate_block(block, ChainTip(executed, self.block_store.tip_hash), clock)
+            except BlockNotYetValid as exc:
+                self.refusals[type(exc).__name__] += 1
+                _log.info("%s cannot judge the block of %s at height %d yet: %s", node_id, block.maker,
+                          block.height, exc)
+                raise
+            self._validated[node_id].append((block, decoded))
+            return
+        if block.height <= executed:
+            if self.block_store.hash_at(block.height) != block_hash(block):
+                raise FinalizedElsewhere(f"height {block.height} is final with another block")
+            return
+        parent = self._parent_of(context)
+        if parent is None:
+            raise BlockNotYetValid(f"the parent of height {block.height} is not known here yet")
+        if block.ingress or block.xnet_payload:
+            raise BlockNotYetValid(f"height {block.height - 1} is not executed here yet: only an empty block "
+                                   f"can be judged on it")
+        if block.time < parent.time or block.registry_version != parent.registry_version:
+            raise EmptyBlockMismatch("an empty block keeps its parent's registry version and does not go back in time")
+        if block.time > clock + DEFAULT_MAX_CLOCK_SKEW_NS:
+            raise TimeInFuture(f"block time {block.time} is ahead of the local clock {clock}")
 
     def _execute(self, block: Block, digest: bytes, decoded: dict) -> StateTrees:
         results = {}
@@ -381,3 +566,8 @@ class Subnet:
         for node in self.nodes.values():
             node.deliver_certification(certification)
         self.certification_pool.purge_below(height)
+
+
+def _artifact_height(message: Message) -> int:
+    block = getattr(message, "block", None)
+    return block.height if block is not None else message.height  # type: ignore[union-attr]
