@@ -231,6 +231,21 @@ class AgreementClient:
         future = entry(data, timeout=self._timeout_s)   # a unary future: returns at once
         future.add_done_callback(self._done)
 
+    def send_wait(self, node_id: str, data: bytes, timeout_s: float) -> bool:
+        """Push and wait until the peer handled it: whether it did (never raises; must not
+        be called under a runner's lock — the peer may be sending to us at the same time)."""
+        entry = self._channel(node_id)
+        if entry is None:
+            return False
+        future = entry(data, timeout=timeout_s)
+        try:
+            future.result()
+            return True
+        except Exception:  # noqa: BLE001 - any failure is "not delivered"
+            with self._lock:
+                self.failures += 1
+            return False
+
     def _done(self, future: grpc.Future) -> None:
         try:
             failed = future.cancelled() or future.exception() is not None

@@ -52,7 +52,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from consensus_stub.agreement.interface import AgreementConfig, BlockContext, Certified, Finalized, IngressReceived
-from consensus_stub.agreement.messages import Message, Status
+from consensus_stub.agreement.messages import IngressGossip, Message, Status, encode_message
 from consensus_stub.agreement.protocol import AgreementNode
 from consensus_stub.agreement.signing import NodeKeyVerifier, node_key_signer
 from consensus_stub.block import Block
@@ -189,6 +189,8 @@ class NodeProcess:
         self.synced_from: tuple[str, int] | None = None
         self._next_sync_at = 0.0
         self._servers: list[Any] = []
+        self._gossip_order: list[str] = []
+        self._gossip_lock = threading.Lock()
         self._client: AgreementClient | None = None
         self.traffic: DemoTraffic | None = None
 
@@ -453,15 +455,36 @@ class NodeProcess:
     # -- ingress API ------------------------------------------------------------------------
 
     def _submit(self, ingress) -> None:
+        """Admit to our pool, then gossip — and wait until one peer holds it too before the
+        caller hears "accepted": a SIGKILL right after the answer cannot lose the call while
+        at most f nodes are down."""
         def admit():
             now = self._clock()
-            refusal = refusal_for(self.node.add_ingress(ingress, now), ingress, now)
-            if refusal is None:
-                self.runner.post(lambda node, at: node.submit_ingress([ingress], at))
-            return refusal
+            return refusal_for(self.node.add_ingress(ingress, now), ingress, now)
         refusal = self.runner.locked(admit)
         if refusal is not None:
             raise refusal
+        self._gossip(ingress)
+
+    def _gossip(self, ingress) -> None:
+        client = self._client
+        if client is None:
+            return
+        data = encode_message(IngressGossip((ingress,)))
+        acked = None
+        with self._gossip_lock:
+            order = list(self._gossip_order)
+        for peer in order:
+            if acked is None and client.send_wait(peer, data, timeout_s=1.0):
+                acked = peer
+            elif acked is None:   # silent: ask it last from now on
+                with self._gossip_lock:
+                    self._gossip_order = [p for p in self._gossip_order if p != peer] + [peer]
+            else:
+                client.send(peer, data)
+        if acked is None:
+            _log.warning("%s: no peer took ingress %s; it waits in our pool only", self.config.node_id,
+                         ingress.message_id.hex())
 
     def _query(self, canister_id: int, method: str, arg: Any, caller: bytes) -> QueryAnswer:
         host = self.registry.get().latest().routing_table.lookup(canister_id)
@@ -549,6 +572,7 @@ class NodeProcess:
         self.node.start_fetching()
         others = {n: pem for n, pem in peers.items() if n != self.config.node_id}
         self._client = AgreementClient(self._identity, _PeerBook(Path(self.config.testnet_dir), others))
+        self._gossip_order = list(others)
         self.runner._client = self._client
         self.runner.start()
         subnets = list(self.manifest["subnets"])
