@@ -71,6 +71,7 @@ __all__ = [
 ]
 
 _PENDING, _VALID, _INVALID = 0, 1, 2
+_MAX_EARLY_CATCH_UPS = 32
 
 
 class _Candidate:
@@ -129,6 +130,7 @@ class AgreementNode:
         self._own: dict[tuple[int, int, bytes], Message] = {}          # (height, kind, hash) -> artifact
         self._proposed: dict[int, bytes] = {}
         self._requested: dict[int, None] = {}   # heights we asked peers for missing blocks
+        self._early_catch_ups: dict[int, CatchUp] = {}   # first height -> a chunk that came early
         self._last_heard = {n: now for n in config.subnet.node_ids if n != config.node_id}
         self._round_height = 0
         self._round_start = now
@@ -295,12 +297,18 @@ class AgreementNode:
             return
         self._heard(peer)   # the transport authenticated the sender
         if status.finalized_height < self.finalized_height:
-            catch_up = self._catch_up_from(status.finalized_height + 1)
-            if catch_up is None:
+            # everything it lacks, in chunks, at once: one round trip however far behind
+            first = next_height = status.finalized_height + 1
+            while next_height <= self.finalized_height:
+                catch_up = self._catch_up_from(next_height)
+                if catch_up is None:
+                    break
+                out.append(Send(peer, catch_up))
+                next_height = catch_up.last.height + 1
+            if next_height == first:
                 self._count("catch_up_not_retained")
                 return
-            out.append(Send(peer, catch_up))
-            if catch_up.last.height < self.finalized_height:
+            if next_height <= self.finalized_height:
                 return   # the notarized blocks would be out of its reach; it asks again
         # the notarized chain above what the peer has (at most the lookahead)
         first = max(status.notarized_height, self.finalized_height) + 1
@@ -329,7 +337,10 @@ class AgreementNode:
         # the blocks must continue our chain: keep those above our tip, check the links
         above = [b for b in catch_up.blocks if b.height > self.finalized_height]
         if above[0].height != self.finalized_height + 1:
+            # chunks of one answer may overtake each other: keep a few until their turn
             self._count("catch_up_gap")
+            if len(self._early_catch_ups) < _MAX_EARLY_CATCH_UPS:
+                self._early_catch_ups[above[0].height] = catch_up
             return
         parent = self.finalized_hash
         digests = []
@@ -347,6 +358,12 @@ class AgreementNode:
             self._count("catch_up_not_finalized")
             return
         self._finalize(list(zip(above, digests)), tuple(valid), out)
+        for first in sorted(self._early_catch_ups):   # a kept chunk whose turn has come
+            if first <= self.finalized_height + 1:
+                self._on_catch_up(self._early_catch_ups.pop(first), out)
+                break
+        for first in [h for h in self._early_catch_ups if h <= self.finalized_height]:
+            del self._early_catch_ups[first]
 
     def _on_certification_share(self, share: CertificationShare, out: list[Output]) -> None:
         if share.height <= self._certified_height:

@@ -109,28 +109,35 @@ def _load_checkpoint(store: CheckpointStore):
 
 
 class _PeerBook:
-    """Where the subnet's other nodes listen for agreement messages (their ``endpoints.json``),
-    re-read at most once a second so a restarted peer's new port is found."""
+    """Where the subnet's other nodes listen for agreement messages (their ``endpoints.json``).
+    Each file is re-read when it changed (checked at most every 0.1 s): a restarted peer's new
+    port is used at once, so answers to its first ``Status`` reach it."""
 
     def __init__(self, testnet_dir: Path, peers: dict[str, bytes]) -> None:
-        self._dir, self._certificates = testnet_dir, peers
+        self._files = {n: NodeFiles(testnet_dir / "nodes" / n).endpoints for n in peers}
+        self._certificates = peers
+        self._seen: dict[str, tuple[int, int]] = {}
         self._book: dict[str, PeerAddress] = {}
-        self._read_at = 0.0
+        self._checked_at = 0.0
         self._lock = threading.Lock()
 
     def __call__(self) -> dict[str, PeerAddress]:
         with self._lock:
-            if time.monotonic() - self._read_at > 1.0:
-                self._read_at = time.monotonic()
-                book = {}
-                for node_id, pem in self._certificates.items():
+            if time.monotonic() - self._checked_at >= 0.1:
+                self._checked_at = time.monotonic()
+                for node_id, path in self._files.items():
                     try:
-                        endpoints = json.loads((NodeFiles(self._dir / "nodes" / node_id).endpoints).read_text())
-                        book[node_id] = PeerAddress(node_id, endpoints["agreement"], pem)
+                        st = path.stat()
+                        if self._seen.get(node_id) == (st.st_ino, st.st_mtime_ns):
+                            continue
+                        address = json.loads(path.read_text())["agreement"]
                     except (OSError, ValueError, KeyError, TypeError):
+                        self._book.pop(node_id, None)   # gone (restarting): nothing to send to
+                        self._seen.pop(node_id, None)
                         continue
-                self._book = book
-            return self._book
+                    self._seen[node_id] = (st.st_ino, st.st_mtime_ns)
+                    self._book[node_id] = PeerAddress(node_id, address, self._certificates[node_id])
+            return dict(self._book)
 
 
 class NodeProcess:
@@ -162,6 +169,11 @@ class NodeProcess:
         except BlockStoreError as exc:
             raise NodeRefused(str(exc)) from exc
         base = checkpoint.height if checkpoint is not None else 0
+        if base < self.block_store.base_height:
+            raise NodeRefused(
+                f"the block log {self.files.blocks} starts above height {self.block_store.base_height} but the newest "
+                f"usable checkpoint is of height {base}: the state in between cannot be rebuilt here; move the block "
+                f"log aside to start empty and sync state from a peer")
         if base > self.block_store.height:
             raise NodeRefused(f"checkpoint {base} is above the block log's height {self.block_store.height}")
         initial = checkpoint.state if checkpoint is not None else self.layout.genesis(config.subnet_id).read_bytes()
