@@ -43,7 +43,7 @@ class AgreementRunner:
     def __init__(
         self,
         node: AgreementNode,
-        client: AgreementClient,
+        client: AgreementClient | None = None,
         *,
         persist: Callable[[Message], None] = lambda message: None,
         on_finalized: Callable[[Finalized], None] = lambda output: None,
@@ -62,7 +62,13 @@ class AgreementRunner:
         self.refused_statuses = 0
         self._posted: deque[Callable[[AgreementNode, int], list[Output]]] = deque()
 
-    def start(self) -> None:
+    def start(self, client: AgreementClient | None = None) -> None:
+        """Send the protocol's first outputs and run its timers; ``client`` (if not given at
+        construction: a node binds its own endpoints after restoring) carries its messages."""
+        if client is not None:
+            self._client = client
+        if self._client is None:
+            raise RuntimeError("an AgreementRunner needs a client to start")
         with self._lock:
             self._carry_out(self.node.start(self._clock()))
             self._drain()

@@ -92,6 +92,16 @@ __all__ = ["NodeProcess", "main"]
 _log = logging.getLogger("replica.testnet.node_process")
 
 
+def _process_age_s() -> float | None:
+    """Seconds since this process started (interpreter start-up and imports included; Linux)."""
+    try:
+        start_ticks = int(Path("/proc/self/stat").read_text().rsplit(")", 1)[1].split()[19])
+        uptime = float(Path("/proc/uptime").read_text().split()[0])
+        return uptime - start_ticks / os.sysconf("SC_CLK_TCK")
+    except (OSError, ValueError, IndexError):
+        return None
+
+
 class NodeRefused(RuntimeError):
     """The node cannot start without risking finalized data: it exits with ``EXIT_REFUSED``."""
 
@@ -193,17 +203,22 @@ class NodeProcess:
         self.restore_s = time.monotonic() - started
         _log.info("%s: state of height %d (checkpoint %s, %d blocks re-executed) in %.2f s", config.node_id,
                   self.height, base or "none", self.replayed, self.restore_s)
-        self.runner = AgreementRunner(self._agreement_node(), _NoClient(), persist=self.agreement_log.append,
+        self.runner = AgreementRunner(self._agreement_node(), persist=self.agreement_log.append,
                                       on_finalized=self._on_finalized, on_output=self._on_output, clock=clock)
         self._peer_heights: dict[str, int] = {}
         self._progress = (self.runner.node.finalized_height, time.monotonic())
         self._offer_cache: tuple[int, bytes] | None = None
         self.synced_from: tuple[str, int] | None = None
+        #: Seconds from the process's start until it had finalized what a peer reported.
+        self.caught_up_s: float | None = None
+        self._was_behind = False
         self._next_sync_at = 0.0
         self._servers: list[Any] = []
         self._gossip_order: list[str] = []
         self._gossip_lock = threading.Lock()
         self._client: AgreementClient | None = None
+        self._xnet_address = ""
+        self._fetching = False
         self.traffic: DemoTraffic | None = None
 
     # -- restoring ------------------------------------------------------------------------
@@ -259,8 +274,8 @@ class NodeProcess:
     def _execute_finalized_through(self, height: int) -> None:
         """Execute finalized blocks the protocol holds up to ``height`` (before proposing or
         validating on top of them: their ``Finalized`` outputs come after the step)."""
-        agreement = self.runner.node if hasattr(self, "runner") else None
-        while agreement is not None and self.block_store.height < height:
+        agreement = self.runner.node
+        while self.block_store.height < height:
             entry = agreement.finalized_block(self.block_store.height + 1)
             if entry is None:
                 return
@@ -463,6 +478,17 @@ class NodeProcess:
         if isinstance(message, Status) and message.sender == sender:
             self._peer_heights[sender] = message.finalized_height
         self.runner.deliver(sender, message)
+        if self.caught_up_s is None and self._peer_heights:
+            ahead = min(self._peer_heights.values())   # what every peer that spoke had
+            if ahead > self.runner.node.finalized_height:
+                self._was_behind = True
+            elif self._was_behind:
+                with self._gossip_lock:   # once, though messages arrive on several threads
+                    if self.caught_up_s is not None:
+                        return
+                    self.caught_up_s = _process_age_s()
+                _log.info("%s: caught up with its peers at height %d, %.2f s after the process started",
+                          self.config.node_id, self.runner.node.finalized_height, self.caught_up_s)
 
     # -- ingress API ------------------------------------------------------------------------
 
@@ -558,10 +584,11 @@ class NodeProcess:
 
     # -- lifecycle --------------------------------------------------------------------------
 
-    def start(self, stop: threading.Event) -> None:
-        """Bind every endpoint, publish them, wait for the registry to list our XNet
-        address, then start fetching slices and agreeing."""
-        xnet = self.node.start_server()
+    def start(self) -> None:
+        """Bind every endpoint, publish them (``endpoints.json``) and start agreeing: peers
+        find our agreement endpoint there, so catching up starts at once. Pulling slices
+        starts in ``tick`` once the launcher has put our XNet address into the registry."""
+        self._xnet_address = self.node.start_server()
         self._servers.append(self.node)
         record = self.registry.get().latest()
         peers = {n.node_id: n.certificate_pem for n in record.nodes_of(self.config.subnet_id)}
@@ -573,24 +600,24 @@ class NodeProcess:
         http = HttpApiServer(backend)
         http_address = http.start()
         self._servers.append(http)
-        self.layout.write_json(self.files.endpoints, {"xnet": xnet, "agreement": f"127.0.0.1:{port}",
-                                                      "http": http_address})
-        _log.info("%s: xnet %s, agreement 127.0.0.1:%d, http %s", self.config.node_id, xnet, port, http_address)
-        while not stop.is_set():
-            self.refresh_registry()
-            if self.registry.get().latest().node(self.config.node_id).xnet_address == xnet:
-                break
-            stop.wait(0.05)
-        self.node.start_fetching()
         others = {n: pem for n, pem in peers.items() if n != self.config.node_id}
         self._client = AgreementClient(self._identity, _PeerBook(Path(self.config.testnet_dir), others))
         self._gossip_order = list(others)
-        self.runner._client = self._client
-        self.runner.start()
-        subnets = list(self.manifest["subnets"])
-        first = self.registry.get().latest().subnet(self.config.subnet_id).node_ids[0]
+        # published before the first Status goes out: the answers must find us
+        self.layout.write_json(self.files.endpoints, {"xnet": self._xnet_address, "agreement": f"127.0.0.1:{port}",
+                                                      "http": http_address})
+        self.runner.start(self._client)
+        _log.info("%s: xnet %s, agreement 127.0.0.1:%d, http %s", self.config.node_id, self._xnet_address, port,
+                  http_address)
+        first = record.subnet(self.config.subnet_id).node_ids[0]
         if has_genesis_apps(self.manifest) and first == self.config.node_id:
-            self.traffic = DemoTraffic(self.config.subnet_id, subnets)
+            self.traffic = DemoTraffic(self.config.subnet_id, list(self.manifest["subnets"]))
+
+    def _start_fetching_once_published(self) -> None:
+        if self._fetching or self.registry.get().latest().node(self.config.node_id).xnet_address != self._xnet_address:
+            return
+        self.node.start_fetching()
+        self._fetching = True
 
     def refresh_registry(self) -> None:
         stamp = self._stamp()
@@ -607,6 +634,7 @@ class NodeProcess:
         if self.runner.failure is not None:
             raise self.runner.failure
         self.refresh_registry()
+        self._start_fetching_once_published()
         reason = self._needs_state_sync()
         if reason is not None and time.monotonic() >= self._next_sync_at and not self.state_sync(reason):
             self._next_sync_at = time.monotonic() + 5.0   # no peer offered a newer checkpoint yet
@@ -618,6 +646,8 @@ class NodeProcess:
         status["finalized_height"] = self.runner.node.finalized_height
         status["restore_s"] = round(self.restore_s, 3)
         status["replayed"] = self.replayed
+        status["caught_up_s"] = self.caught_up_s
+        status["agreement_counters"] = dict(self.runner.node.counters)
         status["synced_from"] = list(self.synced_from) if self.synced_from else None
         self.layout.write_json(self.files.status, status)
 
@@ -641,13 +671,6 @@ def _crash_point(node_id: str) -> int | None:
     return int(height) if node == node_id and height.isdigit() else None
 
 
-class _NoClient:
-    """The runner's client until the endpoints are up (nothing is sent before ``start``)."""
-
-    def send(self, node_id: str, data: bytes) -> None:
-        pass
-
-
 def run(config: NodeProcessConfig) -> int:
     stop = threading.Event()
     for sig in (signal.SIGTERM, signal.SIGINT):
@@ -659,7 +682,7 @@ def run(config: NodeProcessConfig) -> int:
         _log.error("%s refused to start: %s (exit code %d: do not restart)", config.node_id, exc, EXIT_REFUSED)
         return EXIT_REFUSED
     try:
-        process.start(stop)
+        process.start()
         while not stop.wait(config.tick_s):
             if launcher_pid and os.getppid() != launcher_pid:
                 _log.warning("%s: the launcher (pid %d) is gone; stopping", config.node_id, launcher_pid)
