@@ -33,7 +33,7 @@ from floor import in_floor_units, measure_floor_us
 from replica.client.identity import UserKey
 from replica.progress import Progress
 from replica.testnet.http_endpoints import agent_for_testnet
-from replica.testnet.launcher import TestnetLayout
+from replica.testnet.launcher import TestnetLayout, testnet_nodes
 from replica.testnet.lifecycle import down, up
 from replica.testnet.load import LoadOptions, run_load
 
@@ -50,11 +50,14 @@ def _rss_kib(pid: int) -> int:
     return 0
 
 
-def _subnet_pids(layout: TestnetLayout, subnets: list[str]) -> list[int]:
+def _replica_pids(layout: TestnetLayout, subnets: list[str]) -> list[int]:
+    """The running pids of the testnet's replica processes: one per node (or per subnet in the
+    subnet process model), read anew each sample since a restarted node has a new pid."""
+    units = list(subnets) + [n for nodes in testnet_nodes(layout, subnets).values() for n in nodes]
     pids = []
-    for subnet in subnets:
+    for unit in units:
         try:
-            pids.append(int(layout.pid(subnet).read_text().strip()))
+            pids.append(int(layout.pid(unit).read_text().strip()))
         except (OSError, ValueError):
             pass
     return pids
@@ -91,7 +94,7 @@ def main() -> int:
 
         def sample() -> None:
             while not stop.wait(1.0):
-                samples.append(sum(_rss_kib(pid) for pid in _subnet_pids(layout, subnets)))
+                samples.append(sum(_rss_kib(pid) for pid in _replica_pids(layout, subnets)))
 
         sampler = threading.Thread(target=sample, daemon=True)
         try:
