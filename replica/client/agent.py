@@ -4,8 +4,8 @@
 ``endpoint`` (``"127.0.0.1:port"``, a list of one subnet's nodes, or ``{subnet id:
 "host:port" | ["host:port", …]}`` to reach each canister's own subnet through any of its
 nodes). With several nodes, a node that
-gives no HTTP answer or answers 503 ``unavailable`` is passed over for the next, which the
-agent then keeps using; a call resubmitted that way and refused as ``duplicate`` was pooled
+gives no HTTP answer or answers 503 ``unavailable`` (or, for a query, ``not_certified_yet``)
+is passed over for the next, which the agent then keeps using; a call resubmitted that way and refused as ``duplicate`` was pooled
 by the node that went silent, and counts as submitted. ``registry`` (``consensus_stub.registry.Registry``, e.g. a testnet's
 ``registry.bin``) is the root of trust: it says which subnet's canister ranges cover a
 canister and that subnet's threshold public key.
@@ -64,6 +64,9 @@ from .http_wire import (
 from .identity import UserKey
 
 __all__ = ["Agent", "RequestStatus", "reject_code_name", "error_for_answer", "status_from_certificate"]
+
+#: 503 reasons for which the next node of the subnet is asked instead (per kind of request).
+_PASS_OVER = {"call": ("unavailable",), "read_state": ("unavailable",), "query": ("unavailable", "not_certified_yet")}
 
 #: Certifications whose signature an agent remembers having verified.
 _REMEMBERED_SIGNATURES = 64
@@ -264,10 +267,22 @@ class Agent:
             time.sleep(min(delay, remaining))
             delay = min(delay * 1.5, self.max_poll_interval_s)
 
-    def query_answer(self, canister_id: int, method: str, arg: Any = None) -> QueryAnswer:
-        """A query's answer (reply bytes or reject) and the certified height it was run at."""
+    def query_answer(self, canister_id: int, method: str, arg: Any = None,
+                     timeout_s: float = 10.0) -> QueryAnswer:
+        """A query's answer (reply bytes or reject) and the certified height it was run at.
+        A node whose latest state is not certified yet (503 ``not_certified_yet``: it has just
+        executed a height, or is catching up) is passed over for the next node, and when every
+        node says so the query is asked again, polling as ``wait`` does, until ``timeout_s``."""
         envelope, _ = self._envelope(canister_id, method, arg)
-        status, body = self._post(canister_id, "query", envelope)
+        deadline = time.monotonic() + timeout_s
+        delay = self.poll_interval_s
+        while True:
+            status, body = self._post(canister_id, "query", envelope)
+            if status == 503 and _reason(body) == "not_certified_yet" and time.monotonic() < deadline:
+                time.sleep(delay)
+                delay = min(delay * 1.5, self.max_poll_interval_s)
+                continue
+            break
         if status != 200:
             raise error_for_answer(status, body)
         try:
@@ -363,7 +378,7 @@ class Agent:
             except TransportError as exc:
                 failure = exc
                 continue
-            if status == 503 and position + 1 < len(candidates) and _reason(answer) == "unavailable":
+            if status == 503 and position + 1 < len(candidates) and _reason(answer) in _PASS_OVER.get(kind, ()):
                 continue
             if position and isinstance(self._endpoints, dict):
                 routed = self.subnet_of(canister_id, subnet)

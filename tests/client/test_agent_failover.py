@@ -110,3 +110,34 @@ def test_no_answer_from_any_node_is_a_transport_error():
     with pytest.raises(Exception, match="unavailable"):
         agent.submit_call(5, "increment", 1)
     assert nodes.asked == list(NODES)
+
+
+class CertifyingLater(ScriptedNodes):
+    """Every node says 503 not_certified_yet to the first ``refusals`` queries, then answers."""
+
+    def __init__(self, refusals: int) -> None:
+        super().__init__({n: "503 not_certified_yet" for n in NODES})
+        self.refusals = refusals
+
+    def request(self, method, endpoint, path, body):
+        if self.refusals > 0:
+            self.refusals -= 1
+            return super().request(method, endpoint, path, body)
+        self.asked.append(endpoint)
+        from replica.client.http_wire import QueryAnswer, encode_query_answer
+        from state_manager.encoding import encode
+        return 200, encode_query_answer(QueryAnswer(7, reply=encode(42)))
+
+
+def test_a_query_passes_over_nodes_not_certified_yet_and_asks_again_until_one_is():
+    agent, _ = _agent({n: "accept" for n in NODES})
+    nodes = agent._http = CertifyingLater(refusals=4)   # all three, then the first again
+    assert agent.query_call(5, "get") == 42
+    assert nodes.asked[:3] == list(NODES) and len(nodes.asked) == 5   # all passed over, then asked again
+
+
+def test_a_query_no_node_certifies_in_time_is_refused_with_the_reason():
+    agent, _ = _agent({n: "accept" for n in NODES})
+    agent._http = CertifyingLater(refusals=10**6)
+    with pytest.raises(Exception, match="not_certified_yet"):
+        agent.query_answer(5, "get", timeout_s=0.2)
