@@ -1,9 +1,11 @@
 """Collect certification shares per height; aggregate once ``t`` valid ones agree (pure).
 
 Shares are keyed by ``(height, node index)``: a node's later share for the same height is
-ignored. When some state root at a height has ``t`` shares, they are handed to
-``aggregate_certification`` (which verifies each one against the node's public key share and
-drops bad ones); if fewer than ``t`` are valid, the pool waits for more. A certification,
+ignored. When some state root at a height has ``t`` shares, they are combined and the result
+checked once under the subnet key (``combine_unverified``: one pairing check, the common case);
+if it does not verify, they are handed to ``aggregate_certification`` (which verifies each one
+against the node's public key share and drops bad ones); if fewer than ``t`` are valid, the
+pool waits for more. A certification,
 once made, is kept until ``purge_below``.
 """
 
@@ -11,7 +13,7 @@ from __future__ import annotations
 
 from state_manager.certification import (
     Certification, CertificationError, CertificationShare, NotEnoughValidShares, SignatureMemo,
-    aggregate_certification,
+    aggregate_certification, combine_unverified,
 )
 
 from .registry import SubnetRecord
@@ -45,9 +47,12 @@ class CertificationPool:
         same_root = [s for s in at_height.values() if s.root == share.root]
         if len(same_root) < self._subnet.threshold:
             return None
+        # optimistic: t shares combined and checked once; only if that fails, each share
+        certification = combine_unverified(same_root, self._subnet.threshold, self._subnet.public_key, self._memo)
         try:
-            certification = aggregate_certification(
-                same_root, self._subnet.threshold, self._subnet.public_key, self._key_shares, self._memo)
+            if certification is None:
+                certification = aggregate_certification(
+                    same_root, self._subnet.threshold, self._subnet.public_key, self._key_shares, self._memo)
         except NotEnoughValidShares:
             return None
         except CertificationError:

@@ -56,7 +56,7 @@ __all__ = [
     "verify_certification", "SignatureMemo",
     "sign_certification_share",
     "verify_certification_share",
-    "aggregate_certification",
+    "aggregate_certification", "combine_unverified",
 ]
 
 #: 2: the signed message covers the height (version 1 signed the root alone).
@@ -312,6 +312,37 @@ def verify_certification_share(share: CertificationShare, public_key_share: byte
     key = _parse_public_key(public_key_share, f"public key share of node {share.node_index}")
     _check_signature(share.height, share.root, share.signature_share, key, f"share of node {share.node_index}",
                      memo=memo, public_key_bytes=public_key_share)
+
+
+def combine_unverified(
+    shares: Iterable[CertificationShare],
+    t: int,
+    subnet_public_key: bytes,
+    memo: SignatureMemo | None = None,
+) -> Certification | None:
+    """The optimistic path of aggregation: combine ``t`` shares on one (height, root) without
+    checking each, and keep the result only if it verifies under the subnet key — then it is a
+    valid certification whatever the shares were. One pairing check instead of ``t + 1``;
+    ``None`` when the shares are not ``t`` of one root or the result does not verify (then
+    ``aggregate_certification`` finds the bad shares)."""
+    chosen: dict[int, bytes] = {}
+    first: CertificationShare | None = None
+    for share in shares:
+        if first is None:
+            first = share
+        elif (share.height, share.root) != (first.height, first.root):
+            return None
+        chosen.setdefault(share.node_index, share.signature_share)
+    if first is None or not _is_int(t) or len(chosen) < t:
+        return None
+    try:
+        subnet_key = _parse_public_key(subnet_public_key, "subnet public key")
+        signature = bls.combine_shares(chosen, t)
+        _check_signature(first.height, first.root, signature, subnet_key, "combined signature", memo=memo,
+                         public_key_bytes=subnet_public_key)
+    except (bls.ThresholdBlsError, CertificationError):
+        return None
+    return Certification(height=first.height, root=first.root, signature=signature)
 
 
 def aggregate_certification(

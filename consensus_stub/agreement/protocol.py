@@ -47,7 +47,7 @@ from __future__ import annotations
 
 from typing import Callable, Iterable, Optional, Sequence
 
-from state_manager.certification import CertificationShare
+from state_manager.certification import CertificationShare, SignatureMemo
 
 from ..block import GENESIS_PARENT_HASH, Block, block_hash
 from ..block_maker import ChainTip, block_maker_for, rank_of
@@ -98,6 +98,7 @@ class AgreementNode:
         now: int,
         finalized: Sequence[Finalized] = (),
         own_artifacts: Iterable[Message] = (),
+        signature_memo: Optional[SignatureMemo] = None,
         synced_tip: Optional[tuple[int, bytes]] = None,
     ) -> None:
         """A node at genesis, or (``restore``) at the end of ``finalized`` — a consecutive tail
@@ -137,6 +138,7 @@ class AgreementNode:
         self._now = now
         self._next_rebroadcast = now + config.rebroadcast_interval_ns
         self._certifications: Optional[CertificationPool] = None
+        self._signature_memo = signature_memo   # verified BLS signatures: a cache, never a decision
         self._certified_height = 0
         #: Dropped or refused inputs per reason (deterministic order of first occurrence).
         self.counters: dict[str, int] = {}
@@ -369,7 +371,7 @@ class AgreementNode:
         if share.height <= self._certified_height:
             return
         if self._certifications is None:
-            self._certifications = CertificationPool(self._subnet)
+            self._certifications = CertificationPool(self._subnet, self._signature_memo)
         certification = self._certifications.add_share(share)
         if certification is not None:
             self._certified_height = certification.height

@@ -71,7 +71,7 @@ from replica.node.api_errors import NotCertifiedYet
 from replica.node.http_api import HttpApiServer, NodeBackend
 from .demo_traffic import DemoTraffic, subnet_status
 from .launcher import EXIT_REFUSED, LAUNCHER_PID_ENV, LIMIT_PRESETS, TestnetLayout, has_genesis_apps
-from state_manager.certification import Certification, decode_certification, encode_certification
+from state_manager.certification import Certification, SignatureMemo, decode_certification, encode_certification
 from state_manager.codec import CodecError, check_bytes, check_tuple
 from state_manager.encoding import EncodingError, decode, encode
 from state_manager.state_manager import CertificationMismatch
@@ -187,9 +187,12 @@ class NodeProcess:
         if base > self.block_store.height:
             raise NodeRefused(f"checkpoint {base} is above the block log's height {self.block_store.height}")
         initial = checkpoint.state if checkpoint is not None else self.layout.genesis(config.subnet_id).read_bytes()
+        # one memo for the node's certification pool and state manager: the certification the
+        # pool just made is not pairing-checked again when delivered
+        self._signature_memo = SignatureMemo()
         self.node = ReplicaNode(secrets, self.registry, initial, self.environment, self.limits,
                                 NodeConfig(refresh_interval_s=min(0.5, max(0.02, config.tick_s / 2)),
-                                           fetch_timeout_s=2.0))
+                                           fetch_timeout_s=2.0), signature_memo=self._signature_memo)
         self.executed_log = ExecutedLog(self.files.executed_log)
         self.agreement_log = AgreementLog(self.files.agreement_log)
         self.proof_file = ProofFile(self.files.proof)
@@ -250,7 +253,8 @@ class NodeProcess:
         registry = self.registry.get()
         return dict(propose=self._propose, validate=self._validate, sign=node_key_signer(self._identity),
                     verifier=NodeKeyVerifier.for_subnet(registry.latest(), self.config.subnet_id),
-                    now=self._clock(), own_artifacts=self.agreement_log.artifacts)
+                    now=self._clock(), own_artifacts=self.agreement_log.artifacts,
+                    signature_memo=self._signature_memo)
 
     def _agreement_node(self) -> AgreementNode:
         config = self._agreement_config()

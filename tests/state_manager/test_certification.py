@@ -322,3 +322,22 @@ def test_a_signature_memo_skips_only_the_exact_check_that_passed(deal, foreign, 
     for height in (1, 2, 3):                        # bounded: a full memo starts over
         memo.add((b"k", height, ROOT, b"s"))
     assert (b"k", 3, ROOT, b"s") in memo and (deal.public_key, HEIGHT, ROOT, cert.signature) not in memo
+
+
+def test_optimistic_combination_is_kept_only_when_it_verifies(deal, foreign, shares, key_shares):
+    """``combine_unverified``: t good shares give the certification ``aggregate_certification``
+    gives (one pairing check instead of t + 1); a bad share among them, too few shares, or
+    shares on two roots give ``None`` — never a certification that does not verify."""
+    cert = cm.combine_unverified(shares[:3], 3, deal.public_key)
+    assert cert == cm.aggregate_certification(shares[:3], 3, deal.public_key, key_shares)
+    cm.verify_certification(cert, deal.public_key)
+    alien = cm.sign_certification_share(HEIGHT, ROOT, 1, foreign.secret_share(1))
+    garbage = cm.CertificationShare(HEIGHT, ROOT, 2, b"\x00" * 96)
+    assert cm.combine_unverified([alien, *shares[1:3]], 3, deal.public_key) is None
+    assert cm.combine_unverified([garbage, shares[0], shares[2]], 3, deal.public_key) is None
+    assert cm.combine_unverified(shares[:2], 3, deal.public_key) is None
+    dissent = cm.sign_certification_share(HEIGHT, OTHER_ROOT, 4, deal.secret_share(4))
+    assert cm.combine_unverified([*shares[:2], dissent], 3, deal.public_key) is None
+    memo = cm.SignatureMemo()
+    cert = cm.combine_unverified(shares[1:4], 3, deal.public_key, memo)
+    assert (deal.public_key, cert.height, cert.root, cert.signature) in memo   # delivery skips the check
