@@ -3,8 +3,10 @@
 Two testnets, each started with ``replica testnet up`` (one OS process per node, the
 launcher supervising them) and driven with ``kill-node --hold`` / ``restart-node``:
 
-1. **Recovery** — 2 subnets x 4 nodes, idle, heights as fast as the nodes go
-   (``block_interval_s = 0``), a checkpoint every ``--checkpoint-interval`` heights. Once
+1. **Recovery** — 2 subnets x 4 nodes, idle, a height every ``--block-interval-s`` (0.1 s: the
+   eight nodes then leave the two cores some headroom — run flat out, they saturate them and a
+   restarted process gets an eighth of the CPU for its start-up), a checkpoint every
+   ``--checkpoint-interval`` heights. Once
    subnet-0 is at ``--kill-at`` (>= 1,000), node 2 of subnet-0 is killed (SIGKILL) and held
    down until its peers are ``--down-heights`` (50) further; then it is restarted and timed:
 
@@ -49,12 +51,13 @@ SEED = b"node-recovery-benchmark-seed-32b"
 VICTIM = "subnet-0-node-2"
 
 
-def _configure(layout: TestnetLayout, checkpoint_interval: int, retained_heights: int) -> None:
+def _configure(layout: TestnetLayout, checkpoint_interval: int, retained_heights: int,
+               block_interval_s: float = 0.0) -> None:
     """Node configs written before the launcher would write its defaults (it keeps ours)."""
     for subnet, nodes in testnet_nodes(layout).items():
         for node in nodes:
             config = NodeProcessConfig(str(layout.root), node, subnet, checkpoint_interval=checkpoint_interval,
-                                       retained_heights=retained_heights, block_interval_s=0.0,
+                                       retained_heights=retained_heights, block_interval_s=block_interval_s,
                                        round_timeout_s=1.0, tick_s=0.2)
             config.files.root.mkdir(parents=True, exist_ok=True)
             config.files.config.write_text(config.to_json())
@@ -106,7 +109,8 @@ def _time_catch_up(layout: TestnetLayout, peers: list[str], timeout_s: float) ->
 
 def recovery(root: Path, args) -> dict:
     layout = create_testnet(root, 2, 4, seed=SEED, tick_s=0.2, genesis_apps=False)
-    _configure(layout, args.checkpoint_interval, retained_heights=10 * (args.kill_at + 1_000))
+    _configure(layout, args.checkpoint_interval, retained_heights=10 * (args.kill_at + 1_000),
+               block_interval_s=args.block_interval_s)
     lifecycle.up(root, out=sys.stderr)
     try:
         peers = [n for n in testnet_nodes(layout)["subnet-0"] if n != VICTIM]
@@ -178,6 +182,8 @@ def main() -> None:
     parser.add_argument("--down-heights", type=int, default=50, help="heights its peers make while it is down")
     parser.add_argument("--checkpoint-interval", type=int, default=100, help="heights between checkpoints")
     parser.add_argument("--measure-s", type=float, default=20.0, help="seconds each agreement rate is measured")
+    parser.add_argument("--block-interval-s", type=float, default=0.1,
+                        help="least time between heights of the recovery testnet (0: as fast as the nodes go)")
     args = parser.parse_args()
     floor_us = measure_floor_us()
     with tempfile.TemporaryDirectory(prefix="node-recovery-") as tmp:
@@ -188,6 +194,7 @@ def main() -> None:
         "restart_to_caught_up_floor_units": in_floor_units(result["restart_to_caught_up_s"] * 1e6, floor_us),
         "restart_from_genesis_floor_units": in_floor_units(result["restart_from_genesis_s"] * 1e6, floor_us),
         "checkpoint_interval": args.checkpoint_interval,
+        "block_interval_s": args.block_interval_s,
         "floor_us": floor_us,
     })
     print(json.dumps(result))

@@ -797,14 +797,17 @@ def launch(
 
                 chaos = Chaos(supervisor, chaos_kill, DEFAULT_CHAOS_SEED if chaos_seed is None else chaos_seed)
             started = time.monotonic()
+            shown = 0.0
             try:
                 while duration_s is None or time.monotonic() - started < duration_s:
-                    supervisor.check()
+                    supervisor.check()   # every 0.1 s: a died or released node is restarted at once
                     if chaos is not None:
                         chaos.tick()
-                    statuses = _statuses(layout, subnets)
-                    status.update(_describe(statuses))
-                    time.sleep(0.5)
+                    if time.monotonic() - shown >= 0.5:
+                        shown = time.monotonic()
+                        statuses = _statuses(layout, subnets)
+                        status.update(_describe(statuses))
+                    time.sleep(0.1)
             except KeyboardInterrupt:
                 print("\ninterrupted: settling (interrupt again to stop at once)", file=out)
             _write(layout.traffic_off, b"")

@@ -345,7 +345,8 @@ class NodeProcess:
         if pending is not None and pending.height <= block.height:
             self._pending_certification = None
             self._deliver_certification(pending)
-        if not replaying:
+        if not replaying and block.height + 2 >= self.runner.node.finalized_height:
+            # heights caught up from peers are certified already: no shares for them
             share = self.node.sign_share(block.height)
             self.runner.post(lambda node, now: node.submit_certification_share(share, now))
 
