@@ -8,13 +8,14 @@ launcher supervising them) and driven with ``kill-node --hold`` / ``restart-node
    restarted process gets an eighth of the CPU for its start-up), a checkpoint every
    ``--checkpoint-interval`` heights. Once
    subnet-0 is at ``--kill-at`` (>= 1,000), node 2 of subnet-0 is killed (SIGKILL) and held
-   down until its peers are ``--down-heights`` (50) further; then it is restarted and timed:
+   down until its peers are ``--down-heights`` (50) further; then it is restarted and timed
+   (``--repeats`` times, the median reported beside every run):
 
    * ``restart_to_caught_up_s`` — from the restart command until the node's own HTTP status
      reports a finalized height at least its peers' at that moment (start-up, loading the
      checkpoint, re-executing its block log above it, fetching and executing what it missed);
-   * ``restart_from_genesis_s`` — the same, after killing it again and moving its checkpoints
-     aside, so it re-executes its whole block log from genesis (the baseline: what every
+   * ``restart_from_genesis_s`` — the same (killed and restarted at once), after moving its
+     checkpoints aside, so it re-executes its whole block log from genesis (the baseline: what every
      restart cost before checkpoints). Its nodes keep every block for this (retained heights
      above the run's length), so the baseline has a log to replay.
 
@@ -34,6 +35,7 @@ from __future__ import annotations
 import argparse
 import json
 import shutil
+import statistics
 import sys
 import tempfile
 import time
@@ -117,29 +119,38 @@ def recovery(root: Path, args) -> dict:
         started = time.monotonic()
         _wait_height(layout, peers + [VICTIM], args.kill_at, "2 x 4 nodes: up to the kill height", 1_800)
         heights_per_s = args.kill_at / (time.monotonic() - started)
-        lifecycle.kill_node(root, VICTIM, hold=True)
-        killed_at = _status(layout, VICTIM).get("height", args.kill_at)
-        _wait_height(layout, peers, killed_at + args.down_heights, f"{VICTIM} down: peers go on", 600)
-        restart_s = _time_catch_up(layout, peers, 120)
-        time.sleep(1.0)   # its status file shows the restart's parts
-        restored = _status(layout, VICTIM)
+        restarts, restored, killed_at = [], [], None
+        for attempt in range(args.repeats):
+            lifecycle.kill_node(root, VICTIM, hold=True)
+            down_at = _status(layout, VICTIM).get("height", args.kill_at)
+            killed_at = killed_at or down_at
+            _wait_height(layout, peers, down_at + args.down_heights,
+                         f"{VICTIM} down ({attempt + 1}/{args.repeats}): peers go on", 600)
+            restarts.append(_time_catch_up(layout, peers, 120))
+            time.sleep(1.0)   # its status file shows the restart's parts
+            restored.append(_status(layout, VICTIM))
         # the baseline: the same node, no checkpoint to start from
-        lifecycle.kill_node(root, VICTIM, hold=True)
         files = layout.node_files(VICTIM)
-        aside = files.checkpoints.with_name("checkpoints.moved-for-baseline")
-        files.checkpoints.rename(aside)
-        genesis_s = _time_catch_up(layout, peers, 600)
-        time.sleep(1.0)
-        baseline = _status(layout, VICTIM)
+        baselines, replayed = [], []
+        for attempt in range(args.repeats):
+            lifecycle.kill_node(root, VICTIM, hold=True)
+            files.checkpoints.rename(files.checkpoints.with_name(f"checkpoints.moved-for-baseline-{attempt}"))
+            baselines.append(_time_catch_up(layout, peers, 600))
+            time.sleep(1.0)
+            replayed.append(_status(layout, VICTIM))
+        restart_s, genesis_s = statistics.median(restarts), statistics.median(baselines)
         return {
             "restart_to_caught_up_s": round(restart_s, 3),
             "restart_from_genesis_s": round(genesis_s, 3),
-            "speedup_vs_genesis": round(genesis_s / restart_s, 1),
+            "speedup_vs_genesis": round(genesis_s / restart_s, 2),
+            "restart_to_caught_up_runs_s": [round(x, 3) for x in restarts],
+            "restart_from_genesis_runs_s": [round(x, 3) for x in baselines],
             "killed_at_height": killed_at,
-            "restore_s": restored.get("restore_s"),
-            "replayed_blocks": restored.get("replayed"),
-            "genesis_restore_s": baseline.get("restore_s"),
-            "genesis_replayed_blocks": baseline.get("replayed"),
+            "restore_s": [r.get("restore_s") for r in restored],
+            "replayed_blocks": [r.get("replayed") for r in restored],
+            "genesis_restore_s": [r.get("restore_s") for r in replayed],
+            "genesis_replayed_blocks": [r.get("replayed") for r in replayed],
+            "caught_up_after_process_start_s": [r.get("caught_up_s") for r in restored],
             "heights_per_s_2x4": round(heights_per_s, 2),
         }
     finally:
@@ -182,6 +193,7 @@ def main() -> None:
     parser.add_argument("--down-heights", type=int, default=50, help="heights its peers make while it is down")
     parser.add_argument("--checkpoint-interval", type=int, default=100, help="heights between checkpoints")
     parser.add_argument("--measure-s", type=float, default=20.0, help="seconds each agreement rate is measured")
+    parser.add_argument("--repeats", type=int, default=3, help="restarts measured (medians reported)")
     parser.add_argument("--block-interval-s", type=float, default=0.1,
                         help="least time between heights of the recovery testnet (0: as fast as the nodes go)")
     args = parser.parse_args()

@@ -52,7 +52,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from consensus_stub.agreement.interface import AgreementConfig, BlockContext, Certified, Finalized, IngressReceived
-from consensus_stub.agreement.messages import IngressGossip, Message, Status, encode_message
+from consensus_stub.agreement.messages import CatchUp, IngressGossip, Message, Status, encode_message
 from consensus_stub.agreement.protocol import AgreementNode
 from consensus_stub.agreement.signing import NodeKeyVerifier, node_key_signer
 from consensus_stub.block import Block
@@ -482,6 +482,8 @@ class NodeProcess:
     def _deliver(self, sender: str, message: Message) -> None:
         if isinstance(message, Status) and message.sender == sender:
             self._peer_heights[sender] = message.finalized_height
+        elif isinstance(message, CatchUp):   # the sender has finalized at least that far
+            self._peer_heights[sender] = max(self._peer_heights.get(sender, 0), message.last.height)
         self.runner.deliver(sender, message)
         if self.caught_up_s is None and self._peer_heights:
             ahead = min(self._peer_heights.values())   # what every peer that spoke had
