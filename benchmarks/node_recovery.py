@@ -14,7 +14,7 @@ launcher supervising them) and driven with ``kill-node --hold`` / ``restart-node
    * ``restart_to_caught_up_s`` — from the restart command until the node's own HTTP status
      reports a finalized height at least its peers' at that moment (start-up, loading the
      checkpoint, re-executing its block log above it, fetching and executing what it missed);
-   * ``restart_from_genesis_s`` — the same (killed and restarted at once), after moving its
+   * ``restart_from_genesis_s`` — the same (down for as many heights), after moving its
      checkpoints aside, so it re-executes its whole block log from genesis (the baseline: what every
      restart cost before checkpoints). Its nodes keep every block for this (retained heights
      above the run's length), so the baseline has a log to replay.
@@ -135,6 +135,9 @@ def recovery(root: Path, args) -> dict:
         for attempt in range(args.repeats):
             lifecycle.kill_node(root, VICTIM, hold=True)
             files.checkpoints.rename(files.checkpoints.with_name(f"checkpoints.moved-for-baseline-{attempt}"))
+            down_at = _status(layout, VICTIM).get("height", args.kill_at)
+            _wait_height(layout, peers, down_at + args.down_heights,
+                         f"{VICTIM} down, no checkpoints ({attempt + 1}/{args.repeats}): peers go on", 600)
             baselines.append(_time_catch_up(layout, peers, 600))
             time.sleep(1.0)
             replayed.append(_status(layout, VICTIM))

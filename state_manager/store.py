@@ -24,7 +24,8 @@ from .replicated_state import ReplicatedState
 from .state_codec import decode_state, encode_state
 from .state_tree import build_state_trees
 
-__all__ = ["CheckpointStore", "CheckpointError", "CorruptCheckpoint", "Checkpoint", "encode_manifest"]
+__all__ = ["CheckpointStore", "CheckpointError", "CorruptCheckpoint", "Checkpoint", "encode_manifest",
+           "read_checkpoint_bytes"]
 
 MANIFEST_VERSION = 1
 _TMP_PREFIX = "tmp-"
@@ -63,6 +64,28 @@ def _write_file(path: Path, data: bytes) -> None:
         f.write(data)
         f.flush()
         os.fsync(f.fileno())
+
+
+def read_checkpoint_bytes(directory: Path, height: int) -> tuple[bytes, bytes]:
+    """``(full hash, state.bin)`` of the checkpoint of ``height`` in ``directory``, checked
+    against its manifest (version, height, length, SHA-256) but not decoded;
+    ``CorruptCheckpoint`` for anything missing, unreadable or inconsistent."""
+    try:
+        manifest_bytes = (directory / "manifest.bin").read_bytes()
+        data = (directory / "state.bin").read_bytes()
+    except OSError as exc:
+        raise CorruptCheckpoint(f"checkpoint {directory}: cannot read: {exc}") from exc
+    try:
+        version, m_height, full_hash, digest, size = check_tuple(decode(manifest_bytes), "manifest", 5)
+        if version != MANIFEST_VERSION or check_u64(m_height, "height") != height:
+            raise CodecError("manifest version or height does not match")
+        check_bytes(full_hash, "full hash", 32)
+        check_bytes(digest, "digest", 32)
+    except (EncodingError, CodecError, ValueError) as exc:
+        raise CorruptCheckpoint(f"checkpoint {directory}: bad manifest: {exc}") from exc
+    if len(data) != size or hashlib.sha256(data).digest() != digest:
+        raise CorruptCheckpoint(f"checkpoint {directory}: state.bin does not match its manifest digest")
+    return full_hash, data
 
 
 class CheckpointStore:
@@ -114,21 +137,7 @@ class CheckpointStore:
     def load(self, height: int) -> Checkpoint:
         """Read, verify and decode the checkpoint of ``height`` (``CorruptCheckpoint`` if bad)."""
         directory = self.root / f"{height:020d}"
-        try:
-            manifest_bytes = (directory / "manifest.bin").read_bytes()
-            data = (directory / "state.bin").read_bytes()
-        except OSError as exc:
-            raise CorruptCheckpoint(f"checkpoint {directory}: cannot read: {exc}") from exc
-        try:
-            version, m_height, full_hash, digest, size = check_tuple(decode(manifest_bytes), "manifest", 5)
-            if version != MANIFEST_VERSION or check_u64(m_height, "height") != height:
-                raise CodecError("manifest version or height does not match")
-            check_bytes(full_hash, "full hash", 32)
-            check_bytes(digest, "digest", 32)
-        except (EncodingError, CodecError, ValueError) as exc:
-            raise CorruptCheckpoint(f"checkpoint {directory}: bad manifest: {exc}") from exc
-        if len(data) != size or hashlib.sha256(data).digest() != digest:
-            raise CorruptCheckpoint(f"checkpoint {directory}: state.bin does not match its manifest digest")
+        full_hash, data = read_checkpoint_bytes(directory, height)
         try:
             state = decode_state(data)
         except CodecError as exc:

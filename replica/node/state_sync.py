@@ -26,7 +26,6 @@ state. A fetch request is empty or the msgpack-encoded request version (``1``).
 
 from __future__ import annotations
 
-import hashlib
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Optional
@@ -35,12 +34,12 @@ from state_manager.certification import (
     Certification, CertificationError, InvalidPublicKey, SignatureMemo, decode_certification, encode_certification,
     verify_certification,
 )
-from state_manager.codec import CodecError, check_bytes, check_tuple, check_u64
+from state_manager.codec import CodecError, check_bytes, check_tuple
 from state_manager.encoding import EncodingError, decode, encode, encode_unchecked, is_u64
 from state_manager.replicated_state import ReplicatedState
 from state_manager.state_codec import decode_state
 from state_manager.state_tree import build_state_trees
-from state_manager.store import MANIFEST_VERSION, CheckpointStore, CorruptCheckpoint
+from state_manager.store import CheckpointStore, CorruptCheckpoint, read_checkpoint_bytes
 
 from ..errors import ReplicaError
 
@@ -259,21 +258,7 @@ def offer_from_checkpoint_dir(directory: Path | str, *, block_hash: bytes, certi
     if not (directory.name.isdigit() and len(directory.name) == 20):
         raise CorruptCheckpoint(f"{directory} is not a checkpoint directory (<height as 20 digits>)")
     height = int(directory.name)
-    try:
-        manifest_bytes = (directory / "manifest.bin").read_bytes()
-        data = (directory / "state.bin").read_bytes()
-    except OSError as exc:
-        raise CorruptCheckpoint(f"checkpoint {directory}: cannot read: {exc}") from exc
-    try:
-        version, m_height, full_hash, digest, size = check_tuple(decode(manifest_bytes), "manifest", 5)
-        if version != MANIFEST_VERSION or check_u64(m_height, "height") != height:
-            raise CodecError("manifest version or height does not match")
-        check_bytes(full_hash, "full hash", 32)
-        check_bytes(digest, "digest", 32)
-    except (EncodingError, CodecError, ValueError) as exc:
-        raise CorruptCheckpoint(f"checkpoint {directory}: bad manifest: {exc}") from exc
-    if len(data) != size or hashlib.sha256(data).digest() != digest:
-        raise CorruptCheckpoint(f"checkpoint {directory}: state.bin does not match its manifest digest")
+    _, data = read_checkpoint_bytes(directory, height)
     if certification.height != height:
         raise StateSyncError(f"the certification is of height {certification.height}, the checkpoint of {height}")
     try:
