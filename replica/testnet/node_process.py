@@ -442,7 +442,8 @@ class NodeProcess:
             except (CheckpointFetchError, StateSyncError) as exc:
                 _log.warning("%s: state sync from %s failed: %s", self.config.node_id, peer, exc)
                 continue
-            self.runner.locked(lambda: self._install(offer, state))
+            if not self.runner.locked(lambda: self._install(offer, state)):
+                return False   # the node caught up on its own meanwhile
             self.runner.submit(lambda node, now: node.start(now))
             _log.warning("%s: state sync from %s: continuing from its checkpoint at height %d (%s)",
                          self.config.node_id, peer, offer.height, reason)
@@ -450,10 +451,13 @@ class NodeProcess:
             return True
         return False
 
-    def _install(self, offer, state) -> None:
+    def _install(self, offer, state) -> bool:
         """Under the lock: the verified state, a chain starting at its block, a fresh executed
         log (the old files are moved aside, never deleted), a checkpoint of it, a new agreement
-        node at that tip (keeping the artifacts this node signed)."""
+        node at that tip (keeping the artifacts this node signed). Not if the node has executed
+        that height meanwhile (the offer was checked before the lock was taken)."""
+        if offer.height <= self.height:
+            return False
         self.block_store.close()
         self.block_store = replace_block_log(self.files.blocks, ChainBase(offer.height, offer.block_hash))
         self.executed_log.close()
@@ -468,6 +472,7 @@ class NodeProcess:
         self.runner.node = AgreementNode.from_synced_tip(
             self._agreement_config(), height=offer.height, block_hash=offer.block_hash,
             **self._agreement_callbacks())
+        return True
 
     def _on_output(self, output) -> None:
         if isinstance(output, Certified):
