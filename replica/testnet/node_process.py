@@ -3,7 +3,7 @@
 Start-up (restart time does not grow with the chain: at most one checkpoint interval of
 blocks is re-executed):
 
-1. the newest checkpoint that verifies (``CheckpointStore.load``: digest, strict decoding,
+1. the newest checkpoint that verifies (``NodeCheckpoints.load_newest``: digest, strict decoding,
    recomputed hash); a corrupt one is moved aside (never deleted) and the next older tried;
    none: the subnet's genesis state;
 2. the node's block log from there: blocks above the checkpoint are re-executed, each
@@ -31,7 +31,8 @@ Then the ``AgreementRunner`` drives the protocol; this module supplies its callb
 
 A node far behind (its peers no longer keep the blocks it needs) syncs state: it fetches
 a peer's latest checkpoint, verifies it against the subnet's certification of that height
-and continues from it (``replica.node.state_sync``).
+and continues from it (``replica.node.state_sync``); it serves its own the same way
+(``replica.testnet.node_checkpoints``).
 
 Every tick the main thread re-reads the registry if it changed, writes ``status.json``,
 and on the subnet's first node submits the demo traffic. SIGTERM/SIGINT stop it cleanly;
@@ -59,29 +60,27 @@ from consensus_stub.block import Block
 from consensus_stub.block_maker import ChainTip
 from consensus_stub.block_store import BlockStore, BlockStoreError, ChainBase, open_block_store, replace_block_log
 from consensus_stub.genesis import decode_node_secrets
-from consensus_stub.ingress_pool import Admission
 from consensus_stub.notary import DEFAULT_MAX_CLOCK_SKEW_NS, BlockNotYetValid, InvalidBlock
 from consensus_stub.registry import decode_registry
 from message_routing.batch import encode_batch
-from replica.client import refusal_for
+from replica.client import decode_signed_ingress, refusal_for
 from replica.client.http_wire import QueryAnswer
 from replica.client.refusals import CanisterNotOnSubnet, UnknownCanister
 from replica.execution import ExecutionEnvironment
 from replica.node.api_errors import NotCertifiedYet
 from replica.node.http_api import HttpApiServer, NodeBackend
 from .demo_traffic import DemoTraffic, subnet_status
+from .node_checkpoints import NodeCheckpoints
 from .launcher import EXIT_REFUSED, LAUNCHER_PID_ENV, LIMIT_PRESETS, TestnetLayout, has_genesis_apps
-from state_manager.certification import Certification, SignatureMemo, decode_certification, encode_certification
-from state_manager.codec import CodecError, check_bytes, check_tuple
-from state_manager.encoding import EncodingError, decode, encode
+from state_manager.certification import Certification, SignatureMemo
+from state_manager.encoding import decode
 from state_manager.state_manager import CertificationMismatch
 from state_manager.messages import Reply
-from state_manager.store import CheckpointStore, CorruptCheckpoint
 from xnet.xnet_payload import DecodedXNetPayload
 
 from replica.node.agreement_runner import AgreementRunner
 from replica.node.agreement_transport import AgreementClient, AgreementServer, CheckpointFetchError, PeerAddress
-from replica.node.state_sync import StateSyncError, decode_offer, encode_offer, offer_from_checkpoint, verify_offer
+from replica.node.state_sync import StateSyncError, decode_offer, verify_offer
 from replica.node.batch_processor import canister_classes
 from replica.node.node_store import AgreementLog, ExecutedLog, NodeStoreError, ProofFile, move_aside
 from replica.node.process_config import NodeConfigError, NodeFiles, NodeProcessConfig
@@ -104,18 +103,6 @@ def _process_age_s() -> float | None:
 
 class NodeRefused(RuntimeError):
     """The node cannot start without risking finalized data: it exits with ``EXIT_REFUSED``."""
-
-
-def _load_checkpoint(store: CheckpointStore):
-    """The newest checkpoint that verifies; corrupt ones are moved aside, with a log line."""
-    store.remove_leftovers()
-    for height in reversed(store.heights()):
-        try:
-            return store.load(height)
-        except CorruptCheckpoint as exc:
-            aside = move_aside(store.root / f"{height:020d}")
-            _log.error("refusing checkpoint %d (%s); moved to %s, trying an older one", height, exc, aside)
-    return None
 
 
 class _PeerBook:
@@ -170,10 +157,9 @@ class NodeProcess:
         self._identity = secrets.identity
         self.limits = LIMIT_PRESETS[self.manifest["limits"]]
         self.environment = ExecutionEnvironment(canister_classes(self.manifest["canister_modules"]))
-        self.checkpoints = CheckpointStore(self.files.checkpoints, interval=config.checkpoint_interval,
-                                           keep=config.checkpoints_kept)
+        self.checkpoints = NodeCheckpoints(self.files, config)
         started = time.monotonic()
-        checkpoint = _load_checkpoint(self.checkpoints)
+        checkpoint = self.checkpoints.load_newest()
         try:
             self.block_store: BlockStore = open_block_store(self.files.blocks)
         except BlockStoreError as exc:
@@ -210,7 +196,6 @@ class NodeProcess:
                                       on_finalized=self._on_finalized, on_output=self._on_output, clock=clock)
         self._peer_heights: dict[str, int] = {}
         self._progress = (self.runner.node.finalized_height, time.monotonic())
-        self._offer_cache: tuple[int, bytes] | None = None
         self.synced_from: tuple[str, int] | None = None
         #: Seconds from the process's start until it had finalized what a peer reported.
         self.caught_up_s: float | None = None
@@ -337,10 +322,9 @@ class NodeProcess:
         batch, trees = self.node.execute(block, digest, self._decoded.pop(key, None))
         self._decoded = {k: v for k, v in self._decoded.items() if int.from_bytes(k[32:40], "big") > block.height}
         self.executed_log.record(block.height, encode_batch(batch), trees.full_hash, trees.certified_root)
-        if self.checkpoints.is_due(block.height) and block.height not in self.checkpoints.heights():
-            self.checkpoints.write(block.height, self.node.state, trees.full_hash, before_rename=self._crash_hook)
-            if not replaying:
-                self._after_checkpoint(block.height)
+        written = self.checkpoints.write_if_due(block.height, self.node.state, trees.full_hash, self._crash_hook)
+        if written and not replaying:
+            self._after_checkpoint(block.height)
         pending = self._pending_certification
         if pending is not None and pending.height <= block.height:
             self._pending_certification = None
@@ -365,26 +349,9 @@ class NodeProcess:
         except CertificationMismatch as exc:   # a height this node no longer keeps
             _log.debug("certification of %d not kept: %s", certification.height, exc)
             return
-        self._keep_certification(certification)
+        self.checkpoints.keep_certification(certification, self.block_store.hash_at(certification.height))
 
-    # -- checkpoints: their certifications, pruning, serving them, syncing from them --------
-
-    def _certification_path(self, height: int) -> Path:
-        return self.files.certifications / f"{height:020d}.bin"
-
-    def _keep_certification(self, certification: Certification) -> None:
-        """Beside a checkpoint: its certification and block hash, what a peer's state sync checks."""
-        height = certification.height
-        if height not in self.checkpoints.heights() or self._certification_path(height).exists():
-            return
-        self.files.certifications.mkdir(parents=True, exist_ok=True)
-        tmp = self._certification_path(height).with_suffix(".tmp")
-        tmp.write_bytes(encode((self.block_store.hash_at(height), encode_certification(certification))))
-        os.replace(tmp, self._certification_path(height))
-        kept = set(self.checkpoints.heights())
-        for path in self.files.certifications.glob("*.bin"):
-            if path.stem.isdigit() and int(path.stem) not in kept:
-                path.unlink(missing_ok=True)
+    # -- after a checkpoint; syncing state from a peer's ---------------------------------
 
     def _after_checkpoint(self, height: int) -> None:
         """Prune the block log to what peers may ask for (``retained_heights``) and what a
@@ -393,25 +360,6 @@ class NodeProcess:
         if keep_from > self.block_store.base_height + 1:
             self.block_store.prune_below(keep_from)
         self.agreement_log.compact(self.runner.node.finalized_height)
-
-    def _serve_checkpoint(self) -> bytes | None:
-        """The newest checkpoint with its certification, as a peer's state sync asks for it
-        (gRPC thread; checkpoints are immutable once renamed into place, so no lock)."""
-        for height in reversed(self.checkpoints.heights()):
-            cached = self._offer_cache
-            if cached is not None and cached[0] == height:
-                return cached[1]
-            try:
-                block_hash, certification = check_tuple(decode(self._certification_path(height).read_bytes()), "sidecar", 2)
-                offer = offer_from_checkpoint(self.checkpoints, height, block_hash=check_bytes(block_hash, "hash", 32),
-                                              certification=decode_certification(certification))
-            except (OSError, EncodingError, CodecError, ValueError) as exc:
-                _log.debug("checkpoint %d not offered: %s", height, exc)
-                continue
-            data = encode_offer(offer)
-            self._offer_cache = (height, data)
-            return data
-        return None
 
     def _needs_state_sync(self) -> str | None:
         """Why this node should sync state from a peer now, or ``None``: peers are further
@@ -468,7 +416,7 @@ class NodeProcess:
         self._pending_certification = None
         full_hash = self.node.state_manager.latest.full_hash
         self.checkpoints.write(offer.height, state, full_hash)
-        self._keep_certification(offer.certification)
+        self.checkpoints.keep_certification(offer.certification, offer.block_hash)
         self.runner.node = AgreementNode.from_synced_tip(
             self._agreement_config(), height=offer.height, block_hash=offer.block_hash,
             **self._agreement_callbacks())
@@ -584,14 +532,12 @@ class NodeProcess:
         return None if latest is None else latest[1]
 
     def query(self, canister_id: int, method: str, arg: Any = None, caller: bytes = b"") -> Any:
-        from state_manager.encoding import decode
         answer = self.runner.locked(lambda: self.environment.run_query(self.node.state, canister_id, method, arg, caller))
         if type(answer) is not Reply:
             raise RuntimeError(f"query {method} on {canister_id} failed: {answer}")
         return decode(answer.data) if answer.data else None
 
     def submit(self, envelope: bytes) -> None:
-        from replica.client import decode_signed_ingress
         self._submit(decode_signed_ingress(envelope, self.limits.max_ingress_bytes))
 
     # -- lifecycle --------------------------------------------------------------------------
@@ -604,7 +550,7 @@ class NodeProcess:
         self._servers.append(self.node)
         record = self.registry.get().latest()
         peers = {n.node_id: n.certificate_pem for n in record.nodes_of(self.config.subnet_id)}
-        server = AgreementServer(self._identity, peers, self._deliver, serve_checkpoint=self._serve_checkpoint)
+        server = AgreementServer(self._identity, peers, self._deliver, serve_checkpoint=self.checkpoints.offer)
         port = server.start()
         self._servers.append(server)
         backend = NodeBackend(self.config.subnet_id, self.config.node_id, self.limits, self._submit, self._query,

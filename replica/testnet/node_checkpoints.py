@@ -1,0 +1,108 @@
+"""A node process's checkpoints and what is kept beside them (shell).
+
+* ``checkpoints/<height>/`` — the state every ``checkpoint_interval`` heights
+  (``state_manager.store.CheckpointStore``: written to a temporary directory, fsynced,
+  renamed; verified when loaded). ``load_newest`` takes the newest that verifies; a corrupt
+  one is moved aside (never deleted) and the next older tried.
+* ``certifications/<height>.bin`` — beside each checkpoint, the subnet's certification of
+  that height and the hash of its finalized block: what a peer's state sync checks the
+  checkpoint against and continues the chain from. Written when the certification arrives,
+  removed with its checkpoint.
+* ``offer()`` — the newest checkpoint that has both, encoded as a ``CheckpointOffer``
+  (``replica.node.state_sync``) for a peer's ``FetchCheckpoint``; cached per height, since a
+  checkpoint never changes once renamed into place (so no lock is needed to read it).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from pathlib import Path
+from typing import Callable
+
+from replica.node.node_store import move_aside
+from replica.node.process_config import NodeFiles, NodeProcessConfig
+from replica.node.state_sync import encode_offer, offer_from_checkpoint
+from state_manager.certification import Certification, decode_certification, encode_certification
+from state_manager.codec import CodecError, check_bytes, check_tuple
+from state_manager.encoding import EncodingError, decode, encode
+from state_manager.replicated_state import ReplicatedState
+from state_manager.store import Checkpoint, CheckpointStore, CorruptCheckpoint
+
+__all__ = ["NodeCheckpoints"]
+
+_log = logging.getLogger(__name__)
+
+
+class NodeCheckpoints:
+    """The checkpoints of one node process (module docstring)."""
+
+    def __init__(self, files: NodeFiles, config: NodeProcessConfig) -> None:
+        self.store = CheckpointStore(files.checkpoints, interval=config.checkpoint_interval,
+                                     keep=config.checkpoints_kept)
+        self._certifications = files.certifications
+        self._offer_cache: tuple[int, bytes] | None = None
+
+    def heights(self) -> list[int]:
+        return self.store.heights()
+
+    def load_newest(self) -> Checkpoint | None:
+        """The newest checkpoint that verifies; corrupt ones are moved aside, with a log line."""
+        self.store.remove_leftovers()
+        for height in reversed(self.store.heights()):
+            try:
+                return self.store.load(height)
+            except CorruptCheckpoint as exc:
+                aside = move_aside(self.store.root / f"{height:020d}")
+                _log.error("refusing checkpoint %d (%s); moved to %s, trying an older one", height, exc, aside)
+        return None
+
+    def write_if_due(self, height: int, state: ReplicatedState, full_hash: bytes,
+                     before_rename: Callable[[Path], None] | None = None) -> bool:
+        """Checkpoint ``height`` if it is a checkpoint height not written yet; whether it did."""
+        if not self.store.is_due(height) or height in self.store.heights():
+            return False
+        self.store.write(height, state, full_hash, before_rename=before_rename)
+        return True
+
+    def write(self, height: int, state: ReplicatedState, full_hash: bytes) -> None:
+        """Checkpoint ``height`` now (a state installed by state sync)."""
+        self.store.write(height, state, full_hash)
+
+    def _certification_path(self, height: int) -> Path:
+        return self._certifications / f"{height:020d}.bin"
+
+    def keep_certification(self, certification: Certification, block_hash: bytes | None) -> None:
+        """Beside the checkpoint of the certification's height (if there is one): the
+        certification and the block hash; those of checkpoints since deleted go."""
+        height = certification.height
+        path = self._certification_path(height)
+        if block_hash is None or height not in self.store.heights() or path.exists():
+            return
+        self._certifications.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_suffix(".tmp")
+        tmp.write_bytes(encode((block_hash, encode_certification(certification))))
+        os.replace(tmp, path)
+        kept = set(self.store.heights())
+        for old in self._certifications.glob("*.bin"):
+            if old.stem.isdigit() and int(old.stem) not in kept:
+                old.unlink(missing_ok=True)
+
+    def offer(self) -> bytes | None:
+        """The newest checkpoint with its certification, as a peer's state sync asks for it."""
+        for height in reversed(self.store.heights()):
+            cached = self._offer_cache
+            if cached is not None and cached[0] == height:
+                return cached[1]
+            try:
+                block_hash, certification = check_tuple(decode(self._certification_path(height).read_bytes()),
+                                                        "checkpoint certification", 2)
+                offer = offer_from_checkpoint(self.store, height, block_hash=check_bytes(block_hash, "hash", 32),
+                                              certification=decode_certification(certification))
+            except (OSError, EncodingError, CodecError, ValueError) as exc:
+                _log.debug("checkpoint %d not offered: %s", height, exc)
+                continue
+            data = encode_offer(offer)
+            self._offer_cache = (height, data)
+            return data
+        return None
