@@ -125,7 +125,8 @@ def _restart_node(args: argparse.Namespace) -> int:
 
 def _run(args: argparse.Namespace) -> int:
     """Create the directory (unless it holds a testnet) and run it in the foreground."""
-    from replica.testnet.launcher import TestnetLayout, create_testnet, launch, process_model_of
+    from replica.testnet.launcher import TestnetLayout, create_testnet, process_model_of
+    from replica.testnet.supervisor import launch
     from replica.testnet.lifecycle import testnet_directory
 
     layout = TestnetLayout(testnet_directory(args.dir))

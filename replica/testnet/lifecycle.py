@@ -35,9 +35,10 @@ from typing import Iterator, TextIO
 from replica.progress import Progress
 
 from .launcher import (
-    DEFAULT_PROCESS_MODEL, PROCESS_MODELS, TestnetError, TestnetLayout, canister_range, create_testnet, launch,
+    DEFAULT_PROCESS_MODEL, PROCESS_MODELS, TestnetError, TestnetLayout, canister_range, create_testnet,
     process_model_of, testnet_nodes,
 )
+from .supervisor import launch
 
 __all__ = [
     "DEFAULT_DIRECTORY", "testnet_directory", "running_launcher", "up", "down", "status", "SubnetStatus", "log_lines",

@@ -13,6 +13,7 @@ import pytest
 
 from consensus_stub.block_store import BlockLogBehind, CorruptBlockLog
 from replica.testnet import launcher as tn
+from replica.testnet import supervisor as sv
 from tests.integration.harness import ALPHA, make_testnet
 
 pytestmark = pytest.mark.timeout(120)
@@ -78,7 +79,7 @@ def test_the_launcher_stops_on_a_refusal_and_names_the_log(tmp_path):
     damaged = b"blocklog" + (2).to_bytes(4, "big") + b"garbage, not a record"
     path.write_bytes(damaged)
     with pytest.raises(tn.TestnetError, match="refused to start") as info:
-        tn.launch(layout.root, duration_s=5.0, settle_timeout_s=10, stream=io.StringIO())
+        sv.launch(layout.root, duration_s=5.0, settle_timeout_s=10, stream=io.StringIO())
     assert str(layout.log("subnet-1")) in str(info.value)
     assert f"block log {path} is corrupt at record 0" in layout.log("subnet-1").read_text()
     assert path.read_bytes() == damaged

@@ -11,6 +11,7 @@ import pytest
 
 from replica.client import UserKey
 from replica.testnet import launcher as tn
+from replica.testnet import supervisor as sv
 from replica.testnet.http_endpoints import agent_for_testnet, read_http_endpoints
 
 pytestmark = pytest.mark.timeout(120)
@@ -31,7 +32,7 @@ def test_subnet_processes_serve_verified_calls(tmp_path):
     layout = tn.create_testnet(tmp_path / "net", 2, 1, seed=SEED, tick_s=0.05)
     layout.traffic_off.parent.mkdir(parents=True, exist_ok=True)
     layout.traffic_off.write_bytes(b"")
-    supervisor = tn.Supervisor(layout, ["subnet-0", "subnet-1"], io.StringIO())
+    supervisor = sv.Supervisor(layout, ["subnet-0", "subnet-1"], io.StringIO())
     try:
         supervisor.start_all()
         supervisor.wait_published()

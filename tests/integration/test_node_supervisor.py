@@ -21,6 +21,7 @@ from hypothesis import given, settings, strategies as st
 from consensus_stub.registry import decode_registry
 from replica.testnet import chaos as chaos_mod
 from replica.testnet import launcher as tn
+from replica.testnet import supervisor as sv
 from replica.testnet import lifecycle
 
 pytestmark = pytest.mark.timeout(120)
@@ -75,7 +76,7 @@ def fake_nodes(tmp_path, monkeypatch):
         mode, certified = tuning.get(node, ("ok", 5))
         return [sys.executable, str(script), str(layout.node_files(node).config), mode, str(certified)]
 
-    monkeypatch.setattr(tn, "_node_command", command)
+    monkeypatch.setattr(sv, "_node_command", command)
     return tuning
 
 
@@ -84,7 +85,7 @@ def _node_testnet(tmp_path, subnets: int = 2, nodes: int = 4) -> tn.TestnetLayou
                              process_model="node")
 
 
-def _until(supervisor: tn.Supervisor | None, condition, what: str, timeout_s: float = 30.0):
+def _until(supervisor: sv.Supervisor | None, condition, what: str, timeout_s: float = 30.0):
     """Supervise (``check``) until ``condition()`` holds."""
     deadline = time.monotonic() + timeout_s
     while True:
@@ -119,7 +120,7 @@ def running(tmp_path, fake_nodes):
     """A node-model testnet of 2 x 4 fake nodes under a ``Supervisor``, published."""
     layout = _node_testnet(tmp_path)
     out = io.StringIO()
-    supervisor = tn.Supervisor(layout, ["subnet-0", "subnet-1"], out)
+    supervisor = sv.Supervisor(layout, ["subnet-0", "subnet-1"], out)
     try:
         supervisor.start_all()
         supervisor.wait_published()
@@ -147,7 +148,7 @@ def test_the_node_model_starts_every_node_and_publishes_its_endpoints(tmp_path, 
     fake_nodes["subnet-0-node-3"] = ("ok", 9)     # the most certified node of subnet-0
     fake_nodes["subnet-1-node-2"] = ("ok", 9)     # tied with subnet-1-node-4: the first in registry order
     fake_nodes["subnet-1-node-4"] = ("ok", 9)
-    supervisor = tn.Supervisor(layout, ["subnet-0", "subnet-1"], io.StringIO())
+    supervisor = sv.Supervisor(layout, ["subnet-0", "subnet-1"], io.StringIO())
     try:
         supervisor.start_all()
         nodes = [f"subnet-{s}-node-{i}" for s in range(2) for i in range(1, 5)]
@@ -253,7 +254,7 @@ def test_a_hold_at_start_leaves_the_node_down(tmp_path, fake_nodes):
     layout.hold("subnet-0-node-1").parent.mkdir(parents=True)
     layout.hold("subnet-0-node-1").write_text("")
     out = io.StringIO()
-    supervisor = tn.Supervisor(layout, ["subnet-0"], out)
+    supervisor = sv.Supervisor(layout, ["subnet-0"], out)
     try:
         supervisor.start_all()
         supervisor.wait_published()
@@ -278,7 +279,7 @@ def test_the_node_commands_refuse_what_they_cannot_do(tmp_path, running):
     with pytest.raises(tn.TestnetError, match="process model 'subnet', not 'node'"):
         lifecycle.up(subnet_model.root, process_model="node", out=io.StringIO())
     with pytest.raises(tn.TestnetError, match="chaos-kill kills nodes"):
-        tn.launch(subnet_model.root, duration_s=0, chaos_kill=1.0, stream=io.StringIO())
+        sv.launch(subnet_model.root, duration_s=0, chaos_kill=1.0, stream=io.StringIO())
     with pytest.raises(tn.TestnetError, match="no process model"):
         tn.create_testnet(tmp_path / "bad", 1, 1, seed=SEED, process_model="thread")
 
@@ -287,7 +288,7 @@ def test_a_node_dying_by_itself_counts_toward_the_limit(tmp_path, fake_nodes):
     layout = _node_testnet(tmp_path, subnets=1)
     fake_nodes["subnet-0-node-3"] = ("exit1", 0)
     out = io.StringIO()
-    supervisor = tn.Supervisor(layout, ["subnet-0"], out)
+    supervisor = sv.Supervisor(layout, ["subnet-0"], out)
     try:
         supervisor.start_all()
         with pytest.raises(tn.TestnetError, match=f"subnet-0-node-3 .* died {tn.RESTART_LIMIT} times"):
@@ -302,14 +303,14 @@ def test_a_node_that_refuses_to_start_stops_the_testnet(tmp_path, fake_nodes):
     layout = _node_testnet(tmp_path, subnets=1)
     fake_nodes["subnet-0-node-1"] = ("refuse", 0)
     with pytest.raises(tn.TestnetError, match="subnet-0-node-1 .* refused to start") as caught:
-        tn.launch(layout.root, duration_s=5, stream=io.StringIO())
+        sv.launch(layout.root, duration_s=5, stream=io.StringIO())
     assert str(layout.log("subnet-0-node-1")) in str(caught.value)
     assert not list((layout.root / "pids").iterdir())
 
 
 def test_no_restart_stops_at_a_death_nobody_asked_for_but_not_at_a_held_one(tmp_path, fake_nodes):
     layout = _node_testnet(tmp_path, subnets=1)
-    supervisor = tn.Supervisor(layout, ["subnet-0"], io.StringIO(), restart=False)
+    supervisor = sv.Supervisor(layout, ["subnet-0"], io.StringIO(), restart=False)
     try:
         supervisor.start_all()
         supervisor.wait_published()
@@ -327,15 +328,15 @@ def test_no_restart_stops_at_a_death_nobody_asked_for_but_not_at_a_held_one(tmp_
     fake_nodes["subnet-0-node-4"] = ("exit1", 0)
     layout.hold("subnet-0-node-1").unlink()
     with pytest.raises(tn.TestnetError, match="subnet-0-node-4 .* exited with exit code 1"):
-        tn.launch(layout.root, duration_s=5, stream=io.StringIO(), restart=False)
+        sv.launch(layout.root, duration_s=5, stream=io.StringIO(), restart=False)
 
 
 def test_launch_runs_the_node_model_with_chaos_and_summarizes(tmp_path, fake_nodes, monkeypatch):
     layout = _node_testnet(tmp_path, subnets=2, nodes=4)
     written = []
-    monkeypatch.setattr(tn, "_write_run_log", lambda layout, subnets, out: written.append(subnets))
+    monkeypatch.setattr(sv, "_write_run_log", lambda layout, subnets, out: written.append(subnets))
     kills = []
-    real_kill = tn.Supervisor.kill
+    real_kill = sv.Supervisor.kill
 
     def watched_kill(self, unit, cause):
         # at each kill, at most f = 1 node of the victim's subnet is down already: none
@@ -344,9 +345,9 @@ def test_launch_runs_the_node_model_with_chaos_and_summarizes(tmp_path, fake_nod
         kills.append(unit)
         return real_kill(self, unit, cause)
 
-    monkeypatch.setattr(tn.Supervisor, "kill", watched_kill)
+    monkeypatch.setattr(sv.Supervisor, "kill", watched_kill)
     out = io.StringIO()
-    assert tn.launch(layout.root, duration_s=3.0, settle_timeout_s=20, stream=out, chaos_kill=4.0, chaos_seed=7) == 0, \
+    assert sv.launch(layout.root, duration_s=3.0, settle_timeout_s=20, stream=out, chaos_kill=4.0, chaos_seed=7) == 0, \
         out.getvalue()
     text = out.getvalue()
     assert written == [["subnet-0", "subnet-1"]]
@@ -374,11 +375,11 @@ def test_the_run_log_takes_each_subnets_longest_node_recording(tmp_path, monkeyp
 
     import replica.testnet.recording as recording
     monkeypatch.setattr(recording, "read_node_recording", read_recording)
-    assert [r.node for r in tn._node_recordings(layout, ["subnet-0", "subnet-1"])] == ["subnet-0-node-2",
+    assert [r.node for r in sv._node_recordings(layout, ["subnet-0", "subnet-1"])] == ["subnet-0-node-2",
                                                                                        "subnet-1-node-3"]
     lengths["subnet-1-node-3"] = None
     with pytest.raises(tn.TestnetError, match="no node of subnet-1"):
-        tn._node_recordings(layout, ["subnet-0", "subnet-1"])
+        sv._node_recordings(layout, ["subnet-0", "subnet-1"])
 
 
 def test_the_command_line_takes_the_node_options():

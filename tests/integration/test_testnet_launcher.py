@@ -16,6 +16,7 @@ import pytest
 
 from consensus_stub.registry import decode_registry
 from replica.testnet import launcher as tn
+from replica.testnet import supervisor as sv
 from replica.audit.run_log import load_run_log
 
 pytestmark = pytest.mark.timeout(180)
@@ -24,7 +25,7 @@ pytestmark = pytest.mark.timeout(180)
 def test_two_subnet_processes_exchange_traffic_and_settle(tmp_path):
     layout = tn.create_testnet(tmp_path / "net", 2, 2, seed=b"launcher-test-seed-of-32-bytes!!", tick_s=0.1, process_model="subnet")
     out = io.StringIO()
-    assert tn.launch(layout.root, duration_s=2.0, settle_timeout_s=60, stream=out) == 0, out.getvalue()
+    assert sv.launch(layout.root, duration_s=2.0, settle_timeout_s=60, stream=out) == 0, out.getvalue()
     assert "invariant holds" in out.getvalue()
     statuses = {s: json.loads(layout.status(s).read_text()) for s in ("subnet-0", "subnet-1")}
     for status in statuses.values():
@@ -44,7 +45,7 @@ def test_two_subnet_processes_exchange_traffic_and_settle(tmp_path):
 
 def test_a_directory_without_a_testnet_is_refused(tmp_path):
     with pytest.raises(tn.TestnetError):
-        tn.launch(tmp_path, duration_s=0)
+        sv.launch(tmp_path, duration_s=0)
     assert not tn.TestnetLayout(tmp_path).manifest.exists()
 
 
@@ -120,7 +121,7 @@ def test_a_subnet_process_killed_during_traffic_is_restarted_and_nothing_is_lost
     thread = threading.Thread(target=kill_then_interrupt, daemon=True)
     thread.start()
     try:
-        code = tn.launch(layout.root, duration_s=None, settle_timeout_s=90, stream=out)
+        code = sv.launch(layout.root, duration_s=None, settle_timeout_s=90, stream=out)
     finally:
         finished.set()
         thread.join(timeout=5)
@@ -186,7 +187,7 @@ def test_stopping_the_launcher_stops_every_node_process(tmp_path, sig):
 
 def _fake_children(monkeypatch, scripts: dict[str, str]) -> None:
     """Replace the subnet processes by tiny Python scripts (per subnet)."""
-    monkeypatch.setattr(tn, "_child_command", lambda layout, subnet: [sys.executable, "-c", scripts[subnet]])
+    monkeypatch.setattr(sv, "_child_command", lambda layout, subnet: [sys.executable, "-c", scripts[subnet]])
 
 
 def test_a_subnet_process_that_refuses_to_start_is_not_restarted(tmp_path, monkeypatch):
@@ -196,7 +197,7 @@ def test_a_subnet_process_that_refuses_to_start_is_not_restarted(tmp_path, monke
     out = io.StringIO()
     started = time.monotonic()
     with pytest.raises(tn.TestnetError) as caught:
-        tn.launch(layout.root, duration_s=5, stream=out)
+        sv.launch(layout.root, duration_s=5, stream=out)
     message = str(caught.value)
     assert "subnet-1" in message and "refused to start" in message and str(layout.log("subnet-1")) in message
     assert "restart" not in out.getvalue().replace("not restarting", "")
@@ -209,7 +210,7 @@ def test_a_subnet_process_that_keeps_dying_stops_the_testnet(tmp_path, monkeypat
     _fake_children(monkeypatch, {"subnet-0": "import time; time.sleep(120)", "subnet-1": "import sys; sys.exit(1)"})
     out = io.StringIO()
     with pytest.raises(tn.TestnetError) as caught:
-        tn.launch(layout.root, duration_s=5, stream=out)
+        sv.launch(layout.root, duration_s=5, stream=out)
     message = str(caught.value)
     assert "subnet-1" in message and f"died {tn.RESTART_LIMIT} times" in message
     assert str(layout.log("subnet-1")) in message
@@ -226,5 +227,5 @@ def test_no_restart_stops_the_testnet_at_the_first_death(tmp_path, monkeypatch):
     layout = tn.create_testnet(tmp_path / "net", 2, 1, seed=SEED, tick_s=0.1, process_model="subnet")
     _fake_children(monkeypatch, {"subnet-0": "import time; time.sleep(120)", "subnet-1": "import sys; sys.exit(1)"})
     with pytest.raises(tn.TestnetError, match="subnet-1 .* exited with exit code 1"):
-        tn.launch(layout.root, duration_s=5, stream=io.StringIO(), restart=False)
+        sv.launch(layout.root, duration_s=5, stream=io.StringIO(), restart=False)
     assert "restarts are off" in layout.log("subnet-1").read_text()
