@@ -77,7 +77,8 @@ class NodeCheckpoints:
         certification and the block hash; those of checkpoints since deleted go."""
         height = certification.height
         path = self._certification_path(height)
-        if block_hash is None or height not in self.store.heights() or path.exists():
+        # called for every certified height: one stat, not a directory listing
+        if block_hash is None or path.exists() or not (self.store.root / f"{height:020d}").is_dir():
             return
         self._certifications.mkdir(parents=True, exist_ok=True)
         tmp = path.with_suffix(".tmp")
