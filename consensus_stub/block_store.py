@@ -72,6 +72,10 @@ from typing import Sequence
 
 import msgpack
 
+from state_manager.durable_files import (
+    fsync_directory, fsync_file, rename_durably, replacing, tmp_sibling, write_atomically,
+)
+
 from .block import (
     GENESIS_PARENT_HASH, MAX_BLOCK_BYTES, Block, BlockError, MalformedBlock, block_hash, decode_block, encode_block,
 )
@@ -304,7 +308,7 @@ class BlockLog:
         marked = _check_finalized(path, base, records, exists=bool(data))
         # Validated: only now write (drop an uncommitted rewrite, create the file, drop a torn
         # tail, catch the mark up).
-        tmp = _tmp_path(path)
+        tmp = tmp_sibling(path)
         if tmp.exists():
             _log.warning("block log %s: removing %s, an uncommitted rewrite or creation", path, tmp)
             tmp.unlink()
@@ -318,8 +322,7 @@ class BlockLog:
                 _log.warning("block log %s: dropping a torn last record at byte offset %d (%d bytes)",
                              path, end, len(data) - end)
                 handle.truncate(end)
-                handle.flush()
-                os.fsync(handle.fileno())
+                fsync_file(handle)
             handle.seek(end)
         except BaseException:
             handle.close()
@@ -342,8 +345,7 @@ class BlockLog:
             raise BlockStoreError(f"block at height {block.height} has {len(data)} bytes, over {MAX_BLOCK_BYTES}")
         try:
             self._handle.write(_record(data))
-            self._handle.flush()
-            os.fsync(self._handle.fileno())
+            fsync_file(self._handle)
             self._height += 1
             _write_mark(self.path, self._height, block_hash(block) if digest is None else digest)
         except BaseException as exc:
@@ -359,20 +361,13 @@ class BlockLog:
         if base.height + len(blocks) != self._height:
             raise ValueError(f"a rewrite of block log {self.path} at base height {base.height} with "
                              f"{len(blocks)} blocks does not end at its height {self._height}")
-        tmp = _tmp_path(self.path)
+        # a failure before the rename (the commit point) removes <log>.tmp: the old file is the log
+        with replacing(self.path, sync_directory=False) as out:
+            out.write(_file_header(base))
+            for block, _ in blocks:   # re-encoded from memory: the blocks validated or appended
+                out.write(_record(encode_block(block)))
         try:
-            with open(tmp, "wb") as out:
-                out.write(_file_header(base))
-                for block, _ in blocks:   # re-encoded from memory: the blocks validated or appended
-                    out.write(_record(encode_block(block)))
-                out.flush()
-                os.fsync(out.fileno())
-            os.replace(tmp, self.path)   # the commit point
-        except BaseException:
-            tmp.unlink(missing_ok=True)   # never committed: the old file is the log
-            raise
-        try:
-            _fsync_directory(self.path.parent)
+            fsync_directory(self.path.parent)
             handle = open(self.path, "r+b")
             handle.seek(0, os.SEEK_END)
         except BaseException as exc:
@@ -516,7 +511,7 @@ def _check_chain(path: Path, base: ChainBase, records: list[_Record], record: _R
 def _create(path: Path, base: ChainBase) -> None:
     """A new, empty log, created atomically (never a file with half a header)."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    _replace_atomically(path, _file_header(base))
+    write_atomically(path, _file_header(base))
 
 
 # -- the finalized-height mark ----------------------------------------------------------------
@@ -566,30 +561,7 @@ def _read_mark(mark: Path) -> tuple[int, bytes]:
 
 def _write_mark(path: Path, height: int, digest: bytes) -> None:
     body = json.dumps({"finalized_height": height, "block_hash": digest.hex()}, sort_keys=True).encode()
-    _replace_atomically(_mark_path(path), body + b"\n")
-
-
-def _tmp_path(path: Path) -> Path:
-    return path.with_name(path.name + ".tmp")
-
-
-def _replace_atomically(path: Path, data: bytes) -> None:
-    tmp = _tmp_path(path)
-    with open(tmp, "wb") as out:
-        out.write(data)
-        out.flush()
-        os.fsync(out.fileno())
-    os.replace(tmp, path)
-    _fsync_directory(path.parent)
-
-
-def _fsync_directory(directory: Path) -> None:
-    """Make a rename in ``directory`` durable."""
-    fd = os.open(directory, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
+    write_atomically(_mark_path(path), body + b"\n")
 
 
 def read_block_log(path: Path | str) -> list[Block]:
@@ -633,10 +605,9 @@ def replace_block_log(path: Path | str, base: ChainBase) -> BlockStore:
         # The log first: a crash before the mark moves leaves a mark without its log, which
         # refuses to start (BlockLogBehind) until the replacement is run again.
         if path.exists():
-            os.rename(path, aside)
+            rename_durably(path, aside)
         if mark.exists():
-            os.rename(mark, _mark_path(aside))
-        _fsync_directory(path.parent)
+            rename_durably(mark, _mark_path(aside))
         _log.warning("block log %s: the previous chain was moved aside to %s to start at base height %d",
                      path, aside, base.height)
     return open_block_store(path, base)

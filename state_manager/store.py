@@ -3,21 +3,22 @@
 A checkpoint of height h is a directory ``<root>/<h as 20 digits>/`` holding ``state.bin``
 (``encode_state``) and ``manifest.bin`` (canonical msgpack ``[1, height, full_hash,
 sha256(state.bin), len(state.bin)]``). It is written into a temporary directory, each
-file fsynced, then renamed into place and the parent fsynced: a crash at any instant
-leaves either no checkpoint of h or a complete one. Temporary leftovers are removed at load.
+file fsynced, then renamed into place and the parent fsynced
+(``durable_files.write_directory_atomically``): a crash at any instant leaves either no
+checkpoint of h or a complete one. Temporary leftovers are removed at load.
 Loading verifies the file digest, decodes strictly and recomputes the full-state hash.
 """
 
 from __future__ import annotations
 
 import hashlib
-import os
 import shutil
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
 from .codec import CodecError, check_bytes, check_tuple, check_u64
+from .durable_files import write_directory_atomically
 from .encoding import EncodingError, decode, encode
 from .errors import StateManagerError
 from .replicated_state import ReplicatedState
@@ -49,21 +50,6 @@ class Checkpoint:
 def encode_manifest(height: int, full_hash: bytes, data: bytes) -> bytes:
     """``manifest.bin`` of the checkpoint of ``height`` whose ``state.bin`` is ``data``."""
     return encode([MANIFEST_VERSION, height, full_hash, hashlib.sha256(data).digest(), len(data)])
-
-
-def _fsync_dir(path: Path) -> None:
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
-def _write_file(path: Path, data: bytes) -> None:
-    with open(path, "wb") as f:
-        f.write(data)
-        f.flush()
-        os.fsync(f.fileno())
 
 
 def read_checkpoint_bytes(directory: Path, height: int) -> tuple[bytes, bytes]:
@@ -112,16 +98,8 @@ class CheckpointStore:
             return final
         data = encode_state(state)
         manifest = encode_manifest(height, full_hash, data)
-        tmp = self.root / f"{_TMP_PREFIX}{height:020d}"
-        shutil.rmtree(tmp, ignore_errors=True)
-        tmp.mkdir()
-        _write_file(tmp / "state.bin", data)
-        _write_file(tmp / "manifest.bin", manifest)
-        _fsync_dir(tmp)
-        if before_rename is not None:
-            before_rename(tmp)
-        os.rename(tmp, final)
-        _fsync_dir(self.root)
+        write_directory_atomically(final, (("state.bin", data), ("manifest.bin", manifest)),
+                                   tmp=self.root / f"{_TMP_PREFIX}{height:020d}", before_rename=before_rename)
         self._prune()
         return final
 

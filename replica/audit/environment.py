@@ -32,6 +32,7 @@ import tempfile
 from pathlib import Path
 
 from replica.progress import Progress
+from state_manager.durable_files import install_file
 
 from .build import PROJECT_PACKAGES, BuildInfo, build_differences, build_from_value, current_build, package_roots
 from .errors import EnvironmentArchiveError
@@ -136,7 +137,7 @@ def _build_archive(build: BuildInfo, target: Path, scratch: Path, status: Progre
     except venv_pack.VenvPackException as exc:
         raise EnvironmentArchiveError(f"venv-pack: {exc}") from exc
     os.chmod(partial, 0o644)
-    os.replace(partial, target)
+    install_file(partial, target)
 
 
 def _prune(cache_dir: Path, keep: int) -> None:

@@ -34,13 +34,13 @@ raise ``RunLogError``. Encoding and decoding are pure; only ``write_run_log`` an
 from __future__ import annotations
 
 import hashlib
-import os
 from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any
 
 from message_routing.limits import DEFAULT, MINIMAL, Limits
 from state_manager.codec import CodecError, check_bytes, check_str, check_tuple, check_u64
+from state_manager.durable_files import write_atomically
 from state_manager.encoding import EncodingError, decode, encode
 from state_manager.routing_table import NetworkTopology
 from state_manager.state_codec import topology_from_value, topology_to_value
@@ -281,23 +281,14 @@ def decode_run_log(blob: bytes) -> RunLog:
 
 # -- the file system --------------------------------------------------------------------------
 
-def _write_atomically(path: Path, data: bytes) -> None:
-    tmp = path.with_name(path.name + ".tmp")
-    with open(tmp, "wb") as f:
-        f.write(data)
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, path)
-
-
 def write_run_log(log: RunLog, directory: Path | str) -> Path:
     """Write ``log`` as a run directory (subnet files first, the manifest last)."""
     directory = Path(directory)
     directory.mkdir(parents=True, exist_ok=True)
     manifest, files = _encode_files(log)
     for name, data in files.items():
-        _write_atomically(directory / name, data)
-    _write_atomically(directory / MANIFEST_FILE, manifest)
+        write_atomically(directory / name, data)
+    write_atomically(directory / MANIFEST_FILE, manifest)
     return directory
 
 

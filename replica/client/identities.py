@@ -25,6 +25,7 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from cryptography.hazmat.primitives.serialization import Encoding, NoEncryption, PrivateFormat, load_pem_private_key
 
 from replica.errors import ReplicaError
+from state_manager.durable_files import write_atomically, write_new_file
 
 from .identity import UserKey
 
@@ -107,19 +108,10 @@ class IdentityStore:
         self._ensure_directory()
         key = Ed25519PrivateKey.generate()
         pem = key.private_bytes(Encoding.PEM, PrivateFormat.PKCS8, NoEncryption())
-        tmp = path.with_name(f".{name}.{os.getpid()}.tmp")
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-        try:
-            with os.fdopen(fd, "wb") as out:
-                out.write(pem)
-                out.flush()
-                os.fsync(out.fileno())
-            try:
-                os.link(tmp, path)  # fails if the name exists: never overwrites a key
-            except FileExistsError:
-                raise IdentityExists(f"identity {name!r} exists already ({path})") from None
-        finally:
-            tmp.unlink(missing_ok=True)
+        try:   # never overwrites a key
+            write_new_file(path, pem, tmp=path.with_name(f".{name}.{os.getpid()}.tmp"), mode=0o600)
+        except FileExistsError:
+            raise IdentityExists(f"identity {name!r} exists already ({path})") from None
         return Identity(name, UserKey(key))
 
     def list(self) -> list[str]:
@@ -164,9 +156,7 @@ class IdentityStore:
         identity = self.load(name)
         self._ensure_directory()
         selected = self.directory / "selected"
-        tmp = self.directory / f".selected.{os.getpid()}.tmp"
-        tmp.write_text(name + "\n")
-        os.replace(tmp, selected)
+        write_atomically(selected, (name + "\n").encode(), tmp=self.directory / f".selected.{os.getpid()}.tmp")
         return identity
 
     def selected_name(self) -> str:

@@ -28,6 +28,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from replica.progress import Progress
+from state_manager.durable_files import write_atomically
 
 from .errors import ClusterError
 from .spark_home import daemon_environment, spark_class
@@ -113,9 +114,7 @@ def load_state(directory: Path) -> ClusterState | None:
 
 
 def _save_state(directory: Path, state: ClusterState) -> None:
-    tmp = directory / (STATE_FILE + ".tmp")
-    tmp.write_text(json.dumps(asdict(state), indent=2) + "\n")
-    os.replace(tmp, directory / STATE_FILE)
+    write_atomically(directory / STATE_FILE, (json.dumps(asdict(state), indent=2) + "\n").encode())
 
 
 def _start(role: str, arguments: list[str], directory: Path, env: dict[str, str]) -> subprocess.Popen:

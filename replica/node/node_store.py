@@ -14,7 +14,9 @@ proof, and what it executed.
   restarted node must get back so it never signs two blocks at one height. Compacted to
   the artifacts above the finalized height (a new file renamed over the old one).
 * ``ProofFile`` — the finalized height, block hash and finalization signatures of the latest
-  step: what ``AgreementNode.restore`` needs on top of the stored blocks. Replaced atomically.
+  step: what ``AgreementNode.restore`` needs on top of the stored blocks. Replaced atomically
+  but not fsynced (it is written every height): after a power loss an older proof is as
+  good, restore accepts blocks without a matching proof.
 * ``ExecutedLog`` — per executed height: the batch bytes, the full-state hash and the
   certified root. A restarted node re-executing a height it had executed checks it reaches
   the same hashes (``ExecutedMismatch`` otherwise: never overwritten). It is the source of the
@@ -24,13 +26,13 @@ proof, and what it executed.
 from __future__ import annotations
 
 import logging
-import os
 import zlib
 from pathlib import Path
 
 from consensus_stub.agreement.messages import Message, decode_message, encode_message
 from replica.errors import ReplicaError
 from state_manager.codec import CodecError, check_bytes, check_tuple, check_u64
+from state_manager.durable_files import fsync_file, rename_durably, write_atomically
 from state_manager.encoding import EncodingError, decode, encode
 
 from .process_config import NodeFiles
@@ -59,14 +61,14 @@ class ExecutedMismatch(NodeStoreError):
 
 
 def move_aside(path: Path) -> Path | None:
-    """Rename ``path`` to ``<name>.replaced-<n>`` (the first free n); never deletes it."""
+    """Rename ``path`` to ``<name>.replaced-<n>`` (the first free n), durably; never deletes it."""
     if not path.exists():
         return None
     n = 1
     while path.with_name(f"{path.name}.replaced-{n}").exists():
         n += 1
     target = path.with_name(f"{path.name}.replaced-{n}")
-    os.rename(path, target)
+    rename_durably(path, target)
     return target
 
 
@@ -116,24 +118,18 @@ class RecordFile:
         _log.warning("%s: dropping a torn last record at byte %d (a crash cut an append short)", self.path, pos)
         with open(self.path, "r+b") as f:   # only the torn, never-acknowledged tail goes
             f.truncate(pos)
-            f.flush()
-            os.fsync(f.fileno())
+            fsync_file(f)
         return records
 
     def _write_new(self, path: Path, records: list[bytes]) -> None:
-        tmp = path.with_name(path.name + ".tmp")
-        with open(tmp, "wb") as f:
-            f.write(self.magic + b"".join(_frame(r) for r in records))
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-        _fsync_dir(path.parent)
+        write_atomically(path, self.magic + b"".join(_frame(r) for r in records))
 
     def append(self, payload: bytes) -> None:
         self._handle.write(_frame(payload))
-        self._handle.flush()
         if self.sync:
-            os.fsync(self._handle.fileno())
+            fsync_file(self._handle)
+        else:
+            self._handle.flush()
         self.records.append(payload)
 
     def rewrite(self, records: list[bytes]) -> None:
@@ -145,14 +141,6 @@ class RecordFile:
 
     def close(self) -> None:
         self._handle.close()
-
-
-def _fsync_dir(path: Path) -> None:
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
 
 
 def _artifact_height(message: Message) -> int:
@@ -204,9 +192,8 @@ class ProofFile:
             raise NodeStoreError(f"{self.path} does not decode: {exc}") from exc
 
     def write(self, height: int, digest: bytes, proof: tuple[tuple[str, bytes], ...]) -> None:
-        tmp = self.path.with_name(self.path.name + ".tmp")
-        tmp.write_bytes(encode((height, digest, tuple(proof))))
-        os.replace(tmp, self.path)   # a crash leaves the old proof, which restore accepts too
+        # not fsynced (module docstring): a crash leaves the old proof, which restore accepts too
+        write_atomically(self.path, encode((height, digest, tuple(proof))), sync=False)
 
 
 class ExecutedLog:

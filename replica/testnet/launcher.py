@@ -70,7 +70,6 @@ from __future__ import annotations
 import datetime
 import fcntl
 import json
-import os
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -86,6 +85,7 @@ from replica.execution import install_canister, module_name_of
 from replica.client import UserKey
 from replica.errors import ReplicaError
 from replica.testnet.naming import subnet_names
+from state_manager import durable_files
 from state_manager.replicated_state import ReplicatedState
 from state_manager.state_codec import encode_state
 
@@ -141,16 +141,9 @@ def user_key(subnet: str) -> UserKey:
 
 
 def write_atomically(path: Path, data: bytes, mode: int | None = None) -> None:
-    """Atomically replace ``path`` with ``data``."""
+    """Atomically and durably replace ``path`` with ``data`` (its directory created if needed)."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(path.name + ".tmp")
-    with open(tmp, "wb") as out:
-        out.write(data)
-        out.flush()
-        os.fsync(out.fileno())
-    if mode is not None:
-        os.chmod(tmp, mode)
-    os.replace(tmp, path)
+    durable_files.write_atomically(path, data, mode=mode)
 
 
 @dataclass(frozen=True)

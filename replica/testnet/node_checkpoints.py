@@ -16,7 +16,6 @@
 from __future__ import annotations
 
 import logging
-import os
 from pathlib import Path
 from typing import Callable
 
@@ -25,6 +24,7 @@ from replica.node.process_config import NodeFiles, NodeProcessConfig
 from replica.node.state_sync import encode_offer, offer_from_checkpoint
 from state_manager.certification import Certification, decode_certification, encode_certification
 from state_manager.codec import CodecError, check_bytes, check_tuple
+from state_manager.durable_files import write_atomically
 from state_manager.encoding import EncodingError, decode, encode
 from state_manager.replicated_state import ReplicatedState
 from state_manager.store import Checkpoint, CheckpointStore, CorruptCheckpoint
@@ -81,9 +81,7 @@ class NodeCheckpoints:
         if block_hash is None or path.exists() or not (self.store.root / f"{height:020d}").is_dir():
             return
         self._certifications.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_suffix(".tmp")
-        tmp.write_bytes(encode((block_hash, encode_certification(certification))))
-        os.replace(tmp, path)
+        write_atomically(path, encode((block_hash, encode_certification(certification))), tmp=path.with_suffix(".tmp"))
         kept = set(self.store.heights())
         for old in self._certifications.glob("*.bin"):
             if old.stem.isdigit() and int(old.stem) not in kept:

@@ -41,6 +41,7 @@ from replica.testnet.subnet import Subnet
 from replica.testnet.launcher import (
     EXIT_REFUSED, LAUNCHER_PID_ENV, LIMIT_PRESETS, TestnetError, TestnetLayout, has_genesis_apps,
 )
+from state_manager.durable_files import write_atomically
 
 __all__ = ["main"]
 
@@ -104,9 +105,7 @@ class _Launcher:
 def _write_recording(layout: TestnetLayout, sub: Subnet) -> None:
     path = layout.recording(sub.subnet_id)
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_bytes(encode_recording(sub.recording))
-    tmp.replace(path)
+    write_atomically(path, encode_recording(sub.recording))
 
 
 def run(root: Path, subnet: str) -> int:

@@ -343,7 +343,7 @@ def test_a_prune_that_fails_after_the_rename_refuses_more_writes(tmp_path, monke
     def no_fsync(directory):
         raise OSError("I/O error")
 
-    monkeypatch.setattr(bs, "_fsync_directory", no_fsync)
+    monkeypatch.setattr(bs, "fsync_directory", no_fsync)
     with pytest.raises(OSError):
         store.prune_below(4)
     monkeypatch.undo()
