@@ -488,7 +488,9 @@ def _object_end(body: bytes) -> int | None:
         unpacker.unpack()
     except msgpack.OutOfData:
         return None
-    except Exception:  # noqa: BLE001 - any other decoding failure: not the start of a block
+    except (ValueError, TypeError, msgpack.UnpackException):
+        # malformed (FormatError, StackError, a bad length or ext type) or an unhashable map key;
+        # anything else propagates out of opening, before the file is written to
         return -1
     return unpacker.tell()
 

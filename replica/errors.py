@@ -1,22 +1,130 @@
-"""The root of the errors of running a replica and talking to one: ``ReplicaError``.
+"""The root of every error the replica raises: ``ReplicaError``.
+
+``except ReplicaError`` catches whatever running a replica or talking to one refuses; each
+package below keeps its own family under it. The tree, complete (``tests/test_error_tree.py``
+fails when a public exception class of ``replica`` is missing here or placed wrongly)::
 
     ReplicaError
-    ├── CanisterCodeNotFound   a canister's recorded module cannot be loaded (replica.node)
-    ├── SubnetError            a subnet in one process cannot go on (replica.testnet.subnet)
-    ├── TestnetError           a testnet directory or one of its processes is unusable
-    │                          (replica.testnet.launcher)
-    ├── IngressRefused         a submission the replica refuses, one subclass per reason
-    │                          (replica.client.refusals)
-    ├── ApiError               a request the ingress HTTP API refuses for another reason
-    │                          (replica.node.api_errors)
-    ├── IdentityError          the identity store refuses a name or a key file
-    │                          (replica.client.identities)
-    └── AgentError             a call through the agent without a verified answer
-                               (replica.client.agent_errors)
+    ├── ExecutionError           execution refuses an operator (replica.execution.errors)
+    │   ├── CanisterDefinitionError  a Canister subclass breaking the SDK's rules (also TypeError)
+    │   ├── InstallError         a canister that cannot be installed
+    │   │   └── ModuleLoadError  canister source that does not load
+    │   └── ManagementError      a management operation on a missing canister
+    ├── WireError                bytes that are not the HTTP wire format (replica.client.http_wire;
+    │                            also ValueError)
+    ├── IngressRefused           a submission refused, one subclass per reason, each with its
+    │   │                        reason and HTTP status (replica.client.refusals; also ValueError)
+    │   ├── MalformedIngress
+    │   ├── IngressTooLarge
+    │   ├── BadIngressSignature
+    │   ├── ExpiredIngress
+    │   ├── IngressExpiryTooFar
+    │   ├── DuplicateIngress
+    │   ├── UnknownCanister
+    │   ├── CanisterNotOnSubnet
+    │   ├── IngressPoolFull
+    │   └── ReceiverMismatch
+    ├── IdentityError            the identity store refuses a name or a key file
+    │   │                        (replica.client.identities)
+    │   ├── InvalidIdentityName
+    │   ├── IdentityExists
+    │   ├── UnknownIdentity
+    │   ├── IdentityFileTooOpen
+    │   └── IdentityUnreadable
+    ├── AgentError               a call through the agent without a verified answer
+    │   │                        (replica.client.agent_errors)
+    │   ├── TransportError
+    │   ├── UnexpectedAnswer
+    │   ├── RequestRefused
+    │   ├── CanisterNotRouted
+    │   ├── CallRejected
+    │   ├── CallTimeout
+    │   ├── ReplyUnavailable
+    │   ├── CertificateInvalid
+    │   │   ├── MalformedCertificate
+    │   │   ├── CertificateRootMismatch
+    │   │   ├── CertificateSignatureInvalid
+    │   │   ├── CertificationRollback
+    │   │   ├── CertificateTooOld
+    │   │   └── PathNotProven
+    │   └── ModuleSpecError      a PATH.py:ClassName naming nothing (replica.client.management)
+    ├── ApiError                 a request the ingress HTTP API refuses for another reason
+    │   │                        (replica.node.api_errors)
+    │   ├── InvalidCanisterId
+    │   ├── MalformedRequest
+    │   ├── PathNotAllowed
+    │   ├── RequestTooLarge
+    │   ├── BodyTimeout
+    │   ├── NotCertifiedYet
+    │   └── NodeUnavailable
+    ├── CanisterCodeNotFound     a recorded canister module that cannot be loaded
+    │                            (replica.node.batch_processor; also LookupError)
+    ├── NodeConfigError          an unusable node config (replica.node.process_config; also ValueError)
+    ├── NodeStoreError           a node's own records (replica.node.node_store; also RuntimeError)
+    │   ├── CorruptRecordFile
+    │   └── ExecutedMismatch
+    ├── StateSyncError           checkpoint offers (replica.node.state_sync; also ValueError)
+    │   ├── MalformedOffer
+    │   │   └── UnsupportedOfferVersion
+    │   ├── MalformedFetchRequest
+    │   └── StateSyncRefused
+    │       ├── OfferHeightTooLow
+    │       ├── CertificationMismatch
+    │       ├── BadCertification
+    │       ├── StateDoesNotDecode
+    │       ├── WrongStateHeight
+    │       ├── WrongSubnet
+    │       └── RootMismatch
+    ├── CheckpointFetchError     a peer's checkpoint not fetched (replica.node.agreement_transport;
+    │   │                        also RuntimeError)
+    │   └── NoCheckpoint
+    ├── ClusterError             the local Spark cluster (replica.cluster.errors)
+    ├── AuditError               the determinism audit (replica.audit.errors)
+    │   ├── RunLogError
+    │   ├── RecordError
+    │   ├── PerturbationError
+    │   │   └── FaultError
+    │   ├── ReplayError
+    │   ├── IsolationError
+    │   ├── WorkloadError
+    │   └── EnvironmentArchiveError
+    ├── TestnetError             a testnet directory or one of its processes is unusable
+    │                            (replica.testnet.launcher; also RuntimeError)
+    ├── NodeRefused              a node process that must not start (replica.testnet.node_process;
+    │                            also RuntimeError)
+    ├── SubnetError              a subnet in one process cannot go on (replica.testnet.subnet;
+    │   │                        also RuntimeError)
+    │   ├── DivergenceError
+    │   └── NoBlockFinalized
+    ├── FinalizedElsewhere       a block refused by a subnet in one process: at a height finalized
+    │                            already (replica.testnet.subnet; also consensus_stub's InvalidBlock,
+    │                            which the agreement protocol catches)
+    ├── EmptyBlockMismatch       the same: not its parent's empty successor
+    ├── MigrationError           a canister migration step (replica.testnet.migration; also RuntimeError)
+    ├── StatusError              a subnet's certified status unreadable (replica.testnet.stream_status;
+    │                            also RuntimeError)
+    └── TestingError             the Python API for app developers (replica.testing.errors)
+        ├── UnknownSubnet        (also LookupError)
+        ├── UnknownNode          (also LookupError)
+        ├── UnknownMessage       (also LookupError)
+        ├── CallNotAnswered      (also TimeoutError)
+        ├── NotInThisMode
+        ├── CanisterSourceError  (also ValueError)
+        └── TimeRegression       (also ValueError)
 
-Each keeps the built-in class it had before it had this root (``LookupError``,
-``RuntimeError``, ``ValueError``). The deterministic rooms keep their own roots:
-``replica.execution.errors`` and ``replica.audit.errors.AuditError``.
+Apart from it stand the exceptions canister code raises and catches, the SDK's
+(``replica.execution.errors``): they are a canister's control flow, not the replica's
+refusals, so an ``except ReplicaError`` around the replica never swallows them::
+
+    Trap                         abort the current message (any uncaught exception does)
+    └── ApiUsageError            the SDK used wrongly
+    CallError                    an outgoing call not queued; the canister may recover
+
+Each class keeps the built-in class it had before it had this root (``LookupError``,
+``RuntimeError``, ``ValueError``, ...), so narrower handlers keep working. The other packages
+have one root each: ``state_manager.errors.StateManagerError``,
+``message_routing.errors.MessageRoutingError``, ``xnet.errors.XNetError`` and
+``consensus_stub.errors.ConsensusError``.
 """
 
 from __future__ import annotations
@@ -25,4 +133,4 @@ __all__ = ["ReplicaError"]
 
 
 class ReplicaError(Exception):
-    """Root of the errors of replica.node, replica.testnet and replica.client."""
+    """Root of every error the replica raises (the module docstring has the tree)."""

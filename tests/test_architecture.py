@@ -108,8 +108,9 @@ PACKAGES = LAYERS + ["examples"]
 #: knows nothing of audits or replicas.
 REPLICA_ROOMS = ["cli", "testing", "testnet", "audit", "cluster", "node", "client", "sdk", "execution", "progress", "errors"]
 
-#: What the audit may import of the rest of ``replica``: the batch processor (and the progress display).
-AUDIT_SURFACE = {"replica.node.batch_processor", "replica.progress"}
+#: What the audit may import of the rest of ``replica``: the batch processor (and the progress
+#: display, and the root of its exceptions).
+AUDIT_SURFACE = {"replica.node.batch_processor", "replica.progress", "replica.errors"}
 
 
 def _module_name(path: pathlib.Path) -> str:

@@ -1,6 +1,9 @@
-"""The audit's exceptions: one hierarchy, one class per kind of failure."""
+"""The audit's exceptions: one hierarchy under ``AuditError`` (a ``ReplicaError``), one class
+per kind of failure."""
 
 from __future__ import annotations
+
+from replica.errors import ReplicaError
 
 __all__ = [
     "AuditError", "RunLogError", "RecordError", "PerturbationError", "FaultError", "ReplayError",
@@ -8,7 +11,7 @@ __all__ = [
 ]
 
 
-class AuditError(Exception):
+class AuditError(ReplicaError):
     """Base of every error the determinism audit raises."""
 
 

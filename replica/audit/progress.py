@@ -6,11 +6,16 @@ background thread while the job runs, and shows them on a ``replica.progress.Pro
 
 from __future__ import annotations
 
+import logging
 import threading
+
+from py4j.protocol import Py4JError
 
 from replica.progress import Progress
 
 __all__ = ["SparkProgress"]
+
+_log = logging.getLogger(__name__)
 
 
 class SparkProgress:
@@ -47,8 +52,8 @@ class SparkProgress:
                 done, total, running = self._counts()
                 self.status.total = total or None
                 self.status.update(f"tasks ({running} running)" if total else "starting", done=done if total else None)
-            except Exception:  # the tracker is best effort; never break the job over it
-                pass
+            except Py4JError as exc:   # the JVM is busy or stopping: best effort, the job goes on
+                _log.debug("progress of job group %s not read: %s", self.group, exc)
 
     def __enter__(self) -> "SparkProgress":
         self.sc.setJobGroup(self.group, self.label)

@@ -31,6 +31,8 @@ from state_manager.encoding import EncodingError, decode, encode, is_u64
 from state_manager.hash_tree import HashTree
 from state_manager.tree_encoding import TreeDecodeError, decode_tree, encode_tree
 
+from replica.errors import ReplicaError
+
 __all__ = [
     "API_PREFIX", "STATUS_PATH", "MAX_PATHS", "MAX_PATH_LABELS", "MAX_LABEL_BYTES", "MAX_READ_STATE_BYTES",
     "MAX_CERTIFICATE_BYTES", "MAX_TREE_DEPTH", "WireError", "QueryAnswer", "Certificate",
@@ -55,7 +57,7 @@ MAX_TREE_DEPTH = 4096
 _CANISTER_ID = re.compile(r"0|[1-9][0-9]{0,19}")
 
 
-class WireError(ValueError):
+class WireError(ReplicaError, ValueError):
     """Bytes that are not the wire format they claim to be."""
 
 

@@ -2,10 +2,13 @@
 
 Canister code sees ``Trap`` (raise it to abort a message), ``CallError`` (a call the system
 refused; catchable) and ``ApiUsageError`` (the SDK used wrongly; traps unless caught).
-Operators see ``ExecutionError`` and its subclasses (bad canister classes, failed installs).
+Operators see ``ExecutionError`` and its subclasses (bad canister classes, failed installs),
+a ``ReplicaError``; ``Trap`` and ``CallError`` stay apart: canister code raises them.
 """
 
 from __future__ import annotations
+
+from replica.errors import ReplicaError
 
 __all__ = [
     "Trap", "ApiUsageError", "CallError", "ExecutionError", "CanisterDefinitionError",
@@ -27,7 +30,7 @@ class CallError(Exception):
     not allowed in this kind of method). Nothing was sent; the canister may recover."""
 
 
-class ExecutionError(Exception):
+class ExecutionError(ReplicaError):
     """Base of the errors the execution layer raises to its operators."""
 
 

@@ -84,6 +84,13 @@ class _Refusal(Exception):
         self.code, self.details = code, details
 
 
+def _status(exc: grpc.RpcError) -> str:
+    """``CODE: details`` of a failed call (an ``RpcError`` that is not a call has neither)."""
+    code = exc.code() if callable(getattr(exc, "code", None)) else None
+    details = exc.details() if callable(getattr(exc, "details", None)) else str(exc)
+    return f"{code.name if code is not None else 'UNKNOWN'}: {details}"
+
+
 class AgreementServer:
     """Receives peers' pushes; ``handle(sender node id, message)`` runs on a gRPC thread.
 
@@ -232,8 +239,9 @@ class AgreementClient:
         future.add_done_callback(self._done)
 
     def send_wait(self, node_id: str, data: bytes, timeout_s: float) -> bool:
-        """Push and wait until the peer handled it: whether it did (never raises; must not
-        be called under a runner's lock — the peer may be sending to us at the same time)."""
+        """Push and wait until the peer handled it: whether it did (a failed call is counted
+        and logged, not raised; must not be called under a runner's lock — the peer may be
+        sending to us at the same time)."""
         entry = self._channel(node_id)
         if entry is None:
             return False
@@ -241,17 +249,17 @@ class AgreementClient:
         try:
             future.result()
             return True
-        except Exception:  # noqa: BLE001 - any failure is "not delivered"
-            with self._lock:
-                self.failures += 1
-            return False
+        except grpc.RpcError as exc:   # down, too slow, or refused it: not delivered
+            _log.info("push to %s not delivered: %s", node_id, _status(exc))
+        except grpc.FutureCancelledError:   # the channel closed under it (a peer's new address)
+            _log.info("push to %s not delivered: cancelled", node_id)
+        with self._lock:
+            self.failures += 1
+        return False
 
     def _done(self, future: grpc.Future) -> None:
-        try:
-            failed = future.cancelled() or future.exception() is not None
-        except Exception:  # noqa: BLE001 - a callback thread must not raise
-            failed = True
-        if failed:
+        # a done future: cancelled, or exception() answers at once (never raises)
+        if future.cancelled() or future.exception() is not None:
             with self._lock:
                 self.failures += 1
 

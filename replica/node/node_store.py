@@ -29,7 +29,7 @@ import logging
 import zlib
 from pathlib import Path
 
-from consensus_stub.agreement.messages import Message, decode_message, encode_message
+from consensus_stub.agreement.messages import MalformedMessage, Message, decode_message, encode_message
 from replica.errors import ReplicaError
 from state_manager.codec import CodecError, check_bytes, check_tuple, check_u64
 from state_manager.durable_files import fsync_file, rename_durably, write_atomically
@@ -155,7 +155,7 @@ class AgreementLog:
         self._file = RecordFile(path, b"agrlog01")
         try:
             self.artifacts: list[Message] = [decode_message(r) for r in self._file.records]
-        except Exception as exc:  # noqa: BLE001 - any decoding failure is corruption here
+        except MalformedMessage as exc:   # decode_message's one error: corruption here
             raise CorruptRecordFile(self._file.path, 0, 0, f"an artifact does not decode: {exc}") from exc
 
     def append(self, message: Message) -> None:

@@ -88,6 +88,9 @@ class StateSyncRefused(StateSyncError):
         super().__init__(f"{self.reason}: {detail}")
         self.detail = detail
 
+    def __reduce__(self):   # rebuilt from the detail, not the prefixed message
+        return type(self), (self.detail,)
+
 
 class OfferHeightTooLow(StateSyncRefused):
     reason = "height_too_low"

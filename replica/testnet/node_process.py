@@ -66,6 +66,7 @@ from message_routing.batch import encode_batch
 from replica.client import decode_signed_ingress, refusal_for
 from replica.client.http_wire import QueryAnswer
 from replica.client.refusals import CanisterNotOnSubnet, UnknownCanister
+from replica.errors import ReplicaError
 from replica.execution import ExecutionEnvironment
 from replica.node.api_errors import NotCertifiedYet
 from replica.node.http_api import HttpApiServer, NodeBackend
@@ -101,7 +102,7 @@ def _process_age_s() -> float | None:
         return None
 
 
-class NodeRefused(RuntimeError):
+class NodeRefused(ReplicaError, RuntimeError):
     """The node cannot start without risking finalized data: it exits with ``EXIT_REFUSED``."""
 
 

@@ -103,12 +103,14 @@ class NoBlockFinalized(SubnetError):
     """No node finalized a block at the next height within the step's bound of agreement time."""
 
 
-class FinalizedElsewhere(InvalidBlock):
-    """A proposal at a height this subnet has already finalized (and executed) another block at."""
+class FinalizedElsewhere(InvalidBlock, ReplicaError):
+    """A proposal at a height this subnet has already finalized (and executed) another block at
+    (an ``InvalidBlock``: the agreement protocol refuses the block)."""
 
 
-class EmptyBlockMismatch(InvalidBlock):
-    """A block on a parent not yet executed that is not its parent's empty successor."""
+class EmptyBlockMismatch(InvalidBlock, ReplicaError):
+    """A block on a parent not yet executed that is not its parent's empty successor (an
+    ``InvalidBlock``: the agreement protocol refuses the block)."""
 
 
 @dataclass

@@ -229,6 +229,20 @@ def test_a_cut_short_last_record_that_is_not_a_torn_write_is_refused(tmp_path, t
     assert assert_refused(path).offset == len(data)
 
 
+@pytest.mark.parametrize("body", [b"\xc1" * 40,                      # a reserved byte
+                                  b"\x81\x81\x01\x02\x03" + bytes(40),   # a map as a map key
+                                  b"\x91" * 5000])                   # nested deeper than allowed
+def test_a_cut_short_record_that_is_not_msgpack_is_refused(tmp_path, body):
+    """Only a prefix of a block is taken for a torn write; bytes that cannot start one are
+    damage (refused with where, not an unexpected exception)."""
+    path = tmp_path / "a.blocks"
+    data = write_log(path, chain()[:4])
+    field = (len(body) + 100).to_bytes(4, "big")   # declared longer than what is there
+    path.write_bytes(data + field + zlib.crc32(field).to_bytes(4, "big") + body)
+    assert assert_refused(path).offset == len(data)
+    assert path.read_bytes()[:len(data)] == data
+
+
 # -- the finalized height ---------------------------------------------------------------------
 
 def test_a_log_behind_its_finalized_height_is_refused(tmp_path):
