@@ -9,20 +9,18 @@ generated code):
   empty or the msgpack-encoded request version, the answer an encoded ``CheckpointOffer``
   of up to ``MAX_OFFER_BYTES`` (the message limits of this service are raised to that).
 
-Status codes:
+Status codes of this service (the codes every call shares — certificates, bugs — are
+``xnet.grpc.guard``'s, which both gRPC services run each call through):
 
     a body that ``decode_message`` refuses     → INVALID_ARGUMENT
     a fetch request of an unknown version       → INVALID_ARGUMENT
-    no client certificate                       → UNAUTHENTICATED
-    a certificate the registry does not list    → PERMISSION_DENIED
     no checkpoint to serve                      → NOT_FOUND
     a fetch while another is being served       → RESOURCE_EXHAUSTED (try again or elsewhere)
-    anything else                               → INTERNAL (logged, not sent)
 
 Both sides trust exactly the subnet's node certificates from the registry, as XNet does:
 the server requires a client certificate among them (TLS roots plus a fingerprint check per
-call, which also names the sending node), and the client trusts only the one certificate
-listed for the peer it dials. Decoding happens here, once: the protocol core only ever sees
+call, ``guard.listed_client``, which also names the sending node), and the client trusts
+only the one certificate listed for the peer it dials. Decoding happens here, once: the protocol core only ever sees
 typed messages.
 """
 
@@ -37,6 +35,7 @@ from typing import Callable, Mapping, Optional
 import grpc
 
 from consensus_stub.agreement.messages import MAX_MESSAGE_BYTES, MalformedMessage, Message, decode_message
+from xnet.grpc.guard import Refusal, guarded, listed_client, refusing
 from xnet.grpc.tls import TlsIdentity, pem_fingerprint, tls_target_name
 
 from ..errors import ReplicaError
@@ -76,12 +75,6 @@ class CheckpointFetchError(ReplicaError, RuntimeError):
 
 class NoCheckpoint(CheckpointFetchError):
     """The peer has no checkpoint to offer (``NOT_FOUND``)."""
-
-
-class _Refusal(Exception):
-    def __init__(self, code: grpc.StatusCode, details: str) -> None:
-        super().__init__(details)
-        self.code, self.details = code, details
 
 
 def _status(exc: grpc.RpcError) -> str:
@@ -134,8 +127,10 @@ class AgreementServer:
         server = grpc.server(
             futures.ThreadPoolExecutor(self._max_workers, thread_name_prefix="agreement-server"),
             handlers=[grpc.method_handlers_generic_handler(SERVICE_NAME, {
-                "Deliver": grpc.unary_unary_rpc_method_handler(self._deliver),
-                "FetchCheckpoint": grpc.unary_unary_rpc_method_handler(self._fetch_checkpoint)})],
+                "Deliver": grpc.unary_unary_rpc_method_handler(
+                    guarded(self._deliver, self._sender, "agreement Deliver")),
+                "FetchCheckpoint": grpc.unary_unary_rpc_method_handler(
+                    guarded(self._fetch_checkpoint, self._sender, "agreement FetchCheckpoint"))})],
             options=[("grpc.max_receive_message_length", _MAX_BODY_BYTES),
                      ("grpc.max_send_message_length", MAX_OFFER_BYTES), ("grpc.so_reuseport", 0)],
         )
@@ -155,62 +150,32 @@ class AgreementServer:
             server.stop(grace).wait()
 
     def _sender(self, context: grpc.ServicerContext) -> str:
-        pems = context.auth_context().get("x509_pem_cert")
-        if not pems:
-            raise _Refusal(grpc.StatusCode.UNAUTHENTICATED, "no client certificate")
-        try:
-            node_id = self._node_of.get(pem_fingerprint(pems[0]))
-        except ValueError:
-            node_id = None
-        if node_id is None:
-            raise _Refusal(grpc.StatusCode.PERMISSION_DENIED, "client certificate is not listed")
-        return node_id
+        """The node whose listed certificate the caller showed."""
+        return listed_client(context, self._node_of)
 
-    def _deliver(self, body: bytes, context: grpc.ServicerContext) -> bytes:
-        try:
-            sender = self._sender(context)
-            if len(body) > MAX_MESSAGE_BYTES:
-                raise _Refusal(grpc.StatusCode.INVALID_ARGUMENT, "message too large")
-            try:
-                message = decode_message(body)
-            except MalformedMessage as exc:
-                raise _Refusal(grpc.StatusCode.INVALID_ARGUMENT, str(exc)) from None
-            self._handle(sender, message)
-            return b""
-        except _Refusal as refusal:
-            code, details = refusal.code, refusal.details
-        except Exception:  # noqa: BLE001 - a bug must not leak details to peers
-            _log.exception("agreement handler failed")
-            code, details = grpc.StatusCode.INTERNAL, "internal error"
-        context.abort(code, details)
-        return b""   # not reached: abort raises
+    def _deliver(self, body: bytes, sender: str) -> bytes:
+        if len(body) > MAX_MESSAGE_BYTES:
+            raise Refusal(grpc.StatusCode.INVALID_ARGUMENT, "message too large")
+        with refusing({MalformedMessage: grpc.StatusCode.INVALID_ARGUMENT}):
+            message = decode_message(body)
+        self._handle(sender, message)
+        return b""
 
-    def _fetch_checkpoint(self, body: bytes, context: grpc.ServicerContext) -> bytes:
+    def _fetch_checkpoint(self, body: bytes, sender: str) -> bytes:
+        with refusing({MalformedFetchRequest: grpc.StatusCode.INVALID_ARGUMENT}):
+            check_fetch_request(body)
+        if not self._fetch_slots.acquire(blocking=False):
+            raise Refusal(grpc.StatusCode.RESOURCE_EXHAUSTED, "another checkpoint fetch is being served")
         try:
-            sender = self._sender(context)
-            try:
-                check_fetch_request(body)
-            except MalformedFetchRequest as exc:
-                raise _Refusal(grpc.StatusCode.INVALID_ARGUMENT, str(exc)) from None
-            if not self._fetch_slots.acquire(blocking=False):
-                raise _Refusal(grpc.StatusCode.RESOURCE_EXHAUSTED, "another checkpoint fetch is being served")
-            try:
-                offer = self._serve_checkpoint()
-            finally:
-                self._fetch_slots.release()
-            if offer is None:
-                raise _Refusal(grpc.StatusCode.NOT_FOUND, "no checkpoint to offer")
-            if len(offer) > MAX_OFFER_BYTES:
-                _log.error("checkpoint offer of %d bytes for %s exceeds %d", len(offer), sender, MAX_OFFER_BYTES)
-                raise _Refusal(grpc.StatusCode.INTERNAL, "internal error")
-            return offer
-        except _Refusal as refusal:
-            code, details = refusal.code, refusal.details
-        except Exception:  # noqa: BLE001 - a bug must not leak details to peers
-            _log.exception("serving a checkpoint failed")
-            code, details = grpc.StatusCode.INTERNAL, "internal error"
-        context.abort(code, details)
-        return b""   # not reached: abort raises
+            offer = self._serve_checkpoint()
+        finally:
+            self._fetch_slots.release()
+        if offer is None:
+            raise Refusal(grpc.StatusCode.NOT_FOUND, "no checkpoint to offer")
+        if len(offer) > MAX_OFFER_BYTES:
+            _log.error("checkpoint offer of %d bytes for %s exceeds %d", len(offer), sender, MAX_OFFER_BYTES)
+            raise Refusal(grpc.StatusCode.INTERNAL, "internal error")
+        return offer
 
 
 class AgreementClient:

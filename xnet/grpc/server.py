@@ -3,16 +3,15 @@
 Service ``xnet.XNet`` with two unary methods on raw bytes (generic handlers, no generated
 code): ``GetStreamSlice`` and ``ListStreams``; bodies are defined in ``messages``. The
 request decoder raises ``BadRequest``; the slice provider is pure and raises the state
-manager's slice-encoding errors or ``ServeError``s. Each maps to a status code, here:
+manager's slice-encoding errors or ``ServeError``s. Each maps to a status code, here (the
+codes every call shares — certificates, bugs — are ``guard``'s):
 
     BadRequest, InvalidSliceRequest → INVALID_ARGUMENT    NoStream   → NOT_FOUND
     IndexOutOfRange → OUT_OF_RANGE                        Overloaded → RESOURCE_EXHAUSTED
-    anything else → INTERNAL with a generic message (the exception is logged, not sent)
 
 Clients must present a certificate listed by the registry, checked twice: the TLS layer
 trusts exactly the listed (self-signed) certificates, re-read for every new connection, and
-each call re-checks the peer certificate's fingerprint, so a node removed from the registry
-loses access even on a connection it opened before.
+each call re-checks the peer certificate's fingerprint (``guard.listed_client``).
 """
 
 from __future__ import annotations
@@ -20,12 +19,13 @@ from __future__ import annotations
 import logging
 import threading
 from concurrent import futures
-from typing import Callable, Iterable, Protocol, TypeVar
+from typing import Callable, Iterable, Mapping, Protocol
 
 import grpc
 
 from state_manager.certified_slice import IndexOutOfRange, InvalidSliceRequest, NoStream
-from xnet.errors import BadRequest, Overloaded, TlsConfigError
+from xnet.errors import BadRequest, Overloaded
+from xnet.grpc.guard import Refusal, guarded, listed_client, refusing
 from xnet.grpc.messages import (
     MAX_REQUEST_BYTES, RESPONSE_ENVELOPE_BYTES, SERVICE_NAME, RequestLimits,
     decode_get_stream_slice_request, decode_list_streams_request, encode_get_stream_slice_response,
@@ -40,7 +40,6 @@ __all__ = [
 DEFAULT_MAX_MESSAGE_BYTES = 16 * 1024 * 1024 + RESPONSE_ENVELOPE_BYTES
 
 _log = logging.getLogger(__name__)
-T = TypeVar("T")
 
 _STATUS_OF: dict[type[Exception], grpc.StatusCode] = {
     BadRequest: grpc.StatusCode.INVALID_ARGUMENT,
@@ -64,20 +63,11 @@ class SliceProvider(Protocol):
 AllowedCertificates = Callable[[], Iterable[bytes]] | Iterable[bytes]
 
 
-class _Refusal(Exception):
-    """A status to answer with; raised inside handlers, turned into ``context.abort``."""
-
-    def __init__(self, code: grpc.StatusCode, details: str) -> None:
-        super().__init__(details)
-        self.code = code
-        self.details = details
-
-
 class _TrustList:
     """The allowed client certificates, re-read from the source on every use.
 
     Fingerprints are cached per distinct list, so a registry that returns the same
-    certificates costs one tuple comparison per call.
+    certificates costs one tuple comparison per call. A caller is named by its fingerprint.
     """
 
     def __init__(self, source: AllowedCertificates) -> None:
@@ -89,13 +79,14 @@ class _TrustList:
             frozen = tuple(source)
             self._read = lambda: frozen
         self._lock = threading.Lock()
-        self._cached: tuple[tuple[bytes, ...], frozenset[str]] | None = None
+        self._cached: tuple[tuple[bytes, ...], Mapping[str, str]] | None = None
 
-    def current(self) -> tuple[tuple[bytes, ...], frozenset[str]]:
+    def current(self) -> tuple[tuple[bytes, ...], Mapping[str, str]]:
+        """The PEMs and ``{fingerprint: fingerprint}`` of each."""
         pems = self._read()
         with self._lock:
             if self._cached is None or self._cached[0] != pems:
-                self._cached = (pems, frozenset(pem_fingerprint(pem) for pem in pems))
+                self._cached = (pems, {f: f for f in (pem_fingerprint(pem) for pem in pems)})
             return self._cached
 
 
@@ -217,50 +208,30 @@ class XNetServer:
             _log.exception("cannot refresh the allowed client certificates")
             return None
 
-    def _authorize(self, context: grpc.ServicerContext) -> None:
-        pems = context.auth_context().get("x509_pem_cert")
-        if not pems:
-            raise _Refusal(grpc.StatusCode.UNAUTHENTICATED, "no client certificate")
-        try:
-            fingerprint = pem_fingerprint(pems[0])
-            allowed = self._trust.current()[1]
-        except TlsConfigError:
-            raise _Refusal(grpc.StatusCode.PERMISSION_DENIED, "unreadable client certificate") from None
-        if fingerprint not in allowed:
-            raise _Refusal(grpc.StatusCode.PERMISSION_DENIED, "client certificate is not listed")
+    def _authorize(self, context: grpc.ServicerContext) -> str:
+        """The caller's fingerprint, if the registry lists its certificate now."""
+        return listed_client(context, self._trust.current()[1])
 
     # -- handlers --------------------------------------------------------------------------
 
     def _handlers(self) -> grpc.GenericRpcHandler:
         return grpc.method_handlers_generic_handler(SERVICE_NAME, {
-            "GetStreamSlice": grpc.unary_unary_rpc_method_handler(self._guarded(self._get_stream_slice)),
-            "ListStreams": grpc.unary_unary_rpc_method_handler(self._guarded(self._list_streams)),
+            "GetStreamSlice": grpc.unary_unary_rpc_method_handler(
+                guarded(self._get_stream_slice, self._authorize, "XNet GetStreamSlice")),
+            "ListStreams": grpc.unary_unary_rpc_method_handler(
+                guarded(self._list_streams, self._authorize, "XNet ListStreams")),
         })
 
-    def _guarded(self, handler: Callable[[bytes], bytes]):
-        """Authorize, run ``handler``, and turn every failure into a status code."""
-
-        def run(body: bytes, context: grpc.ServicerContext) -> bytes:
-            try:
-                self._authorize(context)
-                return handler(body)
-            except _Refusal as refusal:
-                code, details = refusal.code, refusal.details
-            except Exception:  # noqa: BLE001 - a bug must not leak details to peers
-                _log.exception("XNet handler failed")
-                code, details = grpc.StatusCode.INTERNAL, "internal error"
-            context.abort(code, details)
-
-        return run
-
-    def _get_stream_slice(self, body: bytes) -> bytes:
-        request = self._provider_call(lambda: decode_get_stream_slice_request(body, self._limits))
+    def _get_stream_slice(self, body: bytes, caller: str) -> bytes:
+        with refusing(_STATUS_OF):
+            request = decode_get_stream_slice_request(body, self._limits)
         if not self._slice_slots.acquire(blocking=False):
-            raise _Refusal(grpc.StatusCode.RESOURCE_EXHAUSTED, "too many concurrent slice requests")
+            raise Refusal(grpc.StatusCode.RESOURCE_EXHAUSTED, "too many concurrent slice requests")
         try:
-            slice_bytes = self._provider_call(lambda: self._provider.get_stream_slice(
-                request.subnet, request.witness_begin, request.msg_begin, request.msg_limit,
-                request.byte_limit))
+            with refusing(_STATUS_OF):
+                slice_bytes = self._provider.get_stream_slice(
+                    request.subnet, request.witness_begin, request.msg_begin, request.msg_limit,
+                    request.byte_limit)
         finally:
             self._slice_slots.release()
         if not isinstance(slice_bytes, bytes):
@@ -270,15 +241,8 @@ class XNetServer:
             raise ValueError(f"{len(response)} byte response exceeds max_message_bytes")
         return response
 
-    def _list_streams(self, body: bytes) -> bytes:
-        self._provider_call(lambda: decode_list_streams_request(body))
-        return encode_list_streams_response(self._provider_call(self._provider.list_streams))
-
-    @staticmethod
-    def _provider_call(call: Callable[[], T]) -> T:
-        """Run ``call``; an error of ``_STATUS_OF`` becomes its status code."""
-        try:
-            return call()
-        except tuple(_STATUS_OF) as exc:
-            code = next(code for error, code in _STATUS_OF.items() if isinstance(exc, error))
-            raise _Refusal(code, str(exc)) from None
+    def _list_streams(self, body: bytes, caller: str) -> bytes:
+        with refusing(_STATUS_OF):
+            decode_list_streams_request(body)
+            streams = self._provider.list_streams()
+        return encode_list_streams_response(streams)
