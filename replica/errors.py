@@ -48,13 +48,15 @@ fails when a public exception class of ``replica`` is missing here or placed wro
     │   │   ├── CertificateTooOld
     │   │   └── PathNotProven
     │   └── ModuleSpecError      a PATH.py:ClassName naming nothing (replica.client.management)
-    ├── ApiError                 a request the ingress HTTP API refuses for another reason
-    │   │                        (replica.node.api_errors)
+    ├── ApiError                 a request the ingress HTTP API refuses for another reason, each
+    │   │                        with its reason and HTTP status (replica.client.refusals)
     │   ├── InvalidCanisterId
     │   ├── MalformedRequest
     │   ├── PathNotAllowed
-    │   ├── RequestTooLarge
+    │   ├── RouteNotFound
+    │   ├── MethodNotAllowed
     │   ├── BodyTimeout
+    │   ├── RequestTooLarge
     │   ├── NotCertifiedYet
     │   └── NodeUnavailable
     ├── CanisterCodeNotFound     a recorded canister module that cannot be loaded

@@ -62,11 +62,15 @@ from .http_wire import (
     encode_read_state_request,
 )
 from .identity import UserKey
+from .refusals import ApiError, DuplicateIngress, NodeUnavailable, NotCertifiedYet
 
 __all__ = ["Agent", "RequestStatus", "reject_code_name", "error_for_answer", "status_from_certificate"]
 
-#: 503 reasons for which the next node of the subnet is asked instead (per kind of request).
-_PASS_OVER = {"call": ("unavailable",), "read_state": ("unavailable",), "query": ("unavailable", "not_certified_yet")}
+#: Refusals for which the next node of the subnet is asked instead (per kind of request).
+_PASS_OVER: dict[str, tuple[type[ApiError], ...]] = {
+    "call": (NodeUnavailable,), "read_state": (NodeUnavailable,), "query": (NodeUnavailable, NotCertifiedYet)}
+#: Refusals of a status request that go away by themselves: ``wait`` asks again.
+_ASK_AGAIN = (NodeUnavailable.reason, NotCertifiedYet.reason)
 
 #: Certifications whose signature an agent remembers having verified.
 _REMEMBERED_SIGNATURES = 64
@@ -82,6 +86,11 @@ def _reason(body: bytes) -> object:
         return json_object(body, 0).get("reason")
     except UnexpectedAnswer:
         return None
+
+
+def _is(refusal: type[ApiError | DuplicateIngress], status: int, body: bytes) -> bool:
+    """Whether an answer is ``refusal`` (its status, then its reason)."""
+    return status == refusal.status and _reason(body) == refusal.reason
 
 SECOND_NS = 10**9
 #: Certified statuses of a message id (``unknown``: the tree proves the id absent).
@@ -223,7 +232,7 @@ class Agent:
         """Sign and submit an update call; its message id once the node pooled it."""
         envelope, message_id = self._envelope(canister_id, method, arg)
         status, body, failed_over = self._post_any(canister_id, "call", envelope, subnet)
-        if status == 409 and failed_over:   # pooled by the node that went silent (module docstring)
+        if failed_over and _is(DuplicateIngress, status, body):   # pooled by the node that went silent
             return message_id
         if status != 202:
             raise error_for_answer(status, body)
@@ -248,7 +257,7 @@ class Agent:
             try:
                 status = self.request_status(message_id, canister_id, subnet=subnet)
             except RequestRefused as refusal:
-                if refusal.status != 503 or time.monotonic() > deadline:  # 503: not certified yet, try again
+                if refusal.reason not in _ASK_AGAIN or time.monotonic() > deadline:
                     raise
                 time.sleep(delay)
                 continue
@@ -278,7 +287,7 @@ class Agent:
         delay = self.poll_interval_s
         while True:
             status, body = self._post(canister_id, "query", envelope)
-            if status == 503 and _reason(body) == "not_certified_yet" and time.monotonic() < deadline:
+            if _is(NotCertifiedYet, status, body) and time.monotonic() < deadline:
                 time.sleep(delay)
                 delay = min(delay * 1.5, self.max_poll_interval_s)
                 continue
@@ -378,7 +387,7 @@ class Agent:
             except TransportError as exc:
                 failure = exc
                 continue
-            if status == 503 and position + 1 < len(candidates) and _reason(answer) in _PASS_OVER.get(kind, ()):
+            if position + 1 < len(candidates) and any(_is(r, status, answer) for r in _PASS_OVER.get(kind, ())):
                 continue
             if position and isinstance(self._endpoints, dict):
                 routed = self.subnet_of(canister_id, subnet)

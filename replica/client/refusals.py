@@ -1,27 +1,47 @@
-"""Why the replica refuses a submission: one ``IngressRefused`` subclass per reason.
+"""Every refusal of the ingress HTTP API, each a class with its stable ``reason`` and its HTTP
+``status``, defined here once, on the class: the node answers ``{"reason", "message"}`` with
+that status (``replica.node.http_api``), the agent reads the reason back (``refusal_class``).
 
-Every submission the replica refuses raises one ``IngressRefused`` subclass, whose
-``reason`` is a stable machine-readable code (what the HTTP ingress API returns):
+``IngressRefused`` — a submission the replica refuses, one subclass per reason:
 
-=====================  ==========================  ===========================================
-error                  ``reason``                  refused because
-=====================  ==========================  ===========================================
-MalformedIngress       ``malformed``               the envelope does not decode (this module)
-IngressTooLarge        ``too_large``               envelope or message above the size limit
-BadIngressSignature    ``bad_signature``           the signature does not verify (this module)
-ExpiredIngress         ``expired``                 ``expiry < now``
-IngressExpiryTooFar    ``expiry_too_far``          ``expiry > now + max_ingress_ttl``
-DuplicateIngress       ``duplicate``               the message id is pooled or inducted already
-UnknownCanister        ``unknown_canister``        no such canister (in our range or in none)
-CanisterNotOnSubnet    ``canister_not_on_subnet``  the routing table puts it on another subnet
-IngressPoolFull        ``pool_full``               the node's ingress pool is at its bound
-ReceiverMismatch       ``receiver_mismatch``       the HTTP API's URL names another canister
-=====================  ==========================  ===========================================
+=====================  ==========================  ======  ==================================
+error                  ``reason``                  status  refused because
+=====================  ==========================  ======  ==================================
+MalformedIngress       ``malformed``               400     the envelope does not decode
+IngressTooLarge        ``too_large``               413     envelope or message above the limit
+BadIngressSignature    ``bad_signature``           400     the signature does not verify
+ExpiredIngress         ``expired``                 400     ``expiry < now``
+IngressExpiryTooFar    ``expiry_too_far``          400     ``expiry > now + max_ingress_ttl``
+DuplicateIngress       ``duplicate``               409     the message id is pooled or inducted
+UnknownCanister        ``unknown_canister``        404     no such canister (ours or anyone's)
+CanisterNotOnSubnet    ``canister_not_on_subnet``  421     the routing table says another subnet
+IngressPoolFull        ``pool_full``               503     the node's ingress pool is full
+ReceiverMismatch       ``receiver_mismatch``       400     the URL names another canister
+=====================  ==========================  ======  ==================================
 
 The envelope checks raise here; the rest are verdicts (``Admission``) of the node's ingress
 pool and receiver check, turned into their error by ``refusal_for``. A refused message enters
 no pool, no block and no ingress history. ``refusal_class`` maps a ``reason`` back to its class
 (the agent raises the node's refusal from an HTTP answer).
+
+``ApiError`` — a request the API refuses for another reason (the agent sees these as
+``RequestRefused`` with the reason and status):
+
+=====================  ==========================  ======  ==================================
+error                  ``reason``                  status  refused because
+=====================  ==========================  ======  ==================================
+InvalidCanisterId      ``invalid_canister_id``     400     the URL's id is not a decimal u64
+MalformedRequest       ``malformed_request``       400     a body that is not the route's
+PathNotAllowed         ``path_not_allowed``        400     a read_state path not allowed
+RouteNotFound          ``not_found``               404     no such route
+MethodNotAllowed       ``method_not_allowed``      405     e.g. GET on ``call``
+BodyTimeout            ``body_timeout``            408     the body did not arrive in time
+RequestTooLarge        ``too_large``               413     a body above the route's bound
+NotCertifiedYet        ``not_certified_yet``       503     no height is certified yet
+NodeUnavailable        ``unavailable``             503     no node of the subnet is online
+ApiError               ``internal_error``          500     a bug (logged); fuzzing checks it
+                                                           never happens
+=====================  ==========================  ======  ==================================
 """
 
 from __future__ import annotations
@@ -37,54 +57,58 @@ __all__ = [
     "IngressRefused", "MalformedIngress", "IngressTooLarge", "BadIngressSignature", "ExpiredIngress",
     "IngressExpiryTooFar", "DuplicateIngress", "UnknownCanister", "CanisterNotOnSubnet", "IngressPoolFull",
     "ReceiverMismatch", "refusal_for", "refusal_class",
+    "ApiError", "InvalidCanisterId", "MalformedRequest", "PathNotAllowed", "RouteNotFound", "MethodNotAllowed",
+    "BodyTimeout", "RequestTooLarge", "NotCertifiedYet", "NodeUnavailable",
 ]
 
 
 class IngressRefused(ReplicaError, ValueError):
     """A submission the replica refuses; nothing about it enters the replica. ``reason`` is
-    the stable machine-readable code of the refusal (module docstring)."""
+    the stable machine-readable code of the refusal, ``status`` its HTTP status (module
+    docstring)."""
 
     reason: ClassVar[str] = "refused"
+    status: ClassVar[int] = 400
 
 
 class MalformedIngress(IngressRefused):
-    reason = "malformed"
+    reason, status = "malformed", 400
 
 
 class IngressTooLarge(IngressRefused):
-    reason = "too_large"
+    reason, status = "too_large", 413
 
 
 class BadIngressSignature(IngressRefused):
-    reason = "bad_signature"
+    reason, status = "bad_signature", 400
 
 
 class ExpiredIngress(IngressRefused):
-    reason = "expired"
+    reason, status = "expired", 400
 
 
 class IngressExpiryTooFar(IngressRefused):
-    reason = "expiry_too_far"
+    reason, status = "expiry_too_far", 400
 
 
 class DuplicateIngress(IngressRefused):
-    reason = "duplicate"
+    reason, status = "duplicate", 409
 
 
 class UnknownCanister(IngressRefused):
-    reason = "unknown_canister"
+    reason, status = "unknown_canister", 404
 
 
 class CanisterNotOnSubnet(IngressRefused):
-    reason = "canister_not_on_subnet"
+    reason, status = "canister_not_on_subnet", 421
 
 
 class IngressPoolFull(IngressRefused):
-    reason = "pool_full"
+    reason, status = "pool_full", 503
 
 
 class ReceiverMismatch(IngressRefused):
-    reason = "receiver_mismatch"
+    reason, status = "receiver_mismatch", 400
 
 
 _REFUSAL_BY_REASON: dict[str, type[IngressRefused]] = {
@@ -107,3 +131,49 @@ def refusal_for(verdict: Admission, ingress: Ingress, now: int) -> IngressRefuse
     return _REFUSAL_BY_REASON[verdict.reason](
         f"{verdict.description} (message {ingress.message_id.hex()} "
         f"to canister {ingress.receiver}, expiry {ingress.expiry_time} ns, now {now} ns)")
+
+
+# -- refusals of a request for another reason --------------------------------------------------
+
+class ApiError(ReplicaError):
+    """A request the API refuses; ``status`` and ``reason`` go into the answer (module
+    docstring). The base itself is the answer to a bug: 500 ``internal_error``."""
+
+    reason: ClassVar[str] = "internal_error"
+    status: ClassVar[int] = 500
+
+
+class InvalidCanisterId(ApiError):
+    reason, status = "invalid_canister_id", 400
+
+
+class MalformedRequest(ApiError):
+    reason, status = "malformed_request", 400
+
+
+class PathNotAllowed(ApiError):
+    reason, status = "path_not_allowed", 400
+
+
+class RouteNotFound(ApiError):
+    reason, status = "not_found", 404
+
+
+class MethodNotAllowed(ApiError):
+    reason, status = "method_not_allowed", 405
+
+
+class BodyTimeout(ApiError):
+    reason, status = "body_timeout", 408
+
+
+class RequestTooLarge(ApiError):
+    reason, status = "too_large", 413
+
+
+class NotCertifiedYet(ApiError):
+    reason, status = "not_certified_yet", 503
+
+
+class NodeUnavailable(ApiError):
+    reason, status = "unavailable", 503

@@ -17,31 +17,11 @@ subnet lock delays answers, never the server accepting, reading and refusing req
   (``replica.node.metrics``); every ingress refusal of ``call`` and ``query`` is counted there
   by reason (``replica_ingress_refusals_total``).
 
-Every refusal is JSON ``{"reason": code, "message": text}`` with one status per reason:
-
-=========================  ======  =================================================
-``reason``                 status  refused because
-=========================  ======  =================================================
-``malformed``              400     the envelope does not decode
-``bad_signature``          400     its signature does not verify
-``expired``                400     ``expiry < now``
-``expiry_too_far``         400     ``expiry > now + max_ingress_ttl``
-``receiver_mismatch``      400     the envelope's receiver is not the URL's canister
-``invalid_canister_id``    400     the URL's canister id is not a decimal u64
-``malformed_request``      400     a read_state body that is not ``{"paths": [...]}``
-``path_not_allowed``       400     a read_state path outside the allowed ones
-``unknown_canister``       404     no such canister
-``not_found``              404     no such route
-``method_not_allowed``     405     e.g. GET on ``call``
-``body_timeout``           408     the body did not arrive within ``body_timeout_s``
-``duplicate``              409     the message id is pooled or inducted already
-``too_large``              413     body above the ingress limit (or the read_state bound)
-``canister_not_on_subnet`` 421     the routing table puts the canister on another subnet
-``pool_full``              503     the ingress pool is at its bound
-``not_certified_yet``      503     no height is certified yet
-``unavailable``            503     no node of the subnet is online
-``internal_error``         500     a bug (logged); fuzzing checks it never happens
-=========================  ======  =================================================
+Every refusal is JSON ``{"reason": code, "message": text}`` with the HTTP status its class
+defines: an ``IngressRefused`` or an ``ApiError`` (``replica.client.refusals``, which tables
+every reason and status). aiohttp's own refusals (no such route, a method not allowed, a body
+above the bound) are answered as ``RouteNotFound``, ``MethodNotAllowed`` and
+``RequestTooLarge``; a bug as ``ApiError`` itself (500 ``internal_error``, logged).
 
 Bytes that are not HTTP (a bad request line, header or content length) are answered 400 in
 plain text by aiohttp's parser before they reach the API.
@@ -65,7 +45,8 @@ from replica.client.http_wire import (
     encode_query_answer, parse_canister_id,
 )
 from replica.client.refusals import (
-    ExpiredIngress, IngressExpiryTooFar, IngressRefused, MalformedIngress, ReceiverMismatch,
+    ApiError, BodyTimeout, ExpiredIngress, IngressExpiryTooFar, IngressRefused, InvalidCanisterId, MalformedIngress,
+    MalformedRequest, MethodNotAllowed, NotCertifiedYet, ReceiverMismatch, RequestTooLarge, RouteNotFound,
 )
 from replica.execution.codec import EncodingError, decode_payload
 from state_manager.certification import Certification
@@ -74,20 +55,17 @@ from state_manager.messages import Ingress
 
 from .app_thread import AppThread
 from .metrics import CONTENT_TYPE as METRICS_CONTENT_TYPE, NodeMetrics
-from .api_errors import ApiError, BodyTimeout, InvalidCanisterId, MalformedRequest, NotCertifiedYet, RequestTooLarge
 from .read_state import certificate_for, check_path
 
-__all__ = ["REFUSAL_STATUS", "METRICS_PATH", "NodeBackend", "HttpApiServer"]
+__all__ = ["METRICS_PATH", "NodeBackend", "HttpApiServer"]
 
 _log = logging.getLogger(__name__)
 
-#: HTTP status of each ingress refusal (``IngressRefused.reason``); the table above.
-REFUSAL_STATUS = {
-    "malformed": 400, "bad_signature": 400, "expired": 400, "expiry_too_far": 400, "receiver_mismatch": 400,
-    "too_large": 413, "duplicate": 409, "unknown_canister": 404, "canister_not_on_subnet": 421, "pool_full": 503,
+#: aiohttp's own refusals (routing, body size) and the refusal each is answered as.
+_AIOHTTP_REFUSALS: dict[type[web.HTTPException], type[ApiError]] = {
+    web.HTTPNotFound: RouteNotFound, web.HTTPMethodNotAllowed: MethodNotAllowed,
+    web.HTTPRequestEntityTooLarge: RequestTooLarge,
 }
-#: aiohttp's own refusals (routing, body size), by status.
-_HTTP_REASONS = {404: "not_found", 405: "method_not_allowed", 413: "too_large"}
 #: Room above the ingress limit, so an envelope slightly too large is refused by the envelope
 #: decoder with its own message, and anything larger by the body bound.
 _BODY_SLACK = 64 * 1024
@@ -188,17 +166,18 @@ class HttpApiServer:
     async def _answer_errors(self, request: web.Request, handler: Callable[[web.Request], Awaitable]) -> web.StreamResponse:
         try:
             return await handler(request)
-        except IngressRefused as refusal:
-            self.metrics.ingress_refused(refusal.reason)
-            return _refusal(REFUSAL_STATUS.get(refusal.reason, 400), refusal.reason, str(refusal))
-        except ApiError as error:
-            return _refusal(error.status, error.reason, str(error))
+        except (IngressRefused, ApiError) as refusal:
+            if isinstance(refusal, IngressRefused):
+                self.metrics.ingress_refused(refusal.reason)
+            return _refusal(refusal.status, refusal.reason, str(refusal))
         except web.HTTPException as exc:
-            reason = _HTTP_REASONS.get(exc.status, f"http_{exc.status}")
-            return _refusal(exc.status, reason, exc.reason)
+            known = next((ours for theirs, ours in _AIOHTTP_REFUSALS.items() if isinstance(exc, theirs)), None)
+            if known is None:
+                return _refusal(exc.status, f"http_{exc.status}", exc.reason)
+            return _refusal(known.status, known.reason, exc.reason)
         except Exception:  # noqa: BLE001 - a bug: answered, logged, never a dead node
             _log.exception("%s: %s %s failed", self.backend.node_id, request.method, request.path)
-            return _refusal(500, "internal_error", "the node failed to answer this request")
+            return _refusal(ApiError.status, ApiError.reason, "the node failed to answer this request")
 
     async def _blocking(self, function: Callable, *args: Any) -> Any:
         return await asyncio.get_running_loop().run_in_executor(self._pool, function, *args)

@@ -29,8 +29,7 @@ from state_manager.state_tree import canister_label
 from state_manager.trie_witness import plan_paths, witness_tree
 
 from replica.client.http_wire import encode_certificate
-
-from .api_errors import PathNotAllowed
+from replica.client.refusals import PathNotAllowed
 
 __all__ = ["MESSAGE_ID_BYTES", "check_path", "certificate_for"]
 

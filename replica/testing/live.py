@@ -22,6 +22,7 @@ from typing import Any
 from replica.client.agent import Agent, RequestStatus
 from replica.client.agent_errors import RequestRefused
 from replica.client.identity import UserKey
+from replica.client.refusals import NodeUnavailable, NotCertifiedYet
 from replica.testnet.http_endpoints import agent_for_testnet
 from replica.testnet.launcher import TestnetLayout
 from replica.testnet import lifecycle
@@ -169,7 +170,7 @@ class LiveNetwork:
                 if status.status in _FINAL:
                     return status
             except RequestRefused as refusal:
-                if refusal.status != 503:   # 503: not certified yet, ask again
+                if refusal.reason not in (NotCertifiedYet.reason, NodeUnavailable.reason):   # else: ask again
                     raise
             if time.monotonic() > deadline:
                 state = status.status if status is not None else "not certified yet"

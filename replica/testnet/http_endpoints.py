@@ -21,7 +21,7 @@ from replica.client.agent import Agent
 from replica.client.http_wire import QueryAnswer
 from replica.client.identity import UserKey
 from replica.client.refusals import CanisterNotOnSubnet, UnknownCanister
-from replica.node.api_errors import NodeUnavailable, NotCertifiedYet
+from replica.client.refusals import NodeUnavailable, NotCertifiedYet
 from replica.node.http_api import HttpApiServer, NodeBackend
 from state_manager.messages import Reply
 from state_manager.state_manager import StateManager

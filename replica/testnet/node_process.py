@@ -65,10 +65,9 @@ from consensus_stub.registry import decode_registry
 from message_routing.batch import encode_batch
 from replica.client import decode_signed_ingress, refusal_for
 from replica.client.http_wire import QueryAnswer
-from replica.client.refusals import CanisterNotOnSubnet, UnknownCanister
+from replica.client.refusals import CanisterNotOnSubnet, NotCertifiedYet, UnknownCanister
 from replica.errors import ReplicaError
 from replica.execution import ExecutionEnvironment
-from replica.node.api_errors import NotCertifiedYet
 from replica.node.http_api import HttpApiServer, NodeBackend
 from .demo_traffic import DemoTraffic, subnet_status
 from .node_checkpoints import NodeCheckpoints

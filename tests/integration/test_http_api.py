@@ -17,10 +17,10 @@ from replica.client.agent_errors import CallRejected, CallTimeout, CanisterNotRo
 from replica.client.envelope import compute_message_id
 from replica.client.http_wire import canister_url, decode_query_answer, encode_read_state_request
 from replica.client.refusals import (
-    CanisterNotOnSubnet, ExpiredIngress, IngressExpiryTooFar, IngressPoolFull, IngressTooLarge, UnknownCanister,
-    refusal_class,
+    CanisterNotOnSubnet, ExpiredIngress, IngressExpiryTooFar, IngressPoolFull, IngressRefused, IngressTooLarge,
+    UnknownCanister, refusal_class,
 )
-from replica.node.http_api import REFUSAL_STATUS, HttpApiServer
+from replica.node.http_api import HttpApiServer
 from replica.testnet.http_endpoints import node_backend
 from state_manager.encoding import decode, encode
 from tests.integration.http_testnet import (
@@ -113,10 +113,9 @@ def test_routes_and_canister_ids(alpha_api, path, status, reason):
 
 
 def test_every_refusal_reason_maps_back_to_its_class():
-    for reason, status in REFUSAL_STATUS.items():
-        cls = refusal_class(reason)
-        assert cls is not None and cls.reason == reason and 400 <= status < 600
-        error = error_for_answer(status, json.dumps({"reason": reason, "message": "why"}).encode())
+    for cls in IngressRefused.__subclasses__():
+        assert refusal_class(cls.reason) is cls and 400 <= cls.status < 600
+        error = error_for_answer(cls.status, json.dumps({"reason": cls.reason, "message": "why"}).encode())
         assert type(error) is cls and str(error) == "why"
     other = error_for_answer(400, json.dumps({"reason": "path_not_allowed", "message": "no"}).encode())
     assert isinstance(other, RequestRefused) and other.status == 400 and other.reason == "path_not_allowed"

@@ -5,6 +5,7 @@ their wire formats, and the server runs in its own thread until stopped."""
 from __future__ import annotations
 
 import datetime
+import re
 import time
 
 import httpx
@@ -17,11 +18,12 @@ from replica.client.agent import Agent
 from replica.client.agent_errors import CertificateSignatureInvalid
 from replica.client.http_wire import QueryAnswer, canister_url, decode_certificate, decode_query_answer, \
     encode_read_state_request
+from replica.client import refusals
 from replica.client.refusals import (
-    CanisterNotOnSubnet, DuplicateIngress, IngressPoolFull, UnknownCanister, refusal_class,
+    ApiError, CanisterNotOnSubnet, DuplicateIngress, IngressPoolFull, IngressRefused, NodeUnavailable, NotCertifiedYet,
+    UnknownCanister, refusal_class,
 )
-from replica.node.api_errors import NodeUnavailable, NotCertifiedYet
-from replica.node.http_api import REFUSAL_STATUS, HttpApiServer, NodeBackend
+from replica.node.http_api import HttpApiServer, NodeBackend
 from state_manager import threshold_bls as bls
 from state_manager.certification import aggregate_certification, sign_certification_share
 from state_manager.hash_tree import reconstruct
@@ -82,12 +84,21 @@ def test_backend_refusals_become_their_status(served, refusal):
     fake, client = served
     fake.refusal = refusal
     response = client.post(canister_url(7, "call"), content=call())
-    assert response.status_code == REFUSAL_STATUS.get(refusal.reason, getattr(refusal, "status", None))
+    assert response.status_code == refusal.status
     assert response.json() == {"reason": refusal.reason, "message": str(refusal)}
 
 
-def test_the_status_table_covers_every_refusal_class():
-    assert all(refusal_class(reason) is not None for reason in REFUSAL_STATUS)
+def _documented_refusals() -> dict[str, tuple[str, int]]:
+    """``{class name: (reason, status)}`` from the tables of ``replica.client.refusals``."""
+    rows = re.findall(r"^(\w+) +``(\w+)`` +(\d{3}) ", refusals.__doc__, re.MULTILINE)
+    return {name: (reason, int(status)) for name, reason, status in rows}
+
+
+def test_the_refusal_tables_are_the_classes():
+    classes = [IngressRefused, ApiError, *IngressRefused.__subclasses__(), *ApiError.__subclasses__()]
+    documented = _documented_refusals()
+    assert documented == {cls.__name__: (cls.reason, cls.status) for cls in classes if cls is not IngressRefused}
+    assert all(refusal_class(cls.reason) is cls for cls in IngressRefused.__subclasses__())
 
 
 def test_an_accepted_call_reaches_the_backend(served):
