@@ -1,5 +1,5 @@
 """Blocks (encoding, hash, batch), the block store and its log, makers, notary checks,
-finalization tallies, the ingress pool and the certification pool."""
+the ingress pool and the certification pool."""
 
 from __future__ import annotations
 
@@ -13,7 +13,6 @@ from consensus_stub import notary as nt
 from consensus_stub.block_maker import ChainTip, block_maker_for, build_block, rank_of
 from consensus_stub.block_store import BlockLog, BlockStore, ChainError, CorruptBlockLog, _record, open_block_store
 from consensus_stub.certification_pool import CertificationPool
-from consensus_stub.finalizer import Tally
 from consensus_stub.genesis import SubnetSpec, genesis_registry
 from consensus_stub.ingress_pool import Admission, IngressPool
 from message_routing.limits import DEFAULT
@@ -100,7 +99,7 @@ def test_block_store_chains_and_the_log_survives_a_torn_tail(tmp_path):
     assert BlockStore().tip_hash == b.GENESIS_PARENT_HASH
 
 
-# -- makers, finalization -------------------------------------------------------------------
+# -- makers ---------------------------------------------------------------------------------
 
 def test_round_robin_makers(dealt):
     registry, _ = dealt
@@ -111,18 +110,6 @@ def test_round_robin_makers(dealt):
     for height in range(1, 9):
         for node in alpha.node_ids:
             assert block_maker_for(alpha, height, rank_of(alpha, height, node)) == node
-
-
-def test_tally_finalizes_at_threshold_once():
-    tally = Tally(5, 3, ["a", "b", "c", "d"])
-    assert tally.vote("a", b"x") is None
-    assert tally.vote("a", b"x") is None      # a second vote of the same node does not count
-    assert tally.vote("mallory", b"x") is None  # nor does a non-member's
-    assert tally.vote("b", b"y") is None
-    assert tally.vote("c", b"x") is None
-    assert tally.vote("d", b"x") == b"x" and tally.final == b"x"
-    with pytest.raises(ValueError):
-        Tally(1, 5, ["a"])
 
 
 # -- the ingress pool ----------------------------------------------------------------------
