@@ -89,6 +89,29 @@ def test_core_is_pure(package):
     assert not violations, "impure core:\n" + "\n".join(violations)
 
 
+def _is_shell_module(module: str) -> bool:
+    path = module.replace(".", "/")
+    return f"{path}.py" in SHELL_MODULES or any(path == p or path.startswith(p + "/") for p in SHELL_PACKAGES)
+
+
+def test_core_imports_no_shell_module():
+    """A pure module may not reach I/O through its own package's shell either (``xnet`` must
+    not import ``xnet.grpc``): what both sides need lives in the core, below the shell."""
+    modules = {_module_name(p) for package in PACKAGES for p in _python_files(package)}
+    violations = []
+    for package in ("message_routing", "state_manager", "xnet", "replica/execution"):
+        for path in _python_files(package):
+            if _is_core(path):
+                violations += [f"{path.relative_to(ROOT)}:{lineno} imports {name}"
+                               for lineno, name in _project_imports(path, modules) if _is_shell_module(name)]
+    assert not violations, "the pure core imports a shell module:\n" + "\n".join(violations)
+
+
+def test_shell_module_check_knows_the_shell():
+    assert _is_shell_module("xnet.grpc.messages") and _is_shell_module("xnet.grpc")
+    assert _is_shell_module("state_manager.store") and not _is_shell_module("xnet.slice_fetcher")
+
+
 def test_checker_catches_a_violation(tmp_path):
     """The purity check itself can fail: an impure snippet is flagged."""
     snippet = "import time\nimport random as r\nx = hash('a')\nassert x\n"

@@ -40,9 +40,9 @@ from state_manager.streams import ExpectedIndices
 
 from .expected_indices import expected_indices
 from .fetched_slice import check_fetched_slice
-from .grpc.messages import GetStreamSliceRequest
 from .payload_validator import PublicKeyLookup, max_witness_extra_positions, own_stream_end
 from .slice_pool import SlicePool
+from .slice_request import GetStreamSliceRequest
 
 __all__ = ["SliceFetcher"]
 

@@ -8,10 +8,10 @@ import pytest
 from state_manager import certified_slice as cs
 from state_manager.streams import ExpectedIndices
 from xnet.fetched_slice import FetchedSliceRejected
-from xnet.grpc.messages import GetStreamSliceRequest
 from xnet.grpc.shared_fetcher import SharedSliceFetcher
 from xnet.slice_fetcher import SliceFetcher
 from xnet.slice_pool import SlicePool
+from xnet.slice_request import GetStreamSliceRequest
 
 from .fixtures import OWN, P1, P2, REGISTRY_VERSION, TEST_LIMITS, PeerSubnet, Registry, own_state
 

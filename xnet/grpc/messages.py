@@ -7,7 +7,8 @@
 
 Decoders read bytes from other nodes, so they are total: any input either decodes or raises
 ``BadRequest`` (server side) or ``MalformedResponse`` / ``ResponseTooLarge`` (client side).
-Nothing here does I/O; it lives next to the transport because only the transport uses it.
+Nothing here does I/O; it lives next to the transport because only the transport uses it
+(the request type itself is ``xnet.slice_request``'s: the pure fetcher makes requests too).
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from typing import Any, Iterable
 
 from state_manager.encoding import EncodingError, decode, encode
 from xnet.errors import BadRequest, MalformedResponse, ResponseTooLarge
+from xnet.slice_request import GetStreamSliceRequest   # the pure request type, encoded here
 
 __all__ = [
     "SERVICE_NAME", "GET_STREAM_SLICE_METHOD", "LIST_STREAMS_METHOD",
@@ -53,18 +55,6 @@ class RequestLimits:
 
 
 _NO_LIMITS = RequestLimits(_U64 - 1, _U64 - 1)
-
-
-@dataclass(frozen=True, slots=True)
-class GetStreamSliceRequest:
-    """Ask for the stream to ``subnet``: messages from ``msg_begin`` (at most ``msg_limit`` of
-    them, at most ``byte_limit`` bytes), with a witness starting at ``witness_begin``."""
-
-    subnet: str
-    witness_begin: int
-    msg_begin: int
-    msg_limit: int
-    byte_limit: int
 
 
 def _check_u64(value: Any, what: str) -> int:
