@@ -54,16 +54,14 @@ def fsync_directory(directory: Path | str) -> None:
         os.close(fd)
 
 
-def _open_new(tmp: Path, mode: int | None, *, exclusive: bool = False) -> BinaryIO:
-    """``tmp`` opened for writing from empty; with ``mode``, created with exactly that mode
-    (never readable by others for a moment, whatever the umask)."""
-    if mode is None and not exclusive:
+def _open_new(tmp: Path, mode: int | None) -> BinaryIO:
+    """``tmp`` opened for writing from empty; with ``mode``, with exactly that mode before a
+    byte is written (never readable by others for a moment, whatever the umask or a leftover)."""
+    if mode is None:
         return open(tmp, "wb")
-    flags = os.O_WRONLY | os.O_CREAT | (os.O_EXCL if exclusive else os.O_TRUNC)
-    fd = os.open(tmp, flags, 0o666 if mode is None else mode)
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, mode)
     try:
-        if mode is not None:
-            os.fchmod(fd, mode)
+        os.fchmod(fd, mode)
         return os.fdopen(fd, "wb")
     except BaseException:
         os.close(fd)
@@ -103,11 +101,11 @@ def write_atomically(path: Path | str, data: bytes, *, tmp: Path | None = None, 
 
 def write_new_file(path: Path | str, data: bytes, *, tmp: Path, mode: int | None = None) -> None:
     """Create ``path`` holding ``data``, durably, never replacing an existing file
-    (``FileExistsError``): written and fsynced as ``tmp`` (which must not exist: pick a name
-    unique to the writer), hard-linked to ``path`` (fails if it exists), ``tmp`` removed."""
+    (``FileExistsError``): written and fsynced as ``tmp`` (a name unique to the writer),
+    hard-linked to ``path`` (fails if it exists), ``tmp`` removed."""
     path, tmp = Path(path), Path(tmp)
     try:
-        with _open_new(tmp, mode, exclusive=True) as out:
+        with _open_new(tmp, mode) as out:
             out.write(data)
             fsync_file(out)
         os.link(tmp, path)   # the commit point; refuses an existing name

@@ -128,6 +128,9 @@ def test_write_new_file_never_replaces_and_fsyncs_the_directory(tmp_path, disk):
         df.write_new_file(path, b"second", tmp=tmp_path / ".id.tmp", mode=0o600)
     assert path.read_bytes() == b"first" and sorted(p.name for p in tmp_path.iterdir()) == ["id.pem"]
     assert stat.S_IMODE(path.stat().st_mode) == 0o600
+    (tmp_path / ".other.tmp").write_bytes(b"left by a writer that crashed")   # does not block the next
+    df.write_new_file(tmp_path / "other.pem", b"second", tmp=tmp_path / ".other.tmp", mode=0o600)
+    assert (tmp_path / "other.pem").read_bytes() == b"second" and not (tmp_path / ".other.tmp").exists()
 
 
 def test_a_directory_is_complete_or_absent(tmp_path, disk):
