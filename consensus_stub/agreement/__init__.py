@@ -6,6 +6,10 @@
     signing.py      what a node signs with its node key, and checking peers' signatures
     interface.py    the protocol's surface: configuration, injected callables, outputs
     protocol.py     AgreementNode: one node's state machine, driven by on_message/on_timer
+    catch_up.py     its part that answers a Status and takes a CatchUp
+    restore.py      its part that keeps and re-sends its own artifacts, and restarts it
+                    (from a finalized tail, or from a state-synced tip)
+    certification.py  its part that aggregates certification shares into certifications
     simulation.py   the nodes of a subnet on a simulated network with a seeded adversarial
                     schedule (delays, reordering, duplicates, losses, partitions, crashes)
 

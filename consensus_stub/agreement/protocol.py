@@ -41,6 +41,11 @@ that does not descend from ``B`` has a notarized ancestry.
 
 Determinism: decisions depend on the inputs and their order only; iteration is over dicts
 filled in input order or over sorted keys, never sets.
+
+Parts: this module holds the rounds (proposing, notarizing, finalizing, pruning);
+``catch_up`` answers a ``Status`` and takes a ``CatchUp``; ``restore`` keeps, re-sends and
+restores the node's own artifacts and starts it from a finalized tail or a synced tip;
+``certification`` aggregates the subnet's certification shares.
 """
 
 from __future__ import annotations
@@ -51,8 +56,9 @@ from state_manager.certification import CertificationShare, SignatureMemo
 
 from ..block import GENESIS_PARENT_HASH, Block, block_hash
 from ..block_maker import ChainTip, block_maker_for, rank_of
-from ..certification_pool import CertificationPool
 from ..notary import BlockNotYetValid, InvalidBlock
+from .catch_up import CatchUpMixin
+from .certification import CertificationAggregator
 from .interface import (
     AgreementConfig, AgreementConfigError, BlockContext, Broadcast, Certified, Finalized, IngressReceived, Output,
     Persist, ProposeFn, Refused, Send, ValidateFn, Verifier, compute_quorum,
@@ -61,6 +67,7 @@ from .messages import (
     AgreementError, CatchUp, CertificationShareGossip, FinalizationShare, IngressGossip, Message, NotarizationShare,
     Proposal, Status,
 )
+from .restore import RestoreMixin
 from .signing import compute_finalization_message, compute_notarization_message, compute_proposal_message
 
 # The surface (``interface``) is re-exported: a driver needs only this module.
@@ -71,7 +78,6 @@ __all__ = [
 ]
 
 _PENDING, _VALID, _INVALID = 0, 1, 2
-_MAX_EARLY_CATCH_UPS = 32
 
 
 class _Candidate:
@@ -84,7 +90,7 @@ class _Candidate:
         self.verdict = verdict
 
 
-class AgreementNode:
+class AgreementNode(CatchUpMixin, RestoreMixin):
     """One node's agreement state (module docstring). Not thread-safe: one driver at a time."""
 
     def __init__(
@@ -137,9 +143,7 @@ class AgreementNode:
         self._round_start = now
         self._now = now
         self._next_rebroadcast = now + config.rebroadcast_interval_ns
-        self._certifications: Optional[CertificationPool] = None
-        self._signature_memo = signature_memo   # verified BLS signatures: a cache, never a decision
-        self._certified_height = 0
+        self._certification = CertificationAggregator(config.subnet, signature_memo)
         #: Dropped or refused inputs per reason (deterministic order of first occurrence).
         self.counters: dict[str, int] = {}
         if synced_tip is not None:
@@ -293,89 +297,9 @@ class AgreementNode:
         signers[share.signer] = share.signature
         self._heard(share.signer)
 
-    def _on_status(self, status: Status, out: list[Output]) -> None:
-        peer = status.sender
-        if peer not in self._members or peer == self.node_id:
-            return
-        self._heard(peer)   # the transport authenticated the sender
-        if status.finalized_height < self.finalized_height:
-            # everything it lacks, in chunks, at once: one round trip however far behind
-            first = next_height = status.finalized_height + 1
-            while next_height <= self.finalized_height:
-                catch_up = self._catch_up_from(next_height)
-                if catch_up is None:
-                    break
-                out.append(Send(peer, catch_up))
-                next_height = catch_up.last.height + 1
-            if next_height == first:
-                self._count("catch_up_not_retained")
-                return
-            if next_height <= self.finalized_height:
-                return   # the notarized blocks would be out of its reach; it asks again
-        # the notarized chain above what the peer has (at most the lookahead)
-        first = max(status.notarized_height, self.finalized_height) + 1
-        last = min(self.notarized_height, first + self.config.lookahead_heights - 1)
-        for height in range(first, last + 1):
-            for digest in self._notarized.get(height, {}):
-                out.append(Send(peer, self._candidates[digest].proposal))
-                for signer, signature in self._notarization[height][digest].items():
-                    out.append(Send(peer, NotarizationShare(height, digest, signer, signature)))
-
-    def _catch_up_from(self, height: int) -> Optional[CatchUp]:
-        """Blocks ``height ..`` up to a proven height (at most ``max_catch_up_blocks``)."""
-        if height not in self._chain:
-            return None
-        limit = height + self.config.max_catch_up_blocks - 1
-        proven = [h for h in self._proofs if height <= h <= limit]
-        top = max(proven) if proven else None
-        if top is None:
-            return None
-        blocks = tuple(self._chain[h][0] for h in range(height, top + 1))
-        return CatchUp(blocks, self._proofs[top])
-
-    def _on_catch_up(self, catch_up: CatchUp, out: list[Output]) -> None:
-        if catch_up.last.height <= self.finalized_height:
-            return
-        # the blocks must continue our chain: keep those above our tip, check the links
-        above = [b for b in catch_up.blocks if b.height > self.finalized_height]
-        if above[0].height != self.finalized_height + 1:
-            # chunks of one answer may overtake each other: keep a few until their turn
-            self._count("catch_up_gap")
-            if len(self._early_catch_ups) < _MAX_EARLY_CATCH_UPS:
-                self._early_catch_ups[above[0].height] = catch_up
-            return
-        parent = self.finalized_hash
-        digests = []
-        for block in above:
-            if block.parent_hash != parent:
-                self._count("catch_up_broken_chain")
-                return
-            parent = block_hash(block)
-            digests.append(parent)
-        top = catch_up.last
-        message = compute_finalization_message(top.height, digests[-1])
-        valid = [(s, sig) for s, sig in catch_up.signatures
-                 if s in self._members and self._verifier.is_valid_signature(s, message, sig)]
-        if len(valid) < self._quorum:
-            self._count("catch_up_not_finalized")
-            return
-        self._finalize(list(zip(above, digests)), tuple(valid), out)
-        for first in sorted(self._early_catch_ups):   # a kept chunk whose turn has come
-            if first <= self.finalized_height + 1:
-                self._on_catch_up(self._early_catch_ups.pop(first), out)
-                break
-        for first in [h for h in self._early_catch_ups if h <= self.finalized_height]:
-            del self._early_catch_ups[first]
-
     def _on_certification_share(self, share: CertificationShare, out: list[Output]) -> None:
-        if share.height <= self._certified_height:
-            return
-        if self._certifications is None:
-            self._certifications = CertificationPool(self._subnet, self._signature_memo)
-        certification = self._certifications.add_share(share)
+        certification = self._certification.add(share)
         if certification is not None:
-            self._certified_height = certification.height
-            self._certifications.purge_below(certification.height + 1)
             out.append(Certified(certification))
 
     # -- progress -------------------------------------------------------------------------
@@ -595,110 +519,3 @@ class AgreementNode:
             return False
         candidate.verdict = _VALID
         return True
-
-    # -- own artifacts and restarts -------------------------------------------------------
-
-    def _emit_own(self, message: Message, out: list[Output]) -> None:
-        self._own[_own_key(message)] = message
-        out.append(Persist(message))
-        out.append(Broadcast(message))
-
-    def _artifacts_to_resend(self) -> list[Message]:
-        """What peers need to reach our view above the finalized tip, if they lost it:
-
-        * our own artifacts;
-        * the proposals of others we notarization-signed: if their maker crashed after
-          reaching only us, peers could otherwise never sign the block we signed, and we
-          (having signed a lower rank) would never sign theirs;
-        * every notarization we know (block and shares): a share whose signer crashed may
-          have reached only some nodes, and a block whose parent they do not see notarized
-          they cannot sign.
-        """
-        out = [m for k, m in sorted(self._own.items(), key=lambda item: item[0]) if k[0] > self.finalized_height]
-        sent = {_own_key(m) for m in out}
-        proposals: dict[bytes, None] = {}
-        for height in sorted(self._signed_notarization):
-            proposals.update((d, None) for d in self._signed_notarization[height] if d in self._candidates)
-        for height in range(self.finalized_height + 1, self.notarized_height + 1):
-            for digest in self._notarized.get(height, {}):
-                proposals[digest] = None
-                out += [NotarizationShare(height, digest, signer, signature)
-                        for signer, signature in self._notarization[height][digest].items()
-                        if (height, 1, digest) not in sent or signer != self.node_id]
-        out += [self._candidates[d].proposal for d in proposals if self._candidates[d].block.maker != self.node_id]
-        return out
-
-    def _start_at_synced_tip(self, height: int, block_hash: bytes) -> None:
-        if type(height) is not int or not 1 <= height < 2**64:
-            raise AgreementConfigError(f"a synced tip height must be in [1, 2**64), got {height!r}")
-        if not isinstance(block_hash, bytes) or len(block_hash) != 32:
-            raise AgreementConfigError("a synced tip's block hash must be 32 bytes")
-        self.finalized_height, self.finalized_hash = height, block_hash
-        self._chain_low = height + 1      # nothing retained: _catch_up_from(<= height) is None
-        self._certified_height = height   # the installed state is certified
-
-    def _restore(self, finalized: Sequence[Finalized], own_artifacts: Iterable[Message]) -> None:
-        if finalized:
-            last = finalized[-1]
-            if not last.proof:
-                raise AgreementConfigError("the last finalized block must carry its proof")
-            for earlier, later in zip(finalized, finalized[1:]):
-                if later.height != earlier.height + 1 or later.block.parent_hash != earlier.block_hash:
-                    raise AgreementConfigError(f"finalized blocks do not chain at height {later.height}")
-            self._chain_low = finalized[0].height
-            for entry in finalized:
-                self._chain[entry.height] = (entry.block, entry.block_hash)
-                if entry.proof:
-                    self._proofs[entry.height] = entry.proof
-            self.finalized_height, self.finalized_hash = last.height, last.block_hash
-        for message in own_artifacts:
-            if isinstance(message, Proposal):
-                height = message.block.height
-                if height > self.finalized_height:
-                    self._proposed[height] = block_hash(message.block)
-                    self._own[_own_key(message)] = message
-                    self._on_proposal(message, own=True)
-            elif isinstance(message, NotarizationShare) and message.height > self.finalized_height:
-                # the rank is not in the share; _best_signed_rank reads it from the block once known
-                self._signed_notarization.setdefault(message.height, {})[message.block_hash] = self._subnet.size
-                self._own[_own_key(message)] = message
-                self._on_share(message, self._notarization, compute_notarization_message, "notarization", own=True)
-            elif isinstance(message, FinalizationShare) and message.height > self.finalized_height:
-                self._signed_finalization[message.height] = message.block_hash
-                self._own[_own_key(message)] = message
-                self._on_share(message, self._finalization, compute_finalization_message, "finalization", own=True)
-
-    @classmethod
-    def restore(cls, config: AgreementConfig, *, finalized: Sequence[Finalized], own_artifacts: Iterable[Message],
-                **kwargs) -> "AgreementNode":
-        """A restarted node: its retained finalized tail and the artifacts it had persisted."""
-        return cls(config, finalized=finalized, own_artifacts=own_artifacts, **kwargs)
-
-    @classmethod
-    def from_synced_tip(cls, config: AgreementConfig, *, height: int, block_hash: bytes,
-                        own_artifacts: Iterable[Message] = (), **kwargs) -> "AgreementNode":
-        """A node that installed the (verified) certified state of ``height`` by state sync:
-        its finalized tip is ``(height, block_hash)`` — ``block_hash`` the hash of the
-        finalized block at ``height`` — but it holds neither that block nor any below.
-
-        Its retained chain starts empty at ``height + 1``: it continues only with blocks that
-        chain from ``block_hash`` (a ``CatchUp`` of ``height + 1 ..`` with a quorum's
-        finalization, or proposals and shares of the live rounds); a ``CatchUp`` that does not
-        is refused and counted (``catch_up_broken_chain``). Peers behind ``height`` get no
-        catch-up from it (``catch_up_not_retained``). The ``BlockContext`` of ``height + 1``
-        has ``parent=None`` (the block is not held; this is not genesis: its ``tip`` says
-        so). Certification shares of heights ``<= height`` are ignored: that state is
-        certified already. Own artifacts at heights ``<= height`` are dropped.
-
-        ``block_hash`` is not checked here against anything (a certification covers the
-        state, not the block): a wrong one only makes every catch-up be refused. After a
-        restart before any new block was finalized, start from the synced tip again; after
-        one, ``restore`` from the finalized tail above it."""
-        return cls(config, synced_tip=(height, block_hash), own_artifacts=own_artifacts, **kwargs)
-
-
-def _own_key(message: Message) -> tuple[int, int, bytes]:
-    if isinstance(message, Proposal):
-        return (message.block.height, 0, b"")
-    kind = 1 if isinstance(message, NotarizationShare) else 2
-    return (message.height, kind, message.block_hash)  # type: ignore[union-attr]
