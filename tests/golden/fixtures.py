@@ -20,12 +20,16 @@ import tempfile
 from functools import lru_cache
 from pathlib import Path
 
+from consensus_stub.agreement.messages import (
+    CatchUp, CertificationShareGossip, FinalizationShare, IngressGossip, Message, NotarizationShare, Proposal, Status,
+)
 from consensus_stub.block import GENESIS_PARENT_HASH, Block, block_hash
 from consensus_stub.genesis import NodeSecrets
 from consensus_stub.node_keys import load_node_identity
 from consensus_stub.registry import NodeRecord, Registry, RegistryRecord, SubnetRecord
 from message_routing.batch import Batch
 from message_routing.limits import Limits
+from replica.audit.build import BuildInfo
 from replica.audit.report import AuditFacts
 from replica.audit.run_log import RunLog, SubnetLog
 from replica.client.envelope import compute_message_id, sign_ingress
@@ -338,6 +342,56 @@ def audit_facts() -> AuditFacts:
         from_genesis=True, faults=[], perturbation_counts={"none": 2, "hashseed": 2}, replica_batches=24, rows=24,
         error_rows=0, per_height=[(s, h, 4, 0) for s in (A, B) for h in (1, 2, 3)], split_groups=[], clusters=[],
         recorded_mismatches=[], incomplete=[], divergent_replicas=0)
+
+
+def build_info() -> BuildInfo:
+    """A recorded build: interpreter, two module digests, one compiled module, two dependencies."""
+    modules = tuple((m, digest("module " + m)) for m in ("consensus_stub.block", "state_manager.codec"))
+    return BuildInfo("CPython 3.11.2 .cpython-311-x86_64-linux-gnu.so", modules, ("state_manager.codec",),
+                     (("cryptography", "42.0.5"), ("msgpack", "1.0.8")))
+
+
+# -- agreement, a node's records, state sync ---------------------------------------------------
+
+NODE_1, NODE_2, NODE_3 = (f"{A}-node-{i}" for i in (1, 2, 3))
+
+
+def node_signature(tag: str) -> bytes:
+    """A fixed stand-in for a node's signature (70 bytes, the length of a DER ECDSA P-256
+    signature): ECDSA draws fresh randomness, and the encodings carry signatures as opaque bytes."""
+    return digest("signature " + tag) + digest("signature tail " + tag)[:38]
+
+
+def finalization_proof() -> tuple[tuple[str, bytes], ...]:
+    """A quorum's finalization signatures on ``block()`` (sorted by signer, as a catch-up carries them)."""
+    return tuple((n, node_signature(f"finalization {n}")) for n in (NODE_1, NODE_2, NODE_3))
+
+
+def agreement_messages() -> dict[str, Message]:
+    """One agreement message of every kind, named for its vector."""
+    proposed = block()
+    digest_ = block_hash(proposed)
+    return {
+        "proposal": Proposal(proposed, node_signature("proposal")),
+        "notarization share": NotarizationShare(HEIGHT, digest_, NODE_1, node_signature("notarization")),
+        "finalization share": FinalizationShare(HEIGHT, digest_, NODE_1, node_signature("finalization")),
+        "status": Status(NODE_2, HEIGHT - 2, HEIGHT),
+        "catch-up": CatchUp(tuple(chain()), finalization_proof()),
+        "ingress gossip": IngressGossip((ingress(1), ingress(2, receiver=8, method="other"))),
+        "certification share": CertificationShareGossip(certification_shares()[0]),
+    }
+
+
+def signed_artifacts() -> list[Message]:
+    """What a node's agreement log holds: a proposal and both shares it signed."""
+    messages = agreement_messages()
+    return [messages["proposal"], messages["notarization share"], messages["finalization share"]]
+
+
+def executed_entries() -> list[tuple[int, bytes, bytes, bytes]]:
+    """Two executed heights: (height, batch bytes, full state hash, certified root). The batch
+    bytes are opaque to the log (the batch encoding has its own vectors)."""
+    return [(h, f"batch bytes {h}".encode(), digest(f"full {h}"), digest(f"root {h}")) for h in (HEIGHT - 1, HEIGHT)]
 
 
 class GoldenCanister(Canister):

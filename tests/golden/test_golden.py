@@ -172,6 +172,30 @@ def test_fixture_roots_agree_with_the_incremental_builder():
     assert trees.full_hash == bytes.fromhex(BY_KEY[("fixture full state hash", None)]["hex"])
 
 
+# -- state sync and agreement -------------------------------------------------------------------
+
+def test_state_sync_offer_verifies_and_installs_the_fixture_state():
+    """The golden offer is a real one: the subnet key verifies it and it carries the fixture state."""
+    from replica.node import state_sync as sync
+
+    data = _bytes(BY_KEY[("state sync offer (FetchCheckpoint response)", sync.OFFER_VERSION)])
+    offer = sync.decode_offer(data)
+    state = sync.verify_offer(offer, fx.deal(fx.A).public_key, expected_subnet=fx.A, min_height=fx.HEIGHT)
+    assert state == fx.state()
+    with pytest.raises(sync.BadCertification):   # and its signature is really checked
+        sync.verify_offer(offer, fx.deal(fx.B).public_key, expected_subnet=fx.A, min_height=fx.HEIGHT)
+
+
+def test_golden_catch_up_chains_from_genesis():
+    """The catch-up vector carries the fixture chain: heights 1 and 2, linked by their hashes."""
+    from consensus_stub.agreement.messages import MESSAGE_VERSION, decode_message
+    from consensus_stub.block import GENESIS_PARENT_HASH, block_hash
+
+    catch_up = decode_message(_bytes(BY_KEY[("agreement message (catch-up)", MESSAGE_VERSION)]))
+    first, second = catch_up.blocks
+    assert (first.parent_hash, second.parent_hash) == (GENESIS_PARENT_HASH, block_hash(first))
+
+
 # -- the determinism scenario ------------------------------------------------------------------
 
 SCENARIO_HINT = ("the state hashes of the determinism scenario changed. If an encoding changed on purpose, bump its "

@@ -22,20 +22,26 @@ from pathlib import Path
 from typing import Any, Callable, Optional
 
 from consensus_stub import block as block_module
+from consensus_stub.agreement.messages import decode_message, encode_message
 from consensus_stub.block_store import BlockLog
 from consensus_stub.genesis import decode_node_secrets, encode_node_secrets
 from consensus_stub.registry import decode_registry, encode_registry
 from message_routing.batch import decode_batch, encode_batch
+from replica.audit.build import build_from_value, build_to_value
 from replica.audit.isolation import decode_answer, decode_request, encode_answer, encode_request
 from replica.audit.report import build_report, comparable
 from replica.audit.run_log import decode_run_log, encode_run_log, load_run_log, write_run_log
+from replica.client import http_wire
 from replica.client.envelope import compute_message_id, decode_signed_ingress, sign_ingress
 from replica.execution import module_hash
+from replica.node import state_sync as sync
+from replica.node.node_store import AgreementLog, ExecutedLog, ProofFile
 from replica.testnet.recording import decode_recording, encode_recording
 from state_manager import certification as cm
 from state_manager import certified_slice as cs
 from state_manager import encoding
 from state_manager import hash_tree as ht
+from state_manager.canister_snapshot import decode_canister_snapshot, encode_canister_snapshot
 from state_manager.codec import (
     call_context_from_value, call_context_leaf_value, call_context_to_value, callback_from_value,
     callback_leaf_value, callback_to_value, decode_header_leaf,
@@ -246,6 +252,78 @@ def _expected_slice() -> cs.CertifiedSlice:
     return cs.CertifiedSlice(fx.SLICE_STREAM, fx.certification(), witness_begin=3, witness_end=6)
 
 
+def _encode_subnet_file(log) -> bytes:
+    return _in_scratch(lambda d: sorted(write_run_log(log, d).glob("subnet-*.bin"))[0].read_bytes())
+
+
+def _decode_subnet_file(data: bytes):
+    def run(directory: Path):
+        write_run_log(fx.run_log(), directory)
+        sorted(directory.glob("subnet-*.bin"))[0].write_bytes(data)
+        return load_run_log(directory).subnets[0]
+    return _in_scratch(run)
+
+
+# -- a node's records, state sync --------------------------------------------------------------
+
+def _magic_version(start: int) -> Callable[[bytes], int]:
+    """The version a record file's 8-byte magic ends in (``agrlog01``: 1, ``execlog1``: 1)."""
+    return lambda data: int(data[start:8])
+
+
+def _written(name: str, write: Callable[[Path], Any]) -> Callable[[Any], bytes]:
+    """Encoder: what ``write(path)`` leaves in a fresh file ``name``."""
+    def encode(value: Any) -> bytes:
+        def run(directory: Path) -> bytes:
+            write(directory / name, value)
+            return (directory / name).read_bytes()
+        return _in_scratch(run)
+    return encode
+
+
+def _read(read: Callable[[Path], Any]) -> Callable[[bytes], Any]:
+    """Decoder: what ``read(path)`` makes of a file holding the bytes."""
+    def decode(data: bytes) -> Any:
+        def run(directory: Path) -> Any:
+            path = directory / "records"
+            path.write_bytes(data)
+            return read(path)
+        return _in_scratch(run)
+    return decode
+
+
+def _write_agreement_log(path: Path, messages) -> None:
+    log = AgreementLog(path)
+    for message in messages:
+        log.append(message)
+    log.close()
+
+
+def _read_agreement_log(path: Path):
+    log = AgreementLog(path)
+    log.close()
+    return log.artifacts
+
+
+def _write_executed_log(path: Path, entries) -> None:
+    log = ExecutedLog(path)
+    for entry in entries:
+        log.record(*entry)
+    log.close()
+
+
+def _read_executed_log(path: Path):
+    log = ExecutedLog(path)
+    log.close()
+    return log.entries
+
+
+def _offer() -> sync.CheckpointOffer:
+    """Subnet A's checkpoint of height 5 as offered to a peer: the pinned ``state.bin`` (the
+    fixture state, certified by the fixture certification), so the vector is about the offer."""
+    return sync.CheckpointOffer(fx.HEIGHT, fx.digest("finalized block"), _checkpoint_state_bytes(), fx.certification())
+
+
 def _json_version(data: bytes) -> int:
     return json.loads(data)["version"]
 
@@ -264,6 +342,10 @@ SLICE = "state_manager.certified_slice.SLICE_VERSION"
 BLOCK = "consensus_stub.block.BLOCK_VERSION"
 WIRE = "xnet.grpc.messages.WIRE_VERSION"
 ENVELOPE = "replica.client.envelope.ENVELOPE_VERSION"
+MESSAGE = "consensus_stub.agreement.messages.MESSAGE_VERSION"
+SNAPSHOT = "state_manager.canister_snapshot.SNAPSHOT_VERSION"
+HTTP_NOTE = ("the ingress HTTP API's bodies under /api/v2 (replica.client.http_wire), which every agent reads: "
+             "they carry no version, a change needs a new API prefix")
 TREE_NOTE = ("the hash-tree encoding has no version of its own: it is carried inside certified slices "
              "(bump state_manager.certified_slice.SLICE_VERSION)")
 
@@ -346,10 +428,59 @@ def _static_vectors() -> list[Vector]:
                wire.decode_list_streams_request),
         Vector("xnet ListStreams response", lambda: [fx.A, fx.B, "subnet-c"], wire.encode_list_streams_response, WIRE,
                v0, lambda d: wire.decode_list_streams_response(d, max_bytes=1 << 16)),
+        # consensus_stub.agreement: one vector per message kind
+        *(Vector(f"agreement message ({kind})", lambda kind=kind: fx.agreement_messages()[kind], encode_message,
+                 MESSAGE, v0, decode_message) for kind in fx.agreement_messages()),
+        # replica.node.node_store: a node process's own records
+        Vector("node agreement log (signed artifacts)", fx.signed_artifacts,
+               _written("agreement.log", _write_agreement_log), None, _magic_version(6),
+               _read(_read_agreement_log), private_version='the magic b"agrlog01" of replica.node.node_store'),
+        Vector("node executed-height log", fx.executed_entries, _written("executed.log", _write_executed_log), None,
+               _magic_version(7), _read(_read_executed_log),
+               private_version='the magic b"execlog1" of replica.node.node_store'),
+        Vector("node finalization proof file",
+               lambda: (fx.HEIGHT, fx.digest("finalized block"), fx.finalization_proof()),
+               _written("proof.bin", lambda path, proof: ProofFile(path).write(*proof)),
+               decode=_read(lambda path: ProofFile(path).read()),
+               unversioned_note="a node's latest finalization proof (replica.node.node_store.ProofFile), which a "
+                                "restarted node reads: it carries no version, so a change must still read the old file"),
+        # replica.node.state_sync: the FetchCheckpoint method of the agreement service
+        Vector("state sync offer (FetchCheckpoint response)", _offer, sync.encode_offer,
+               "replica.node.state_sync.OFFER_VERSION", v0, sync.decode_offer),
+        Vector("state sync FetchCheckpoint request", lambda: None, lambda _: sync.encode_fetch_request(),
+               "replica.node.state_sync.FETCH_REQUEST_VERSION", lambda data: encoding.decode(data),
+               sync.check_fetch_request, expect=lambda decoded, _: decoded == sync.FETCH_REQUEST_VERSION,
+               reencode=lambda _: sync.encode_fetch_request()),
+        # state_manager.canister_snapshot: a canister moving between subnets
+        Vector("canister snapshot", lambda: fx.state().canisters[7], encode_canister_snapshot, SNAPSHOT, v0,
+               decode_canister_snapshot),
+        Vector("canister snapshot (source canister)", lambda: fx.state_with_source_canister().canisters[9],
+               encode_canister_snapshot, SNAPSHOT, v0, decode_canister_snapshot),
+        Vector("canister snapshot (bounded-wait calls)", lambda: fx.state_with_bounded_wait_calls().canisters[7],
+               encode_canister_snapshot, SNAPSHOT, v0, decode_canister_snapshot),
+        # replica.client.http_wire: the ingress HTTP API's bodies
+        Vector("HTTP read_state request", lambda: ((b"time",), (b"request_status", fx.digest("status replied"), b"reply")),
+               http_wire.encode_read_state_request, decode=http_wire.decode_read_state_request,
+               unversioned_note=HTTP_NOTE),
+        Vector("HTTP read_state answer (certificate)", lambda: (fx.witness_tree(), fx.certification()),
+               lambda c: http_wire.encode_certificate(*c), decode=http_wire.decode_certificate,
+               expect=lambda d, b: ht.trees_equal(d.tree, b[0]) and d.certification == b[1],
+               reencode=lambda c: http_wire.encode_certificate(c.tree, c.certification), unversioned_note=HTTP_NOTE),
+        Vector("HTTP query answer (reply)", lambda: http_wire.QueryAnswer(fx.HEIGHT, reply=b"reply-bytes"),
+               http_wire.encode_query_answer, decode=lambda d: http_wire.decode_query_answer(d, 1 << 16),
+               unversioned_note=HTTP_NOTE),
+        Vector("HTTP query answer (reject)",
+               lambda: http_wire.QueryAnswer(fx.HEIGHT, reject_code="CANISTER_ERROR", reject_message="trapped \u2713"),
+               http_wire.encode_query_answer, decode=lambda d: http_wire.decode_query_answer(d, 1 << 16),
+               unversioned_note=HTTP_NOTE),
         # replica.audit and replica.testnet recordings
         Vector("run log blob", fx.run_log, encode_run_log, "replica.audit.run_log.RUN_LOG_VERSION", v1, decode_run_log),
         Vector("run log directory manifest", fx.run_log, _encode_run_dir_manifest,
                "replica.audit.run_log.RUN_LOG_VERSION", v1, _decode_run_dir_manifest),
+        Vector("run log subnet file", fx.run_log, _encode_subnet_file, "replica.audit.run_log.SUBNET_FILE_VERSION", v1,
+               _decode_subnet_file, expect=lambda decoded, log: decoded == log.subnets[0], reencode=None),
+        Vector("run log build record", fx.build_info, lambda b: encoding.encode(build_to_value(b)), None, v1,
+               lambda d: build_from_value(encoding.decode(d)), private_version="replica.audit.build._BUILD_VERSION"),
         Vector("subnet recording", fx.recording, encode_recording, None, v1, decode_recording,
                private_version="replica.testnet.recording._VERSION"),
         Vector("audit child request", lambda: ("rows", 12345, b"run blob", ((1, "x"), (2, "y"))),
