@@ -16,15 +16,13 @@ A part of ``AgreementNode`` (a mixin: the tables it reads are the node's, listed
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Optional
+from typing import Optional
 
 from ..block import Block, block_hash
+from .candidate import Candidate
 from .interface import AgreementConfig, Output, Send, Verifier
 from .messages import CatchUp, NotarizationShare, Status
 from .signing import compute_finalization_message
-
-if TYPE_CHECKING:
-    from .protocol import _Candidate
 
 __all__ = ["MAX_EARLY_CATCH_UPS", "CatchUpMixin"]
 
@@ -47,7 +45,7 @@ class CatchUpMixin:
     _verifier: Verifier
     _chain: dict[int, tuple[Block, bytes]]
     _proofs: dict[int, tuple[tuple[str, bytes], ...]]
-    _candidates: dict[bytes, "_Candidate"]
+    _candidates: dict[bytes, Candidate]
     _notarization: dict[int, dict[bytes, dict[str, bytes]]]
     _notarized: dict[int, dict[bytes, None]]
     _early_catch_ups: dict[int, CatchUp]

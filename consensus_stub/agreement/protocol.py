@@ -57,6 +57,7 @@ from state_manager.certification import CertificationShare, SignatureMemo
 from ..block import GENESIS_PARENT_HASH, Block, block_hash
 from ..block_maker import ChainTip, block_maker_for, rank_of
 from ..notary import BlockNotYetValid, InvalidBlock
+from .candidate import INVALID, PENDING, VALID, Candidate
 from .catch_up import CatchUpMixin
 from .certification import CertificationAggregator
 from .interface import (
@@ -76,19 +77,6 @@ __all__ = [
     "compute_quorum", "Send", "Broadcast", "Persist", "Finalized", "IngressReceived", "Certified", "Refused",
     "Output", "AgreementNode",
 ]
-
-_PENDING, _VALID, _INVALID = 0, 1, 2
-
-
-class _Candidate:
-    __slots__ = ("proposal", "block", "digest", "verdict")
-
-    def __init__(self, proposal: Proposal, digest: bytes, verdict: int) -> None:
-        self.proposal = proposal
-        self.block = proposal.block
-        self.digest = digest
-        self.verdict = verdict
-
 
 class AgreementNode(CatchUpMixin, RestoreMixin):
     """One node's agreement state (module docstring). Not thread-safe: one driver at a time."""
@@ -126,7 +114,7 @@ class AgreementNode(CatchUpMixin, RestoreMixin):
         self._proofs: dict[int, tuple[tuple[str, bytes], ...]] = {}
         self._chain_low = 1
         # artifacts above the finalized tip
-        self._candidates: dict[bytes, _Candidate] = {}
+        self._candidates: dict[bytes, Candidate] = {}
         self._by_height: dict[int, dict[bytes, None]] = {}
         self._notarization: dict[int, dict[bytes, dict[str, bytes]]] = {}
         self._finalization: dict[int, dict[bytes, dict[str, bytes]]] = {}
@@ -277,7 +265,7 @@ class AgreementNode(CatchUpMixin, RestoreMixin):
             self._count("proposal_bad_signature")
             return
         self._heard(block.maker)
-        self._candidates[digest] = _Candidate(proposal, digest, _VALID if own else _PENDING)
+        self._candidates[digest] = Candidate(proposal, digest, VALID if own else PENDING)
         self._by_height.setdefault(block.height, {})[digest] = None
 
     def _on_share(self, share, pool: dict, message_of: Callable[[int, bytes], bytes], what: str,
@@ -459,7 +447,7 @@ class AgreementNode(CatchUpMixin, RestoreMixin):
         rank = rank_of(self._subnet, height, self.node_id)
         if height in self._proposed or now < self._proposal_due(height):
             return False
-        if any(self._candidates[d].block.rank < rank and self._candidates[d].verdict == _VALID
+        if any(self._candidates[d].block.rank < rank and self._candidates[d].verdict == VALID
                for d in self._by_height.get(height, {})):
             return False   # a valid block of lower rank is on its way to notarization
         notarized = self._notarized.get(height - 1, {})
@@ -493,9 +481,9 @@ class AgreementNode(CatchUpMixin, RestoreMixin):
             block = candidate.block
             if block.rank >= best_signed or now < self._notarization_due(height, block.rank):
                 return False
-            if candidate.verdict == _INVALID or not self._parent_is_notarized(block):
+            if candidate.verdict == INVALID or not self._parent_is_notarized(block):
                 continue
-            if candidate.verdict == _PENDING and not self._validate(candidate, now, out):
+            if candidate.verdict == PENDING and not self._validate(candidate, now, out):
                 continue
             share = NotarizationShare(height, candidate.digest, self.node_id,
                                       self._sign(compute_notarization_message(height, candidate.digest)))
@@ -505,7 +493,7 @@ class AgreementNode(CatchUpMixin, RestoreMixin):
             return True
         return False
 
-    def _validate(self, candidate: _Candidate, now: int, out: list[Output]) -> bool:
+    def _validate(self, candidate: Candidate, now: int, out: list[Output]) -> bool:
         block = candidate.block
         try:
             self._validate_fn(block, self._context(block.height, block.rank, block.parent_hash), now)
@@ -513,9 +501,9 @@ class AgreementNode(CatchUpMixin, RestoreMixin):
             self._count("proposal_not_yet_valid")
             return False   # asked again at the next timer
         except InvalidBlock as exc:
-            candidate.verdict = _INVALID
+            candidate.verdict = INVALID
             self._count("proposal_invalid")
             out.append(Refused(block.height, candidate.digest, f"{type(exc).__name__}: {exc}"))
             return False
-        candidate.verdict = _VALID
+        candidate.verdict = VALID
         return True

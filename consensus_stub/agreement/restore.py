@@ -16,17 +16,15 @@ below).
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Iterable, Sequence
+from typing import Iterable, Self, Sequence
 
 from ..block import Block, block_hash
 from ..registry import SubnetRecord
+from .candidate import Candidate
+from .certification import CertificationAggregator
 from .interface import AgreementConfig, AgreementConfigError, Broadcast, Finalized, Output, Persist
 from .messages import FinalizationShare, Message, NotarizationShare, Proposal
 from .signing import compute_finalization_message, compute_notarization_message
-
-if TYPE_CHECKING:
-    from .certification import CertificationAggregator
-    from .protocol import AgreementNode, _Candidate
 
 __all__ = ["RestoreMixin", "own_key"]
 
@@ -44,7 +42,7 @@ class RestoreMixin:
     _chain: dict[int, tuple[Block, bytes]]
     _proofs: dict[int, tuple[tuple[str, bytes], ...]]
     _chain_low: int
-    _candidates: dict[bytes, "_Candidate"]
+    _candidates: dict[bytes, Candidate]
     _notarization: dict[int, dict[bytes, dict[str, bytes]]]
     _finalization: dict[int, dict[bytes, dict[str, bytes]]]
     _notarized: dict[int, dict[bytes, None]]
@@ -52,7 +50,7 @@ class RestoreMixin:
     _signed_finalization: dict[int, bytes]
     _own: dict[tuple[int, int, bytes], Message]
     _proposed: dict[int, bytes]
-    _certification: "CertificationAggregator"
+    _certification: CertificationAggregator
 
     def _emit_own(self, message: Message, out: list[Output]) -> None:
         self._own[own_key(message)] = message
@@ -126,13 +124,13 @@ class RestoreMixin:
 
     @classmethod
     def restore(cls, config: AgreementConfig, *, finalized: Sequence[Finalized], own_artifacts: Iterable[Message],
-                **kwargs) -> "AgreementNode":
+                **kwargs) -> Self:
         """A restarted node: its retained finalized tail and the artifacts it had persisted."""
         return cls(config, finalized=finalized, own_artifacts=own_artifacts, **kwargs)
 
     @classmethod
     def from_synced_tip(cls, config: AgreementConfig, *, height: int, block_hash: bytes,
-                        own_artifacts: Iterable[Message] = (), **kwargs) -> "AgreementNode":
+                        own_artifacts: Iterable[Message] = (), **kwargs) -> Self:
         """A node that installed the (verified) certified state of ``height`` by state sync:
         its finalized tip is ``(height, block_hash)`` — ``block_hash`` the hash of the
         finalized block at ``height`` — but it holds neither that block nor any below.
