@@ -5,8 +5,8 @@
     └── StateMachineError   a batch that does not follow the state (``state_machine``)
 
 It is a ``ValueError``: both were one before they had a common root. Bad data from other
-subnets or users never raises here (DESIGN §11): it becomes a reject signal, a synthetic
-reject, an ingress status or a counted drop.
+subnets or users never raises here (docs/architecture.md, *Bad input*): it becomes a reject
+signal, a synthetic reject, an ingress status or a counted drop.
 """
 
 from __future__ import annotations

@@ -1,4 +1,5 @@
-"""Persistent labeled maps with incremental certification hashing (DESIGN §6).
+"""Persistent labeled maps with incremental certification hashing (docs/architecture.md,
+*Hash trees and the certified state*).
 
 A ``LabeledTrie`` maps labels (bytes) to values: a leaf (``bytes``), ``Empty`` or a nested
 ``LabeledTrie``. Its hash tree is::

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import ast
 import pathlib
+import re
 
 import pytest
 
@@ -241,3 +242,38 @@ def test_the_audit_reaches_the_replica_only_through_the_batch_processor():
                        if name.split(".")[0] == "examples"
                        or (_room(name) not in (None, "audit") and name not in AUDIT_SURFACE)]
     assert not violations, "the audit imports more of the replica than its replay API:\n" + "\n".join(violations)
+
+
+# -- the architecture document ------------------------------------------------------------------
+
+ARCHITECTURE_DOC = ROOT / "docs" / "architecture.md"
+_CITATION = re.compile(r"docs/architecture\.md,\s*\*([^*]+)\*")
+_OUTSIDE_DOCUMENT = re.compile(r"\bDESIGN\s*§")
+
+
+def _cited_sections(text: str) -> list[str]:
+    return [" ".join(title.split()) for title in _CITATION.findall(text)]
+
+
+def test_code_cites_only_sections_the_architecture_document_has():
+    """Code cites ``docs/architecture.md, *Section title*`` (a title may wrap across lines), never
+    a document outside the project; a renamed or removed section fails here."""
+    titles = {line.lstrip("#").strip() for line in ARCHITECTURE_DOC.read_text().splitlines() if line.startswith("#")}
+    cited, violations = 0, []
+    for path in [p for package in PACKAGES + ["tests"] for p in _python_files(package)]:
+        if path == pathlib.Path(__file__).resolve():
+            continue   # the examples in this file are not citations
+        text = path.read_text()
+        rel = path.relative_to(ROOT)
+        violations += [f"{rel} cites a document outside the project" for _ in _OUTSIDE_DOCUMENT.findall(text)]
+        for title in _cited_sections(text):
+            cited += 1
+            if title not in titles:
+                violations.append(f"{rel} cites docs/architecture.md, *{title}*, which has no such section")
+    assert not violations, "\n".join(violations)
+    assert cited, "the citation pattern found no citation at all"
+
+
+def test_citation_pattern_reads_wrapped_titles():
+    assert _cited_sections("(docs/architecture.md, *Hash trees and the\n    certified state*)") == \
+        ["Hash trees and the certified state"]

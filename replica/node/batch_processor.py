@@ -1,4 +1,5 @@
-"""The batch processor: one finalized height, from block to committed state (DESIGN §3).
+"""The batch processor: one finalized height, from block to committed state
+(docs/architecture.md, *The round as data*).
 
     batch  = to_batch(block, decoded XNet payload, block hash)
     state  = execute_round(state(h - 1), batch, topology at the batch's registry version)

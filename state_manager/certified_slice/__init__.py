@@ -1,5 +1,6 @@
-"""Certified stream slices (DESIGN §7): stream data of ``/streams/<dst>``, a witness that
-proves it under the certified root, and the certification of that root.
+"""Certified stream slices (docs/architecture.md, *Certified stream slices*): stream data of
+``/streams/<dst>``, a witness that proves it under the certified root, and the certification
+of that root.
 
 One module per job; this package re-exports their public names:
 
@@ -9,7 +10,7 @@ One module per job; this package re-exports their public names:
 * ``bounded_parse`` — parsing payload and witness within ``witness_budget``, refusing the
   first node too many while parsing;
 * ``decode``        — ``decode_certified_stream_slice`` (the total decoder, checks in the
-  order DESIGN §7 lists) and ``decode_valid_certified_stream_slice``;
+  order its docstring lists) and ``decode_valid_certified_stream_slice``;
 * ``edit``          — ``restrict_certified_slice`` and ``append_certified_slice`` (slice pool);
 * ``errors``        — one class per failure under ``CertifiedSliceError``.
 

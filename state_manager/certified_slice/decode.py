@@ -1,4 +1,5 @@
-"""Decoding and verifying a certified stream slice (the receiving subnet's side, DESIGN §7).
+"""Decoding and verifying a certified stream slice (the receiving subnet's side;
+docs/architecture.md, *Certified stream slices*).
 
 Checks, in this order, each failure with its own ``SliceDecodeError`` subclass:
 

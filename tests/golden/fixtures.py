@@ -233,7 +233,8 @@ SLICE_STREAM = StreamSlice(HEADER, 4, STREAM_MESSAGES[1:])
 # -- hash trees --------------------------------------------------------------------------------
 
 def spec_example_tree():
-    """The interface specification's example tree (DESIGN §6)."""
+    """The interface specification's example tree (docs/architecture.md, *Hash trees and the
+    certified state*)."""
     return Fork(
         Fork(
             Labeled(b"a", Fork(Fork(Labeled(b"x", Leaf(b"hello")), Empty()), Labeled(b"y", Leaf(b"world")))),

@@ -141,7 +141,7 @@ def test_golden_bytes_decode(key):
 
 
 def test_spec_example_root_is_the_design_value():
-    """DESIGN §6 fixes this root; re-recording must not move it."""
+    """The interface specification fixes this root; re-recording must not move it."""
     assert BY_KEY[("hash tree root (spec example tree)", None)]["hex"] == \
         "eb5c5b2195e62d996b84c9bcc8259d19a83786a2f59e0878cec84c811f669aa0"
 

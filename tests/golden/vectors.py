@@ -492,7 +492,7 @@ def _static_vectors() -> list[Vector]:
                _json_version),
         # unversioned derivations
         Vector("hash tree root (spec example tree)", fx.spec_example_tree, ht.reconstruct,
-               unversioned_note="the interface specification's hashing (DESIGN §6 pins this root)"),
+               unversioned_note="the interface specification's hashing (the specification fixes this root)"),
         Vector("canister module hash", lambda: fx.GoldenCanister, module_hash,
                unversioned_note="every canister's /canister/<id>/module_hash and so every state root"),
         Vector("fixture certified root", fx.trees, lambda t: t.certified_root,
