@@ -442,8 +442,9 @@ def _static_vectors() -> list[Vector]:
                lambda: (fx.HEIGHT, fx.digest("finalized block"), fx.finalization_proof()),
                _written("proof.bin", lambda path, proof: ProofFile(path).write(*proof)),
                decode=_read(lambda path: ProofFile(path).read()),
-               unversioned_note="a node's latest finalization proof (replica.node.node_store.ProofFile), which a "
-                                "restarted node reads: it carries no version, so a change must still read the old file"),
+               unversioned_note="a node's latest finalization proof (replica.node.node_store.ProofFile), which "
+                                "a restarted node reads: it carries no version, so a change must still read the old "
+                                "file"),
         # replica.node.state_sync: the FetchCheckpoint method of the agreement service
         Vector("state sync offer (FetchCheckpoint response)", _offer, sync.encode_offer,
                "replica.node.state_sync.OFFER_VERSION", v0, sync.decode_offer),
@@ -459,7 +460,8 @@ def _static_vectors() -> list[Vector]:
         Vector("canister snapshot (bounded-wait calls)", lambda: fx.state_with_bounded_wait_calls().canisters[7],
                encode_canister_snapshot, SNAPSHOT, v0, decode_canister_snapshot),
         # replica.client.http_wire: the ingress HTTP API's bodies
-        Vector("HTTP read_state request", lambda: ((b"time",), (b"request_status", fx.digest("status replied"), b"reply")),
+        Vector("HTTP read_state request",
+               lambda: ((b"time",), (b"request_status", fx.digest("status replied"), b"reply")),
                http_wire.encode_read_state_request, decode=http_wire.decode_read_state_request,
                unversioned_note=HTTP_NOTE),
         Vector("HTTP read_state answer (certificate)", lambda: (fx.witness_tree(), fx.certification()),

@@ -104,7 +104,8 @@ def test_status_page_serves_the_view(testnet):
     assert trace["found"] and trace["status"] == "replied"
 
 
-@pytest.mark.skipif(CHROMIUM is None, reason="needs Debian's chromium (make test installs it where it can: .ci/install-chromium)")
+@pytest.mark.skipif(CHROMIUM is None,
+                    reason="needs Debian's chromium (make test installs it where it can: .ci/install-chromium)")
 def test_status_page_renders_in_headless_chromium(testnet):
     _replied_trace(testnet)
     url = f"{testnet['page']}?trace={testnet['message_id']}"
