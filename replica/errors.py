@@ -34,6 +34,7 @@ fails when a public exception class of ``replica`` is missing here or placed wro
     ├── AgentError               a call through the agent without a verified answer
     │   │                        (replica.client.agent_errors)
     │   ├── TransportError
+    │   │   └── SubmissionUncertain  no node confirmed a call; it may have been pooled
     │   ├── UnexpectedAnswer
     │   ├── RequestRefused
     │   ├── CanisterNotRouted
@@ -103,6 +104,8 @@ fails when a public exception class of ``replica`` is missing here or placed wro
     │                            which the agreement protocol catches)
     ├── EmptyBlockMismatch       the same: not its parent's empty successor
     ├── MigrationError           a canister migration step (replica.testnet.migration; also RuntimeError)
+    ├── LoadFailed               a load run ended by an error, with its report so far
+    │                            (replica.testnet.load_report)
     ├── StatusError              a subnet's certified status unreadable (replica.testnet.stream_status;
     │                            also RuntimeError)
     └── TestingError             the Python API for app developers (replica.testing.errors)

@@ -5,9 +5,12 @@ per second for ``--duration`` seconds: each call relays to a canister of another
 ``--cross-subnet`` fraction of them) or of its own and answers once the echo is back. Every
 answer is read from certified, verified state. The final table: offered, submitted and
 achieved calls/s, latency percentiles in ms and rounds, replies, rejects by code (as users
-saw them, and of the inner calls), submissions refused by reason, lost and duplicated calls.
-Back-pressure shows as rejects with their codes, never as loss. Exit status 0 only if no
-call was lost or duplicated.
+saw them, and of the inner calls), submissions refused by reason, calls not submitted (the
+client could not keep up, or no node confirmed them), the drain, lost and duplicated calls.
+Back-pressure shows as rejects with their codes, never as loss. The report is printed also
+when the run ends early (Ctrl-C: the load stops, answers are awaited, then the report) or
+by an error (then the error too). Exit status: 0 if no call was lost or duplicated, 1 if
+one was, 2 after an error, 130 after an interrupt.
 """
 
 from __future__ import annotations
@@ -28,7 +31,7 @@ def _load(args: argparse.Namespace) -> int:
     from replica.progress import Progress
     from replica.testnet.http_endpoints import agent_for_testnet
     from replica.testnet.lifecycle import testnet_directory
-    from replica.testnet.load import LoadOptions, run_load
+    from replica.testnet.load import LoadFailed, LoadOptions, run_load
 
     options = LoadOptions(rate=args.rate, duration_s=args.duration, canisters=args.canisters,
                           cross_subnet=args.cross_subnet, pad_bytes=args.pad, timeout_s=args.timeout_s,
@@ -41,16 +44,28 @@ def _load(args: argparse.Namespace) -> int:
             subnets = [record.subnet_id for record in agent.registry.latest().subnets]
             progress = Progress(f"load: {args.rate:g} calls/s for {args.duration:g} s on {len(subnets)} subnets",
                                 total=int(args.duration * 10))
-            report = run_load(agent, subnets, options, progress=progress)
+            try:
+                report = run_load(agent, subnets, options, progress=progress)
+            except LoadFailed as failed:
+                progress.finish("ended by an error")
+                if failed.report is not None:
+                    _print(failed.report, args.json)
+                raise
             progress.finish(f"{report.replied} replied, {report.lost} lost, {report.duplicated} duplicated")
     except ReplicaError as exc:
         print(f"replica load: {type(exc).__name__}: {exc}", file=sys.stderr)
         return 2
-    if args.json:
-        print(json.dumps(report.as_json()))
-    else:
-        print("\n".join(report.table()))
+    _print(report, args.json)
+    if report.ended_early is not None and report.ended_early.startswith("interrupted"):
+        return 130
     return 0 if report.lost == 0 and report.duplicated == 0 else 1
+
+
+def _print(report, as_json: bool) -> None:
+    if as_json:
+        print(json.dumps(report.as_json()), flush=True)
+    else:
+        print("\n".join(report.table()), flush=True)
 
 
 def register(sub) -> None:
@@ -66,8 +81,10 @@ def register(sub) -> None:
     load.add_argument("--timeout-s", type=int, default=None,
                       help="make the inner calls bounded-wait calls with this timeout (none: guaranteed-response)")
     load.add_argument("--drain", type=float, default=60.0,
-                      help="seconds to wait for answers after the last call (then the rest count as lost)")
-    load.add_argument("--submitters", type=int, default=4, help="threads submitting calls")
+                      help="seconds to wait for answers after the load window (then the rest count as lost)")
+    load.add_argument("--submitters", type=int, default=4,
+                      help="threads submitting calls (at most twice as many calls on their way; a call due beyond "
+                           "that is not submitted: the client is the limit)")
     load.add_argument("--seed", type=int, default=0, help="seed of the choice of canisters")
     load.add_argument("--json", action="store_true", help="print the report as one JSON object")
     load.add_argument("--dir", default=None, help="testnet directory (none: $REPLICA_TESTNET, else .replica/testnet)")

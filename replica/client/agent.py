@@ -3,12 +3,21 @@
 ``Agent(endpoint, identity, registry)`` signs calls with ``identity`` and sends them to
 ``endpoint`` (``"127.0.0.1:port"``, a list of one subnet's nodes, or ``{subnet id:
 "host:port" | ["host:port", …]}`` to reach each canister's own subnet through any of its
-nodes). With several nodes, a node that
-gives no HTTP answer or answers 503 ``unavailable`` (or, for a query, ``not_certified_yet``)
-is passed over for the next, which the agent then keeps using; a call resubmitted that way and refused as ``duplicate`` was pooled
-by the node that went silent, and counts as submitted. ``registry`` (``consensus_stub.registry.Registry``, e.g. a testnet's
-``registry.bin``) is the root of trust: it says which subnet's canister ranges cover a
-canister and that subnet's threshold public key.
+nodes). ``registry`` (``consensus_stub.registry.Registry``, e.g. a testnet's ``registry.bin``)
+is the root of trust: it says which subnet's canister ranges cover a canister and that
+subnet's threshold public key.
+
+Failover, the same for every kind of request (call, query, read_state, status): a node that
+gives no HTTP answer (connection refused or reset, a timeout) or answers a 5xx is passed over
+for the subnet's next node, and the node that answered is asked first from then on
+(``replica.client.endpoint_book``). When no node gave an answer, the agent re-reads where the
+nodes are (``endpoints_source``, and a newer registry from ``registry_source``: a testnet
+directory, ``agent_for_testnet``) and asks them all again, pausing as ``wait`` does, for up
+to ``failover_s`` seconds (a query: its ``timeout_s``). Only an answer below 500 ends the
+asking, or a node's typed ingress refusal among the 5xx (``pool_full``: the node refused the
+call, and every node said so). A call resubmitted that way and refused as ``duplicate`` was
+pooled by a node that went silent, and counts as submitted; a call no node confirmed raises
+``SubmissionUncertain`` with its message id (it may have been pooled: ask for its status).
 
 * ``submit_call`` → message id once the node pooled the call (202);
 * ``request_status`` reads ``/request_status/<id>`` (and ``/time``) with ``read_state`` and
@@ -52,9 +61,10 @@ from state_manager.messages import MANAGEMENT_CANISTER_ID, RejectCode
 
 from .agent_errors import (
     AgentError, CallRejected, CallTimeout, CanisterNotRouted, MalformedCertificate,
-    PathNotProven, ReplyUnavailable, RequestRefused, TransportError, UnexpectedAnswer,
+    PathNotProven, ReplyUnavailable, RequestRefused, SubmissionUncertain, TransportError, UnexpectedAnswer,
 )
 from .certificate import VerifiedCertificate, verify_certificate
+from .endpoint_book import EndpointBook, Endpoints
 from .envelope import compute_message_id, sign_ingress
 from .http_transport import HttpTransport, error_for_answer, json_object
 from .http_wire import (
@@ -62,22 +72,20 @@ from .http_wire import (
     encode_read_state_request,
 )
 from .identity import UserKey
-from .refusals import ApiError, DuplicateIngress, NodeUnavailable, NotCertifiedYet
+from .refusals import ApiError, DuplicateIngress, IngressRefused, refusal_class
 
 __all__ = ["Agent", "RequestStatus", "reject_code_name", "error_for_answer", "status_from_certificate"]
 
-#: Refusals for which the next node of the subnet is asked instead (per kind of request).
-_PASS_OVER: dict[str, tuple[type[ApiError], ...]] = {
-    "call": (NodeUnavailable,), "read_state": (NodeUnavailable,), "query": (NodeUnavailable, NotCertifiedYet)}
-#: Refusals of a status request that go away by themselves: ``wait`` asks again.
-_ASK_AGAIN = (NodeUnavailable.reason, NotCertifiedYet.reason)
-
 #: Certifications whose signature an agent remembers having verified.
 _REMEMBERED_SIGNATURES = 64
+#: The least time between two re-readings of where the nodes are.
+_REFRESH_INTERVAL_S = 0.25
 
 
-def _endpoint_list(endpoints: str | Sequence[str]) -> tuple[str, ...]:
-    return (endpoints,) if isinstance(endpoints, str) else tuple(endpoints)
+def _passed_over(status: int) -> bool:
+    """An answer for which the subnet's next node is asked: a 5xx (the node is failing,
+    restarting, not certified yet or full)."""
+    return status >= 500
 
 
 def _reason(body: bytes) -> object:
@@ -146,7 +154,7 @@ class Agent:
 
     def __init__(
         self,
-        endpoint: str | Sequence[str] | Mapping[str, str | Sequence[str]],
+        endpoint: Endpoints,
         identity: UserKey,
         registry: Registry,
         *,
@@ -155,6 +163,9 @@ class Agent:
         ingress_ttl_s: float = 240.0,
         poll_interval_s: float = 0.05,
         max_poll_interval_s: float = 0.25,
+        failover_s: float = 10.0,
+        endpoints_source: Callable[[], Endpoints | None] | None = None,
+        registry_source: Callable[[], Registry | None] | None = None,
         clock: Callable[[], int] = time.time_ns,
     ) -> None:
         self.identity = identity
@@ -163,11 +174,13 @@ class Agent:
         self.ingress_ttl_ns = int(ingress_ttl_s * SECOND_NS)
         self.poll_interval_s = poll_interval_s
         self.max_poll_interval_s = max_poll_interval_s
-        self._endpoints: tuple[str, ...] | dict[str, tuple[str, ...]] = (
-            _endpoint_list(endpoint) if not isinstance(endpoint, Mapping)
-            else {s: _endpoint_list(e) for s, e in endpoint.items()})
-        if not all(self._endpoints.values() if isinstance(self._endpoints, dict) else self._endpoints):
-            raise AgentError("every subnet needs at least one endpoint")
+        self.failover_s = failover_s
+        try:
+            self._book = EndpointBook(endpoint, endpoints_source)
+        except ValueError as exc:
+            raise AgentError(str(exc)) from exc
+        self._registry_source = registry_source
+        self._refreshed_at = float("-inf")
         self._clock = clock
         self._lock = threading.Lock()
         self._verified_heights: dict[str, int] = {}
@@ -205,15 +218,17 @@ class Agent:
 
     def endpoint_for(self, canister_id: int, subnet: str | None = None) -> str:
         """The endpoint requests for ``canister_id`` go to first."""
-        return self._candidates(canister_id, subnet)[0]
+        return self._candidates(self._book_key(canister_id, subnet))[0]
 
-    def _candidates(self, canister_id: int, subnet: str | None) -> tuple[str, ...]:
-        if isinstance(self._endpoints, tuple):
-            return self._endpoints
-        subnet = self.subnet_of(canister_id, subnet)
-        if subnet not in self._endpoints:
-            raise CanisterNotRouted(f"no endpoint known for subnet {subnet} (canister {canister_id})")
-        return self._endpoints[subnet]
+    def _book_key(self, canister_id: int, subnet: str | None) -> str | None:
+        """The subnet whose nodes answer for ``canister_id`` (None: this agent knows one list)."""
+        return self.subnet_of(canister_id, subnet) if self._book.per_subnet else None
+
+    def _candidates(self, key: str | None) -> tuple[str, ...]:
+        candidates = self._book.candidates(key)
+        if candidates is None:
+            raise CanisterNotRouted(f"no endpoint known for subnet {key}")
+        return candidates
 
     def verified_height(self, subnet_id: str) -> int:
         """The highest certified height verified so far for ``subnet_id`` (0 before any)."""
@@ -231,11 +246,18 @@ class Agent:
     def submit_call(self, canister_id: int, method: str, arg: Any = None, *, subnet: str | None = None) -> bytes:
         """Sign and submit an update call; its message id once the node pooled it."""
         envelope, message_id = self._envelope(canister_id, method, arg)
-        status, body, failed_over = self._post_any(canister_id, "call", envelope, subnet)
+        try:
+            status, body, failed_over = self._post_any(canister_id, "call", envelope, subnet)
+        except TransportError as exc:
+            raise SubmissionUncertain(f"no node confirmed message {message_id.hex()}: {exc}", message_id) from exc
         if failed_over and _is(DuplicateIngress, status, body):   # pooled by the node that went silent
             return message_id
         if status != 202:
-            raise error_for_answer(status, body)
+            error = error_for_answer(status, body)
+            if _passed_over(status) and not isinstance(error, IngressRefused):
+                raise SubmissionUncertain(f"no node confirmed message {message_id.hex()}: {error}",
+                                          message_id) from error
+            raise error
         answer = json_object(body, status)
         if answer.get("message_id") != message_id.hex():
             raise UnexpectedAnswer(f"the node accepted message {answer.get('message_id')!r}, not {message_id.hex()}")
@@ -249,15 +271,17 @@ class Agent:
 
     def wait(self, message_id: bytes, canister_id: int, timeout_s: float = 30.0, *, subnet: str | None = None) -> Any:
         """Poll ``request_status`` (every answer verified; every ``poll_interval_s``, growing by
-        half up to ``max_poll_interval_s``) until replied or rejected; a 503
-        (``not_certified_yet``, ``unavailable``) is retried until ``timeout_s``."""
+        half up to ``max_poll_interval_s``) until replied or rejected; no answer from any node,
+        or a 5xx from every one (``not_certified_yet``, ``unavailable``), is asked again
+        until ``timeout_s``."""
         deadline = time.monotonic() + timeout_s
         delay = self.poll_interval_s
         while True:
             try:
                 status = self.request_status(message_id, canister_id, subnet=subnet)
-            except RequestRefused as refusal:
-                if refusal.reason not in _ASK_AGAIN or time.monotonic() > deadline:
+            except (TransportError, RequestRefused) as failure:
+                if (isinstance(failure, RequestRefused) and not _passed_over(failure.status)
+                        or time.monotonic() > deadline):
                     raise
                 time.sleep(delay)
                 continue
@@ -280,18 +304,11 @@ class Agent:
                      timeout_s: float = 10.0) -> QueryAnswer:
         """A query's answer (reply bytes or reject) and the certified height it was run at.
         A node whose latest state is not certified yet (503 ``not_certified_yet``: it has just
-        executed a height, or is catching up) is passed over for the next node, and when every
-        node says so the query is asked again, polling as ``wait`` does, until ``timeout_s``."""
+        executed a height, or is catching up) is passed over for the next node like one that
+        does not answer, and when every node says so the query is asked again (failover, in
+        the module docstring) until ``timeout_s``."""
         envelope, _ = self._envelope(canister_id, method, arg)
-        deadline = time.monotonic() + timeout_s
-        delay = self.poll_interval_s
-        while True:
-            status, body = self._post(canister_id, "query", envelope)
-            if _is(NotCertifiedYet, status, body) and time.monotonic() < deadline:
-                time.sleep(delay)
-                delay = min(delay * 1.5, self.max_poll_interval_s)
-                continue
-            break
+        status, body, _ = self._post_any(canister_id, "query", envelope, None, patience_s=timeout_s)
         if status != 200:
             raise error_for_answer(status, body)
         try:
@@ -356,13 +373,17 @@ class Agent:
         certificate = self.read_state(canister_id, [[b"request_status", m] for m in message_ids], subnet=subnet)
         return {message_id: status_from_certificate(certificate, message_id) for message_id in message_ids}
 
-    def status(self, endpoint: str | None = None) -> dict:
-        """The node's ``/api/v2/status`` (unverified: heights and keys as the node reports them)."""
-        if endpoint is None:
-            if not isinstance(self._endpoints, tuple):
-                raise AgentError("name the endpoint: this agent knows one per subnet")
-            endpoint = self._endpoints[0]
-        status, body = self._http.request("GET", endpoint, STATUS_PATH, None)
+    def status(self, endpoint: str | None = None, *, subnet: str | None = None) -> dict:
+        """``/api/v2/status`` (unverified: heights and keys as the node reports them) of the
+        node ``endpoint``, or of the first of ``subnet``'s nodes that answers (failover; no
+        ``subnet`` needed when the agent knows one list)."""
+        if endpoint is not None:
+            status, body = self._http.request("GET", endpoint, STATUS_PATH, None)
+        else:
+            if self._book.per_subnet and subnet is None:
+                raise AgentError("name the endpoint or the subnet: this agent knows nodes of several subnets")
+            status, body, _ = self._exchange(subnet if self._book.per_subnet else None, "GET", STATUS_PATH, None,
+                                             self.failover_s)
         if status != 200:
             raise error_for_answer(status, body)
         return json_object(body, status)
@@ -373,25 +394,57 @@ class Agent:
         status, answer, _ = self._post_any(canister_id, kind, body, subnet)
         return status, answer
 
-    def _post_any(self, canister_id: int, kind: str, body: bytes,
-                  subnet: str | None) -> tuple[int, bytes, bool]:
-        """POST to the first node of the subnet that answers (module docstring): its status and
-        body, and whether an earlier node was passed over. The node that answered goes first
-        from then on. ``TransportError`` if none answers."""
-        candidates = self._candidates(canister_id, subnet)
-        path = canister_url(canister_id, kind)
-        failure = TransportError(f"no endpoint for canister {canister_id}")
-        for position, endpoint in enumerate(candidates):
-            try:
-                status, answer = self._http.request("POST", endpoint, path, body)
-            except TransportError as exc:
-                failure = exc
-                continue
-            if position + 1 < len(candidates) and any(_is(r, status, answer) for r in _PASS_OVER.get(kind, ())):
-                continue
-            if position and isinstance(self._endpoints, dict):
-                routed = self.subnet_of(canister_id, subnet)
-                with self._lock:
-                    self._endpoints[routed] = (endpoint,) + tuple(e for e in candidates if e != endpoint)
-            return status, answer, position > 0
-        raise failure   # the last node gave no answer (the last node's 503 would have been returned)
+    def _post_any(self, canister_id: int, kind: str, body: bytes, subnet: str | None, *,
+                  patience_s: float | None = None) -> tuple[int, bytes, bool]:
+        """POST ``body`` to ``canister_id``'s ``kind`` route on its subnet's nodes (failover)."""
+        return self._exchange(self._book_key(canister_id, subnet), "POST", canister_url(canister_id, kind), body,
+                              self.failover_s if patience_s is None else patience_s)
+
+    def _exchange(self, key: str | None, method: str, path: str, body: bytes | None,
+                  patience_s: float) -> tuple[int, bytes, bool]:
+        """The first answer of ``key``'s nodes that ends the asking (failover, in the module
+        docstring): its status and body, and whether a node was passed over before it.
+        ``TransportError`` if no node answered within ``patience_s``; the last 5xx if every
+        node that answered said one."""
+        deadline = time.monotonic() + patience_s
+        delay = self.poll_interval_s
+        passed_over = False
+        while True:
+            failure: TransportError | None = None
+            last: tuple[int, bytes] | None = None
+            refused: tuple[int, bytes] | None = None
+            for endpoint in self._candidates(key):
+                try:
+                    status, answer = self._http.request(method, endpoint, path, body)
+                except TransportError as exc:
+                    failure, passed_over = exc, True
+                    continue
+                if not _passed_over(status):
+                    self._book.prefer(key, endpoint)
+                    if failure is not None:   # a node went silent: it may be back elsewhere
+                        self._refresh()
+                    return status, answer, passed_over
+                last, passed_over = (status, answer), True
+                if isinstance(_reason(answer), str) and refusal_class(_reason(answer)) is not None:
+                    refused = last   # a node's own refusal of the call (pool_full)
+            remaining = deadline - time.monotonic()
+            if refused is not None or remaining <= 0:
+                if refused is not None or last is not None:
+                    return (*(refused or last), passed_over)   # type: ignore[return-value]
+                raise failure or TransportError(f"no endpoint answered {path}")
+            time.sleep(min(delay, remaining))
+            delay = min(delay * 1.5, self.max_poll_interval_s)
+            self._refresh()
+
+    def _refresh(self) -> None:
+        """Re-read where the nodes are and a newer registry, if this agent has sources for
+        them (at most every ``_REFRESH_INTERVAL_S``)."""
+        with self._lock:
+            if time.monotonic() - self._refreshed_at < _REFRESH_INTERVAL_S:
+                return
+            self._refreshed_at = time.monotonic()
+        if self._registry_source is not None:
+            registry = self._registry_source()
+            if registry is not None and registry.latest_version > self.registry.latest_version:
+                self.registry = registry
+        self._book.refresh()

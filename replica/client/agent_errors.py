@@ -4,6 +4,7 @@
 error                          raised when
 =============================  ====================================================================
 TransportError                 the node cannot be reached, times out, or answers no HTTP
+  SubmissionUncertain          - no node confirmed a call; it may have been pooled (``message_id``)
 UnexpectedAnswer               the node answers a status or body the API does not define
 RequestRefused                 a 4xx/5xx refusal that is not an ingress refusal (``reason``, ``status``)
 CanisterNotRouted              no subnet of the agent's registry covers the canister
@@ -28,7 +29,7 @@ from __future__ import annotations
 from replica.errors import ReplicaError
 
 __all__ = [
-    "AgentError", "TransportError", "UnexpectedAnswer", "RequestRefused", "CanisterNotRouted", "CallRejected",
+    "AgentError", "TransportError", "SubmissionUncertain", "UnexpectedAnswer", "RequestRefused", "CanisterNotRouted", "CallRejected",
     "CallTimeout", "ReplyUnavailable", "CertificateInvalid", "MalformedCertificate", "CertificateRootMismatch",
     "CertificateSignatureInvalid", "CertificationRollback", "CertificateTooOld", "PathNotProven",
 ]
@@ -40,6 +41,16 @@ class AgentError(ReplicaError):
 
 class TransportError(AgentError):
     pass
+
+
+class SubmissionUncertain(TransportError):
+    """No node confirmed a call: none answered, or each answered a 5xx that is no refusal of
+    the call. A node that went silent may have pooled it all the same; ``message_id`` names
+    the call, so its certified status tells."""
+
+    def __init__(self, message: str, message_id: bytes = b"") -> None:
+        super().__init__(message)
+        self.message_id = message_id
 
 
 class UnexpectedAnswer(AgentError):

@@ -10,33 +10,40 @@ own, and answers once the echo is back — a request and a response through the 
 
 Pollers read the certified statuses of pending calls, many per ``read_state``
 (``Agent.request_statuses``, every certificate verified), until every call is answered or
-``drain_s`` passes after the last submission. The report (``LoadReport``):
+``drain_s`` passes after the load window closed.
 
-* offered calls/s, submitted and achieved (replied calls per second of the run);
-* latency from submission to the certified answer, in ms and in rounds (the certified
-  height of the answer minus the subnet's finalized height when the call was submitted);
-* replies, rejects by code as users saw them, and — from the canisters' own counters —
-  rejects of the inner calls by code (back-pressure: reject signals and synthetic rejects);
-* submissions the nodes refused, by reason (an explicit refusal, not a loss);
-* ``lost``: calls accepted by a node but never answered, plus relays whose callback never
-  ran; ``duplicated``: echoes a canister saw twice or out of order, plus callbacks that ran
-  more often than calls were relayed. Both must be 0.
+The window is kept: at most ``2 x submitters`` calls are on their way at once, and a call due
+while that many are, or still waiting when the window closes, is counted as not submitted
+(``client limit``: the report says the client was the limit), never queued past the window.
+A call no node confirmed (``SubmissionUncertain``) is polled like the others: answered, it
+counts as submitted; never seen, as not submitted. The agent fails over between a subnet's
+nodes and re-reads where they are, so a node restarting costs no call.
+
+The report (``replica.testnet.load_report.LoadReport``): offered, submitted, not submitted
+and refused by cause, answered (replies, rejects by code as users saw them) and achieved
+calls/s; latency from submission to the certified answer in ms and in rounds; the drain in
+seconds and rounds; from the canisters' own counters, rejects of the inner calls by code
+(back-pressure: reject signals and synthetic rejects); ``lost`` (calls a node took but never
+answered, plus relays whose callback never ran) and ``duplicated`` (echoes a canister saw
+twice or out of order, plus callbacks that ran more often than calls were relayed), both
+of which must be 0. An error ends the run with ``LoadFailed``, whose report holds the numbers
+so far; an interrupt (Ctrl-C) or ``stop`` ends the offered load early, then drains and reports.
 """
 
 from __future__ import annotations
 
 import collections
 import inspect
+import logging
 import random
-import statistics
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Iterable
 
-from replica.client.agent import Agent
-from replica.client.agent_errors import AgentError
+from replica.client.agent import Agent, reject_code_name
+from replica.client.agent_errors import AgentError, RequestRefused, SubmissionUncertain
 from replica.client.http_wire import MAX_PATHS
 from replica.client.management import install_many
 from replica.client.refusals import IngressRefused
@@ -45,8 +52,11 @@ from replica.progress import Progress
 from state_manager.messages import MANAGEMENT_CANISTER_ID
 
 from . import load_canister
+from .load_report import CLIENT_LIMIT, NOT_CONFIRMED, LoadFailed, LoadReport
 
-__all__ = ["LoadOptions", "LoadReport", "install_load_canisters", "run_load"]
+__all__ = ["LoadOptions", "LoadReport", "LoadFailed", "install_load_canisters", "run_load"]
+
+_log = logging.getLogger("replica.testnet.load")
 
 _POLL_INTERVAL_S = 0.1
 
@@ -72,73 +82,11 @@ class _Call:
     subnet: str
     submitted_at: float
     submitted_height: int
+    #: A node took it (202); False: no node confirmed it (``SubmissionUncertain``).
+    confirmed: bool = True
     answered_at: float | None = None
     rounds: int | None = None
     outcome: str = "pending"       # replied | rejected:<code> | expired
-
-
-@dataclass
-class LoadReport:
-    options: LoadOptions
-    wall_s: float
-    submitting_s: float
-    submitted: int
-    refused: dict[str, int]
-    replied: int
-    rejected: dict[str, int]
-    inner_rejects: dict[str, int]
-    lost: int
-    duplicated: int
-    latency_ms: list[float] = field(repr=False)
-    latency_rounds: list[int] = field(repr=False)
-    canister_totals: dict[str, int] = field(default_factory=dict)
-
-    @property
-    def achieved_per_s(self) -> float:
-        return self.replied / self.wall_s if self.wall_s > 0 else 0.0
-
-    def percentile(self, samples: list, q: float) -> float:
-        if not samples:
-            return 0.0
-        ordered = sorted(samples)
-        return float(ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))])
-
-    def as_json(self) -> dict:
-        return {
-            "offered_per_s": self.options.rate, "duration_s": self.options.duration_s,
-            "submitted": self.submitted, "submitted_per_s": round(self.submitted / self.submitting_s, 1),
-            "achieved_per_s": round(self.achieved_per_s, 1), "wall_s": round(self.wall_s, 2),
-            "replied": self.replied, "rejected": self.rejected, "inner_rejects": self.inner_rejects,
-            "refused": self.refused, "lost": self.lost, "duplicated": self.duplicated,
-            "p50_ms": round(self.percentile(self.latency_ms, 0.5), 1),
-            "p90_ms": round(self.percentile(self.latency_ms, 0.9), 1),
-            "p99_ms": round(self.percentile(self.latency_ms, 0.99), 1),
-            "p50_rounds": self.percentile(self.latency_rounds, 0.5),
-            "p99_rounds": self.percentile(self.latency_rounds, 0.99),
-            "canisters": self.canister_totals,
-        }
-
-    def table(self) -> list[str]:
-        j = self.as_json()
-        rows = [
-            ("offered", f"{j['offered_per_s']:.0f} calls/s for {j['duration_s']:.0f} s"),
-            ("submitted", f"{j['submitted']} ({j['submitted_per_s']} calls/s)"),
-            ("achieved", f"{j['achieved_per_s']} replied calls/s over {j['wall_s']} s"),
-            ("latency", f"p50 {j['p50_ms']} ms / {j['p50_rounds']:.0f} rounds, p90 {j['p90_ms']} ms, "
-                        f"p99 {j['p99_ms']} ms / {j['p99_rounds']:.0f} rounds"),
-            ("replied", str(j["replied"])),
-            ("rejected", _counts(j["rejected"])),
-            ("inner calls rejected", _counts(j["inner_rejects"])),
-            ("refused at submission", _counts(j["refused"])),
-            ("lost", str(j["lost"])),
-            ("duplicated", str(j["duplicated"])),
-        ]
-        width = max(len(name) for name, _ in rows)
-        return [f"  {name:<{width}}  {value}" for name, value in rows]
-
-
-def _counts(counts: dict[str, int]) -> str:
-    return ", ".join(f"{code} {n}" for code, n in sorted(counts.items())) or "none"
 
 
 def install_load_canisters(agent: Agent, subnets: Iterable[str], per_subnet: int) -> dict[str, list[int]]:
@@ -150,14 +98,15 @@ def install_load_canisters(agent: Agent, subnets: Iterable[str], per_subnet: int
 
 
 class _Heights:
-    """Each subnet's finalized height as its first node reports it, refreshed by a thread."""
+    """Each subnet's finalized height as the first of its nodes that answers reports it,
+    refreshed by the poller."""
 
-    def __init__(self, agent: Agent, canisters: dict[str, list[int]]) -> None:
-        self._agent, self._canisters = agent, canisters
-        self.current = {subnet: self._read(subnet) for subnet in canisters}
+    def __init__(self, agent: Agent, subnets: Iterable[str]) -> None:
+        self._agent = agent
+        self.current = {subnet: self._read(subnet) for subnet in subnets}
 
     def _read(self, subnet: str) -> int:
-        return int(self._agent.status(self._agent.endpoint_for(self._canisters[subnet][0]))["finalized_height"])
+        return int(self._agent.status(subnet=subnet)["finalized_height"])
 
     def refresh(self) -> None:
         for subnet in self.current:
@@ -167,10 +116,9 @@ class _Heights:
                 pass   # the next refresh tries again; heights only make the rounds estimate
 
 
-def _stats_of(agent: Agent, canister: int, patience_s: float = 60.0) -> dict:
+def _stats_of(agent: Agent, canister: int, deadline: float) -> dict:
     """The load canister's counters; asked again while it cannot answer (e.g. it is moving
-    between subnets) for up to ``patience_s`` seconds."""
-    deadline = time.monotonic() + patience_s
+    between subnets) until ``deadline`` (``time.monotonic``)."""
     while True:
         try:
             return agent.query_call(canister, "stats")
@@ -180,15 +128,16 @@ def _stats_of(agent: Agent, canister: int, patience_s: float = 60.0) -> dict:
             time.sleep(0.2)
 
 
-def _inner_outcomes(agent: Agent, canisters: dict[str, list[int]]) -> tuple[dict[str, int], dict[str, int]]:
-    """(totals of the canisters' counters, their inner rejects by code name)."""
-    from replica.client.agent import reject_code_name
-
+def _inner_outcomes(agent: Agent, canisters: dict[str, list[int]],
+                    patience_s: float = 60.0) -> tuple[dict[str, int], dict[str, int]]:
+    """(totals of the canisters' counters, their inner rejects by code name), all read within
+    ``patience_s`` seconds."""
+    deadline = time.monotonic() + patience_s
     totals: collections.Counter[str] = collections.Counter()
     inner: collections.Counter[str] = collections.Counter()
     for ids in canisters.values():
         for canister in ids:
-            stats = _stats_of(agent, canister)
+            stats = _stats_of(agent, canister, deadline)
             for key in ("relayed", "echoed", "replied", "rejected", "violations"):
                 totals[key] += stats[key]
             for code, count in stats["rejected_by_code"].items():
@@ -196,119 +145,264 @@ def _inner_outcomes(agent: Agent, canisters: dict[str, list[int]]) -> tuple[dict
     return dict(totals), dict(inner)
 
 
+class _LoadRun:
+    """One run's counters and its three phases: offering, polling (a thread) and draining."""
+
+    def __init__(self, agent: Agent, subnets: list[str], options: LoadOptions, progress: Progress | None) -> None:
+        self.agent, self.subnets, self.options, self.progress = agent, subnets, options, progress
+        self.canisters: dict[str, list[int]] = {}
+        self.heights: _Heights | None = None
+        self.lock = threading.Lock()
+        self.pending: dict[str, dict[bytes, _Call]] = {subnet: {} for subnet in subnets}
+        self.answered: list[_Call] = []
+        self.refused: collections.Counter[str] = collections.Counter()
+        self.not_submitted: collections.Counter[str] = collections.Counter()
+        self.offered = 0
+        self.in_flight = 0
+        self.window_closed = threading.Event()
+        self.started = time.monotonic()
+        self.window_end: float | None = None
+        self.last_submission = 0.0
+        self.drain_heights: dict[str, int] = {}
+        self.drain_s = 0.0
+        self.ended_early: str | None = None
+        #: An unexpected error of a submitter or the poller: it ends the run.
+        self.failure: BaseException | None = None
+        self._stop_polling = threading.Event()
+        self._poller = threading.Thread(target=self._poll, name="load-poller", daemon=True)
+
+    # -- submitting ---------------------------------------------------------------------------
+
+    def _submit(self, canister: int, target: int) -> None:
+        try:
+            if self.window_closed.is_set():   # waited for a submitter past the window
+                with self.lock:
+                    self.not_submitted[CLIENT_LIMIT] += 1
+                return
+            self._submit_now(canister, target)
+        except BaseException as exc:  # noqa: BLE001 - a bug: kept, and it ends the run
+            _log.exception("a load submission failed")
+            self.failure = self.failure or exc
+        finally:
+            with self.lock:
+                self.in_flight -= 1
+
+    def _submit_now(self, canister: int, target: int) -> None:
+        arg = {"target": target, "pad": self.options.pad_bytes}
+        if self.options.timeout_s is not None:
+            arg["timeout_s"] = self.options.timeout_s
+        submitted_at = time.monotonic()
+        confirmed = True
+        try:
+            # the subnet hosting the canister now (canisters may migrate during a run): the
+            # call's status lives in that subnet's ingress history
+            subnet = self.agent.subnet_of(canister)
+            height = self.heights.current.get(subnet, 0) if self.heights else 0
+            message_id = self.agent.submit_call(canister, "relay", arg, subnet=subnet)
+        except IngressRefused as refusal:   # a node refused it, for its reason
+            with self.lock:
+                self.refused[refusal.reason] += 1
+            return
+        except SubmissionUncertain as uncertain:   # maybe pooled: its status will tell
+            message_id, confirmed = uncertain.message_id, False
+        except RequestRefused as refusal:
+            with self.lock:
+                self.not_submitted[refusal.reason] += 1
+            return
+        except AgentError as exc:
+            with self.lock:
+                self.not_submitted[type(exc).__name__] += 1
+            return
+        with self.lock:
+            self.pending[subnet][message_id] = _Call(message_id, canister, subnet, submitted_at, height, confirmed)
+            self.last_submission = time.monotonic()
+
+    def offer(self, stop: threading.Event | None) -> None:
+        """Offer calls at ``rate`` until ``duration_s`` passed (or ``stop`` is set); a call due
+        while ``2 x submitters`` are on their way is not submitted (``CLIENT_LIMIT``)."""
+        options = self.options
+        rng = random.Random(options.seed)
+        everyone = [(subnet, canister) for subnet in self.subnets for canister in self.canisters[subnet]]
+        limit = 2 * options.submitters
+        pool = ThreadPoolExecutor(max_workers=options.submitters, thread_name_prefix="load-submit")
+        self.started = time.monotonic()
+        try:
+            while (elapsed := time.monotonic() - self.started) < options.duration_s:
+                if stop is not None and stop.is_set():
+                    self.ended_early = self.ended_early or "stopped"
+                    break
+                if self.failure is not None:
+                    break
+                while self.offered < int(elapsed * options.rate):
+                    self.offered += 1
+                    subnet, canister = rng.choice(everyone)
+                    others = [c for s, c in everyone if s != subnet] if rng.random() < options.cross_subnet else []
+                    target = rng.choice(others or self.canisters[subnet])
+                    with self.lock:
+                        if self.in_flight >= limit:
+                            self.not_submitted[CLIENT_LIMIT] += 1
+                            continue
+                        self.in_flight += 1
+                    pool.submit(self._submit, canister, target)
+                self._show(f"{self.offered} offered")
+                time.sleep(0.01)
+        except KeyboardInterrupt:
+            self.ended_early = "interrupted"
+        finally:
+            self.window_closed.set()
+            self.window_end = time.monotonic()
+            pool.shutdown(wait=True)   # at most ``limit`` calls, each bounded by the agent's failover
+
+    # -- polling and draining -----------------------------------------------------------------
+
+    def start_polling(self) -> None:
+        self._poller.start()
+
+    def stop_polling(self) -> None:
+        self._stop_polling.set()
+        if self._poller.is_alive():
+            self._poller.join(timeout=30)
+
+    def _poll(self) -> None:
+        try:
+            while not self._stop_polling.wait(_POLL_INTERVAL_S):
+                if self.heights is not None:
+                    self.heights.refresh()
+                for subnet, calls in self.pending.items():
+                    with self.lock:
+                        waiting = list(calls.values())
+                    for start in range(0, len(waiting), MAX_PATHS - 1):
+                        if self._stop_polling.is_set():
+                            return
+                        self._poll_chunk(subnet, calls, waiting[start:start + MAX_PATHS - 1])
+        except BaseException as exc:  # noqa: BLE001 - a bug: kept, and it ends the run
+            _log.exception("the load poller failed")
+            self.failure = self.failure or exc
+
+    def _poll_chunk(self, subnet: str, calls: dict[bytes, _Call], chunk: list[_Call]) -> None:
+        try:
+            statuses = self.agent.request_statuses([c.message_id for c in chunk], MANAGEMENT_CANISTER_ID,
+                                                   subnet=subnet)
+        except (AgentError, IngressRefused):
+            return   # not certified yet, or no node answering: the next poll asks again
+        now = time.monotonic()
+        for call in chunk:
+            status = statuses[call.message_id]
+            if status.status not in ("replied", "rejected", "done"):
+                continue
+            call.answered_at = now
+            call.rounds = status.certificate.height - call.submitted_height
+            call.outcome = ("replied" if status.status == "replied" else
+                            f"rejected:{status.reject_code}" if status.status == "rejected" else "expired")
+            with self.lock:
+                calls.pop(call.message_id, None)
+                self.answered.append(call)
+
+    def _waiting(self) -> int:
+        """Calls a node took that are not answered yet (unconfirmed ones do not hold the drain)."""
+        with self.lock:
+            return sum(1 for calls in self.pending.values() for call in calls.values() if call.confirmed)
+
+    def drain(self) -> None:
+        """Wait until every call a node took is answered, for at most ``drain_s``."""
+        started = time.monotonic()
+        self.drain_heights = dict(self.heights.current) if self.heights else {}
+        deadline = started + self.options.drain_s
+        try:
+            while time.monotonic() < deadline and self.failure is None:
+                waiting = self._waiting()
+                if not waiting:
+                    break
+                self._show(f"draining: {waiting} calls pending", done=False)
+                time.sleep(0.1)
+        except KeyboardInterrupt:
+            self.ended_early = "interrupted (while draining)"
+        self.drain_s = time.monotonic() - started
+
+    def _show(self, what: str, done: bool = True) -> None:
+        if self.progress is None:
+            return
+        with self.lock:
+            waiting = sum(len(c) for c in self.pending.values())
+            answered = len(self.answered)
+            refused, skipped = sum(self.refused.values()), sum(self.not_submitted.values())
+        detail = f"{what}, {answered} answered, {waiting} pending, {refused} refused, {skipped} not submitted"
+        elapsed = int((time.monotonic() - self.started) * 10)
+        self.progress.update(detail, done=elapsed if done else None)
+
+    # -- the report -----------------------------------------------------------------------------
+
+    def report(self, error: str | None) -> LoadReport:
+        """The report of what happened so far (``error``: what ended the run, if anything)."""
+        totals: dict[str, int] = {}
+        inner: dict[str, int] = {}
+        if self.canisters:
+            try:
+                totals, inner = _inner_outcomes(self.agent, self.canisters)
+            except (ReplicaError, KeyboardInterrupt) as exc:
+                error = error or f"the load canisters' counters could not be read: {type(exc).__name__}: {exc}"
+        with self.lock:
+            answered = list(self.answered)
+            waiting = [c for calls in self.pending.values() for c in calls.values()]
+            not_submitted = collections.Counter(self.not_submitted)
+            refused = dict(self.refused)
+        unseen = sum(1 for c in waiting if not c.confirmed)
+        if unseen:
+            not_submitted[NOT_CONFIRMED] += unseen
+        lost_pending = sum(1 for c in waiting if c.confirmed)
+        callbacks = totals.get("replied", 0) + totals.get("rejected", 0)
+        rejected = collections.Counter(c.outcome.split(":", 1)[1] if c.outcome.startswith("rejected:")
+                                       else "answer expired unread" for c in answered if c.outcome != "replied")
+        replied = [c for c in answered if c.outcome == "replied"]
+        last_answer = max((c.answered_at for c in answered if c.answered_at is not None), default=time.monotonic())
+        heights = self.heights.current if self.heights else {}
+        return LoadReport(
+            options=self.options, wall_s=last_answer - self.started,
+            submitting_s=max(self.last_submission - self.started, 1e-9),
+            offered=self.offered, submitted=len(answered) + lost_pending,
+            refused=refused, not_submitted=dict(not_submitted), replied=len(replied), rejected=dict(rejected),
+            inner_rejects=inner,
+            lost=lost_pending + max(0, totals.get("relayed", 0) - callbacks),
+            duplicated=totals.get("violations", 0) + max(0, callbacks - totals.get("relayed", 0)),
+            latency_ms=[(c.answered_at - c.submitted_at) * 1e3 for c in replied if c.answered_at is not None],
+            latency_rounds=[c.rounds for c in replied if c.rounds is not None],
+            canister_totals=totals, drain_s=self.drain_s,
+            drain_rounds=max((heights.get(s, h) - h for s, h in self.drain_heights.items()), default=0),
+            ended_early=self.ended_early, error=error)
+
+
 def run_load(agent: Agent, subnets: list[str], options: LoadOptions, *,
              canisters: dict[str, list[int]] | None = None, progress: Progress | None = None,
              stop: threading.Event | None = None) -> LoadReport:
     """Install the load canisters (unless given), drive the load, drain, report (module
-    docstring). ``stop`` set ends the offered load before ``duration_s`` (then it drains)."""
-    if options.rate <= 0 or options.duration_s <= 0 or options.canisters < 1 or not 0 <= options.cross_subnet <= 1:
-        raise ReplicaError("load needs a positive rate and duration, at least one canister per subnet and a "
-                           "cross-subnet fraction in [0, 1]")
-    canisters = canisters or install_load_canisters(agent, subnets, options.canisters)
-    rng = random.Random(options.seed)
-    heights = _Heights(agent, canisters)
-    lock = threading.Lock()
-    pending: dict[str, dict[bytes, _Call]] = {subnet: {} for subnet in subnets}
-    answered: list[_Call] = []
-    refused: collections.Counter[str] = collections.Counter()
-    stop_polling = threading.Event()
-    last_submission = [0.0]
-
-    def submit(canister: int, target: int) -> None:
-        arg = {"target": target, "pad": options.pad_bytes}
-        if options.timeout_s is not None:
-            arg["timeout_s"] = options.timeout_s
-        submitted_at = time.monotonic()
-        try:
-            # the subnet hosting the canister now (canisters may migrate during a run): the
-            # call's status lives in that subnet's ingress history
-            subnet = agent.subnet_of(canister)
-            height = heights.current[subnet]
-            message_id = agent.submit_call(canister, "relay", arg, subnet=subnet)
-        except IngressRefused as refusal:
-            with lock:
-                refused[refusal.reason] += 1
-            return
-        except AgentError as exc:
-            with lock:
-                refused[type(exc).__name__] += 1
-            return
-        with lock:
-            pending[subnet][message_id] = _Call(message_id, canister, subnet, submitted_at, height)
-            last_submission[0] = time.monotonic()
-
-    def poll() -> None:
-        while not stop_polling.wait(_POLL_INTERVAL_S):
-            heights.refresh()
-            for subnet, calls in pending.items():
-                with lock:
-                    waiting = list(calls.values())
-                for start in range(0, len(waiting), MAX_PATHS - 1):
-                    chunk = waiting[start:start + MAX_PATHS - 1]
-                    try:
-                        statuses = agent.request_statuses([c.message_id for c in chunk], MANAGEMENT_CANISTER_ID,
-                                                          subnet=subnet)
-                    except AgentError:
-                        continue   # not certified yet, or a node restarting: the next poll asks again
-                    now = time.monotonic()
-                    for call in chunk:
-                        status = statuses[call.message_id]
-                        if status.status not in ("replied", "rejected", "done"):
-                            continue
-                        call.answered_at = now
-                        call.rounds = status.certificate.height - call.submitted_height
-                        call.outcome = ("replied" if status.status == "replied" else
-                                        f"rejected:{status.reject_code}" if status.status == "rejected" else "expired")
-                        with lock:
-                            calls.pop(call.message_id, None)
-                            answered.append(call)
-
-    poller = threading.Thread(target=poll, name="load-poller", daemon=True)
-    poller.start()
-    everyone = [(subnet, canister) for subnet in subnets for canister in canisters[subnet]]
-    started = time.monotonic()
-    due = 0
+    docstring). ``stop`` set ends the offered load before ``duration_s`` (then it drains).
+    ``LoadFailed`` (with the report so far) if an error ended the run."""
+    if options.rate <= 0 or options.duration_s <= 0 or options.canisters < 1 or not 0 <= options.cross_subnet <= 1 \
+            or options.submitters < 1:
+        raise ReplicaError("load needs a positive rate and duration, at least one canister per subnet and one "
+                           "submitter, and a cross-subnet fraction in [0, 1]")
+    run = _LoadRun(agent, subnets, options, progress)
+    error: str | None = None
     try:
-        with ThreadPoolExecutor(max_workers=options.submitters, thread_name_prefix="load-submit") as pool:
-            while (elapsed := time.monotonic() - started) < options.duration_s and not (stop and stop.is_set()):
-                while due < int(elapsed * options.rate):
-                    subnet, canister = rng.choice(everyone)
-                    others = [c for s, c in everyone if s != subnet] if rng.random() < options.cross_subnet else []
-                    target = rng.choice(others or canisters[subnet])
-                    pool.submit(submit, canister, target)
-                    due += 1
-                if progress is not None:
-                    with lock:
-                        waiting = sum(len(c) for c in pending.values())
-                        done = len(answered)
-                    progress.update(f"{due} offered, {done} answered, {waiting} pending, "
-                                    f"{sum(refused.values())} refused", done=int(elapsed * 10))
-                time.sleep(0.01)
-        drain_deadline = time.monotonic() + options.drain_s
-        while time.monotonic() < drain_deadline:
-            with lock:
-                waiting = sum(len(c) for c in pending.values())
-            if not waiting:
-                break
-            if progress is not None:
-                progress.update(f"draining: {waiting} calls pending")
-            time.sleep(0.1)
+        run.canisters = canisters or install_load_canisters(agent, subnets, options.canisters)
+        run.heights = _Heights(agent, subnets)
+        run.start_polling()
+        run.offer(stop)
+        if run.failure is None:
+            run.drain()
+    except ReplicaError as exc:
+        error = f"{type(exc).__name__}: {exc}"
+    except KeyboardInterrupt:
+        run.ended_early = "interrupted"
+    except Exception as exc:  # noqa: BLE001 - logged, and reported with the numbers so far
+        _log.exception("the load run failed")
+        error = f"{type(exc).__name__}: {exc}"
     finally:
-        stop_polling.set()
-        poller.join(timeout=30)
-    last_answer = max((c.answered_at for c in answered if c.answered_at is not None), default=time.monotonic())
-    totals, inner = _inner_outcomes(agent, canisters)
-    callbacks = totals.get("replied", 0) + totals.get("rejected", 0)
-    rejected = collections.Counter(c.outcome.split(":", 1)[1] if c.outcome.startswith("rejected:")
-                                   else "answer expired unread" for c in answered if c.outcome != "replied")
-    replied = [c for c in answered if c.outcome == "replied"]
-    return LoadReport(
-        options=options, wall_s=last_answer - started,
-        submitting_s=max(last_submission[0] - started, 1e-9),
-        submitted=len(answered) + sum(len(c) for c in pending.values()),
-        refused=dict(refused), replied=len(replied), rejected=dict(rejected), inner_rejects=inner,
-        lost=sum(len(c) for c in pending.values()) + max(0, totals.get("relayed", 0) - callbacks),
-        duplicated=totals.get("violations", 0) + max(0, callbacks - totals.get("relayed", 0)),
-        latency_ms=[(c.answered_at - c.submitted_at) * 1e3 for c in replied if c.answered_at is not None],
-        latency_rounds=[c.rounds for c in replied if c.rounds is not None],
-        canister_totals=totals)
+        run.window_closed.set()
+        run.stop_polling()
+    if run.failure is not None:
+        error = error or f"{type(run.failure).__name__}: {run.failure}"
+    report = run.report(error)
+    if report.error is not None:
+        raise LoadFailed(report.error, report)
+    return report

@@ -1,47 +1,87 @@
-"""The agent reaches a subnet through any of its nodes: a node that gives no HTTP answer, or
-answers 503 ``unavailable``, is passed over for the next, which is used first from then on;
-a call resubmitted that way and refused as ``duplicate`` counts as submitted. Every other
-answer — a refusal included — is the caller's, from the first node that gave one.
+"""The agent reaches a subnet through any of its nodes, the same way for every kind of request
+(call, query, read_state, status): a node that gives no HTTP answer (refused, reset, timed
+out) or answers a 5xx is passed over for the next, which is asked first from then on; when
+no node answers, the agent re-reads where the nodes are and asks again, for up to its
+``failover_s``. An answer below 500 is the caller's, from the first node that gave one; a
+call is refused only by a node's typed refusal. A call resubmitted after a failover and
+refused as ``duplicate`` counts as submitted; a call no node confirmed raises
+``SubmissionUncertain`` with its message id.
 
-The nodes are a scripted transport: what each endpoint answers is the test's choice."""
+Scripted nodes (what each endpoint answers is the test's choice), then real HTTP API servers
+that are stopped, silent or restarted on the same port."""
 
 from __future__ import annotations
 
 import json
+import socket
+import time
 
 import pytest
 
 from replica.client.agent import Agent
-from replica.client.agent_errors import TransportError
+from replica.client.agent_errors import RequestRefused, SubmissionUncertain, TransportError
+from replica.client.http_wire import QueryAnswer, encode_certificate, encode_query_answer
 from replica.client.identity import UserKey
-from replica.client.refusals import DuplicateIngress
+from consensus_stub.registry import Registry
+from replica.client.refusals import DuplicateIngress, IngressPoolFull, UnknownCanister
+from state_manager import certification as cm
+from state_manager.encoding import encode
+from state_manager.labeled_trie import build_from_sorted
+from state_manager.state_tree import leaf
+from state_manager.trie_witness import plan_paths, witness_tree
 from tests.golden import fixtures as fx
 
 NODES = ("127.0.0.1:1", "127.0.0.1:2", "127.0.0.1:3")
+KINDS = ("call", "query", "read_state", "status")
+#: How a node fails: no HTTP answer (connection refused, a timeout) or a 5xx.
+FAILURES = ("refused", "timeout", "500 internal_error", "503 unavailable", "503 not_certified_yet")
+
+
+def _certificate(message_id: bytes) -> bytes:
+    """Subnet A's certificate (3 of its 4 key shares) that ``message_id`` is replied 42, at
+    the fixtures' time and height."""
+    trie = build_from_sorted([
+        (b"request_status", build_from_sorted([
+            (message_id, build_from_sorted([(b"reply", leaf(encode(42))), (b"status", leaf("replied"))]))])),
+        (b"time", leaf(fx.TIME)),
+    ])
+    shares = fx.certification_shares(fx.HEIGHT, trie.digest())
+    key_shares = {i: fx.deal(fx.A).public_key_share(i) for i in range(1, fx.N + 1)}
+    certification = cm.aggregate_certification(shares, fx.T, fx.deal(fx.A).public_key, key_shares)
+    return encode_certificate(witness_tree(trie, plan_paths([[b"request_status", message_id], [b"time"]])),
+                              certification)
 
 
 class ScriptedNodes:
-    """Answers per endpoint: "silent" (no HTTP answer), "pooled+silent" (takes the call, then
-    no answer), or an HTTP status with a reason; "accept" answers 202 with the message id."""
+    """Answers per endpoint: "refused" / "timeout" (no HTTP answer), "pooled+silent" (takes the
+    call, then no answer), "ok" (202 with the message id for a call, a query answer, a
+    certificate, a status), or an HTTP status with a reason."""
 
     def __init__(self, script: dict[str, str]) -> None:
         self.script = dict(script)
         self.asked: list[str] = []
         self.pooled: set[bytes] = set()
+        self.message_id = b"\x01" * 32
 
     def request(self, method: str, endpoint: str, path: str, body: bytes | None) -> tuple[int, bytes]:
         self.asked.append(endpoint)
-        behaviour = self.script[endpoint]
-        if behaviour == "silent":
-            raise TransportError(f"{endpoint}: connection refused")
-        if behaviour == "pooled+silent" or behaviour == "accept":
-            first_time = body not in self.pooled
-            self.pooled.add(body)
-            if behaviour == "pooled+silent":
-                raise TransportError(f"{endpoint}: connection reset")
-            if not first_time:
-                return 409, json.dumps({"reason": "duplicate", "message": "already pooled"}).encode()
-            return 202, json.dumps({"message_id": self.expected_id}).encode()
+        behaviour = self.script.get(endpoint, "refused")
+        if behaviour in ("refused", "timeout"):
+            raise TransportError(f"{method} http://{endpoint}{path}: {'connection refused' if behaviour == 'refused' else 'timed out'}")
+        if behaviour in ("pooled+silent", "ok"):
+            if path.endswith("/call"):
+                first_time = body not in self.pooled
+                self.pooled.add(body)
+                if behaviour == "pooled+silent":
+                    raise TransportError(f"{endpoint}: connection reset")
+                if not first_time:
+                    return 409, json.dumps({"reason": "duplicate", "message": "already pooled"}).encode()
+                return 202, json.dumps({"message_id": self.message_id.hex()}).encode()
+            if path.endswith("/query"):
+                return 200, encode_query_answer(QueryAnswer(7, reply=encode(42)))
+            if path.endswith("/read_state"):
+                return 200, _certificate(self.message_id)
+            return 200, json.dumps({"node": endpoint, "finalized_height": 9}).encode()
         status, reason = behaviour.split(" ")
         return int(status), json.dumps({"reason": reason, "message": f"{endpoint} says {reason}"}).encode()
 
@@ -49,95 +89,231 @@ class ScriptedNodes:
         pass
 
 
-def _agent(script: dict[str, str]) -> tuple[Agent, ScriptedNodes]:
-    agent = Agent({fx.A: list(NODES), fx.B: "127.0.0.1:9"}, UserKey.from_seed(b"failover"), fx.registry())
+def _agent(script: dict[str, str], **options) -> tuple[Agent, ScriptedNodes]:
+    options.setdefault("failover_s", 0.0)
+    agent = Agent({fx.A: list(NODES), fx.B: "127.0.0.1:9"}, UserKey.from_seed(b"failover"), fx.registry(),
+                  clock=lambda: fx.TIME, poll_interval_s=0.01, max_poll_interval_s=0.02, **options)
     nodes = ScriptedNodes(script)
     agent._http = nodes   # the transport is the one seam between the agent and the network
     original = agent._envelope
 
     def envelope(canister_id, method, arg):   # let the scripted nodes answer with the right id
         signed, message_id = original(canister_id, method, arg)
-        nodes.expected_id = message_id.hex()
+        nodes.message_id = message_id
         return signed, message_id
 
     agent._envelope = envelope
     return agent, nodes
 
 
-def test_a_silent_node_is_passed_over_and_the_next_one_is_kept():
-    agent, nodes = _agent({NODES[0]: "silent", NODES[1]: "accept", NODES[2]: "accept"})
-    agent.submit_call(5, "increment", 1)
+def _ask(agent: Agent, kind: str):
+    """One request of ``kind`` to subnet A (canister 5); its decoded result."""
+    if kind == "call":
+        return agent.submit_call(5, "increment", 1)
+    if kind == "query":
+        return agent.query_call(5, "get")
+    if kind == "read_state":
+        return agent.request_status(b"\x01" * 32, 5).status
+    return agent.status(subnet=fx.A)["node"]
+
+
+@pytest.mark.parametrize("failure", FAILURES)
+@pytest.mark.parametrize("kind", KINDS)
+def test_a_failing_node_is_passed_over_for_every_kind_of_request_and_the_next_one_is_kept(kind, failure):
+    agent, nodes = _agent({NODES[0]: failure, NODES[1]: "ok", NODES[2]: "ok"})
+    result = _ask(agent, kind)
     assert nodes.asked == [NODES[0], NODES[1]]
+    assert {"call": len(result) == 32 if isinstance(result, bytes) else False, "query": result == 42,
+            "read_state": result == "replied", "status": result == NODES[1]}[kind]
     assert agent.endpoint_for(5) == NODES[1]
-    agent.submit_call(5, "increment", 2)
-    assert nodes.asked[2:] == [NODES[1]]          # the node that answered goes first now
+    _ask(agent, kind)
+    assert nodes.asked[2:] == [NODES[1]]              # the node that answered goes first now
     assert agent.endpoint_for(150) == "127.0.0.1:9"   # other subnets are untouched
 
 
-def test_an_unavailable_node_is_passed_over():
-    agent, nodes = _agent({NODES[0]: "503 unavailable", NODES[1]: "accept", NODES[2]: "accept"})
-    agent.submit_call(5, "increment", 1)
-    assert nodes.asked == [NODES[0], NODES[1]]
-
-
 def test_a_call_pooled_by_a_node_that_went_silent_counts_as_submitted():
-    agent, nodes = _agent({NODES[0]: "pooled+silent", NODES[1]: "accept", NODES[2]: "accept"})
+    agent, nodes = _agent({NODES[0]: "pooled+silent", NODES[1]: "ok", NODES[2]: "ok"})
     message_id = agent.submit_call(5, "increment", 1)
-    assert len(message_id) == 32 and nodes.asked == [NODES[0], NODES[1]]
+    assert message_id == nodes.message_id and nodes.asked == [NODES[0], NODES[1]]
 
 
 def test_a_duplicate_without_a_failover_is_the_callers_refusal():
-    agent, nodes = _agent({NODES[0]: "409 duplicate", NODES[1]: "accept", NODES[2]: "accept"})
+    agent, nodes = _agent({NODES[0]: "409 duplicate", NODES[1]: "ok", NODES[2]: "ok"})
     with pytest.raises(DuplicateIngress):
         agent.submit_call(5, "increment", 1)
     assert nodes.asked == [NODES[0]]
 
 
-@pytest.mark.parametrize("answer", ["400 malformed", "503 not_certified_yet", "404 unknown_canister"])
-def test_other_answers_are_the_first_nodes_and_not_retried_elsewhere(answer):
-    agent, nodes = _agent({NODES[0]: answer, NODES[1]: "accept", NODES[2]: "accept"})
-    with pytest.raises(Exception, match=answer.split(" ")[1]):
-        agent.submit_call(5, "increment", 1)
+@pytest.mark.parametrize("kind", ["call", "query"])
+@pytest.mark.parametrize("answer", ["400 malformed", "404 unknown_canister", "421 canister_not_on_subnet"])
+def test_a_4xx_is_the_first_nodes_answer_and_not_asked_elsewhere(kind, answer):
+    agent, nodes = _agent({NODES[0]: answer, NODES[1]: "ok", NODES[2]: "ok"}, failover_s=5.0)
+    with pytest.raises(Exception, match=answer.split(" ")[1]) as raised:
+        _ask(agent, kind)
     assert nodes.asked == [NODES[0]]
+    if answer == "404 unknown_canister":
+        assert isinstance(raised.value, UnknownCanister)
 
 
-def test_no_answer_from_any_node_is_a_transport_error():
-    agent, nodes = _agent({node: "silent" for node in NODES})
-    with pytest.raises(TransportError, match=NODES[2]):
+def test_a_full_pool_on_every_node_is_the_nodes_refusal_not_asked_again():
+    agent, nodes = _agent({node: "503 pool_full" for node in NODES}, failover_s=5.0)
+    with pytest.raises(IngressPoolFull):
         agent.submit_call(5, "increment", 1)
-    assert nodes.asked == list(NODES)
-    agent, nodes = _agent({NODES[0]: "503 unavailable", NODES[1]: "503 unavailable", NODES[2]: "503 unavailable"})
-    with pytest.raises(Exception, match="unavailable"):
+    assert nodes.asked == list(NODES)   # each node once: every one refused it
+
+
+def test_a_full_pool_is_passed_over_for_a_node_with_room():
+    agent, nodes = _agent({NODES[0]: "503 pool_full", NODES[1]: "ok", NODES[2]: "ok"})
+    agent.submit_call(5, "increment", 1)
+    assert nodes.asked == [NODES[0], NODES[1]]
+
+
+@pytest.mark.parametrize("failure, said", [("refused", "connection refused"), ("timeout", "timed out"),
+                                           ("503 unavailable", "unavailable"), ("500 internal_error", "internal_error")])
+def test_a_call_no_node_confirmed_is_uncertain_with_its_message_id_after_asking_again(failure, said):
+    agent, nodes = _agent({node: failure for node in NODES}, failover_s=0.2)
+    started = time.monotonic()
+    with pytest.raises(SubmissionUncertain, match=said) as raised:
         agent.submit_call(5, "increment", 1)
-    assert nodes.asked == list(NODES)
+    assert raised.value.message_id == nodes.message_id
+    assert len(nodes.asked) > len(NODES) and set(nodes.asked) == set(NODES)   # asked again, within the patience
+    assert 0.2 <= time.monotonic() - started < 2.0
 
 
-class CertifyingLater(ScriptedNodes):
-    """Every node says 503 not_certified_yet to the first ``refusals`` queries, then answers."""
+@pytest.mark.parametrize("kind", ["query", "read_state", "status"])
+def test_no_answer_from_any_node_is_a_transport_error_after_the_patience(kind):
+    agent, nodes = _agent({node: "refused" for node in NODES}, failover_s=0.1)
+    with pytest.raises(TransportError):
+        _ask(agent, kind) if kind != "query" else agent.query_answer(5, "get", timeout_s=0.1)
+    assert len(nodes.asked) > len(NODES)
 
-    def __init__(self, refusals: int) -> None:
-        super().__init__({n: "503 not_certified_yet" for n in NODES})
-        self.refusals = refusals
+
+def test_every_node_answering_5xx_gives_the_last_answer_after_the_patience():
+    agent, nodes = _agent({node: "503 unavailable" for node in NODES}, failover_s=0.1)
+    with pytest.raises(RequestRefused, match="unavailable"):
+        agent.request_status(b"\x01" * 32, 5)
+    with pytest.raises(RequestRefused, match="not_certified_yet"):
+        nodes.script = {node: "503 not_certified_yet" for node in NODES}
+        agent.query_answer(5, "get", timeout_s=0.1)
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_when_no_node_answers_the_agent_rereads_where_the_nodes_are(kind):
+    moved = "127.0.0.1:7"   # a node back on a new port, as the testnet directory now says
+    source_calls = []
+
+    def source():
+        source_calls.append(1)
+        return {fx.A: [NODES[1], moved], fx.B: ["127.0.0.1:9"]}
+
+    agent, nodes = _agent({NODES[0]: "refused", NODES[1]: "refused", NODES[2]: "refused", moved: "ok"},
+                          failover_s=5.0, endpoints_source=source)
+    _ask(agent, kind)
+    assert source_calls and nodes.asked[:3] == list(NODES) and nodes.asked[-1] == moved
+    assert agent.endpoint_for(5) == moved
+    assert moved not in nodes.asked[:-1]
+
+
+def test_a_node_seen_silent_makes_the_agent_learn_its_new_address_though_another_answered():
+    agent, nodes = _agent({NODES[0]: "refused", NODES[1]: "ok", NODES[2]: "ok", "127.0.0.1:7": "ok"},
+                          endpoints_source=lambda: {fx.A: ["127.0.0.1:7", NODES[1], NODES[2]]})
+    agent.submit_call(5, "increment", 1)
+    assert agent._book.candidates(fx.A) == (NODES[1], NODES[2], "127.0.0.1:7")   # the old address is gone
+
+
+def test_a_newer_registry_from_the_source_is_taken_an_older_one_is_not():
+    newer = fx.registry()
+    older = Registry(newer.records[:1])
+    offered = [newer]
+    agent, _ = _agent({node: "refused" for node in NODES} | {"127.0.0.1:7": "ok"}, failover_s=1.0,
+                      registry_source=lambda: offered[0], endpoints_source=lambda: {fx.A: ["127.0.0.1:7"]})
+    agent.registry = older
+    agent.submit_call(5, "increment", 1)
+    assert agent.registry is newer
+    offered[0] = older
+    agent._http.script["127.0.0.1:7"] = "refused"
+    with pytest.raises(SubmissionUncertain):
+        agent.submit_call(5, "increment", 2)   # asked again for a second: re-read more than once
+    assert agent.registry is newer
+
+
+class FailingFirst:
+    """No HTTP answer to the first ``failures`` requests, then ``nodes`` answers."""
+
+    def __init__(self, nodes: ScriptedNodes, failures: int) -> None:
+        self.nodes, self.failures, self.asked = nodes, failures, 0
 
     def request(self, method, endpoint, path, body):
-        if self.refusals > 0:
-            self.refusals -= 1
-            return super().request(method, endpoint, path, body)
-        self.asked.append(endpoint)
-        from replica.client.http_wire import QueryAnswer, encode_query_answer
-        from state_manager.encoding import encode
-        return 200, encode_query_answer(QueryAnswer(7, reply=encode(42)))
+        self.asked += 1
+        if self.asked <= self.failures:
+            raise TransportError(f"{endpoint}: connection refused")
+        return self.nodes.request(method, endpoint, path, body)
+
+    def close(self) -> None:
+        pass
 
 
-def test_a_query_passes_over_nodes_not_certified_yet_and_asks_again_until_one_is():
-    agent, _ = _agent({n: "accept" for n in NODES})
-    nodes = agent._http = CertifyingLater(refusals=4)   # all three, then the first again
-    assert agent.query_call(5, "get") == 42
-    assert nodes.asked[:3] == list(NODES) and len(nodes.asked) == 5   # all passed over, then asked again
+def test_wait_asks_again_while_no_node_answers():
+    agent, nodes = _agent({node: "ok" for node in NODES})
+    message_id = agent.submit_call(5, "increment", 1)
+    agent._http = FailingFirst(nodes, failures=2 * len(NODES))   # two rounds of silence
+    assert agent.wait(message_id, 5, timeout_s=5.0) == 42
 
 
-def test_a_query_no_node_certifies_in_time_is_refused_with_the_reason():
-    agent, _ = _agent({n: "accept" for n in NODES})
-    agent._http = CertifyingLater(refusals=10**6)
-    with pytest.raises(Exception, match="not_certified_yet"):
-        agent.query_answer(5, "get", timeout_s=0.2)
+# -- real HTTP API servers, stopped, silent and restarted ------------------------------------------
+
+@pytest.fixture
+def servers():
+    """Three HTTP API servers of subnet A over a backend that takes calls and answers queries."""
+    from message_routing.limits import DEFAULT
+    from replica.node.http_api import HttpApiServer, NodeBackend
+
+    submitted = []
+
+    def backend(name):
+        return NodeBackend(fx.A, name, DEFAULT, submitted.append,
+                           lambda canister, method, arg, caller: QueryAnswer(3, reply=encode(42)),
+                           lambda: None, lambda: {"node_id": name, "finalized_height": 3})
+
+    running = {name: HttpApiServer(backend(name)) for name in ("n1", "n2", "n3")}
+    addresses = {name: server.start() for name, server in running.items()}
+    yield running, addresses, backend, submitted
+    for server in running.values():
+        server.stop()
+
+
+def test_stopped_and_silent_real_nodes_are_passed_over(servers):
+    running, addresses, _, submitted = servers
+    silent = socket.socket()
+    silent.bind(("127.0.0.1", 0))
+    silent.listen()   # accepts connections, never answers: a timeout
+    silent_address = f"127.0.0.1:{silent.getsockname()[1]}"
+    running["n1"].stop()
+    try:
+        where = {fx.A: [addresses["n1"], silent_address, addresses["n2"]]}
+        with Agent(dict(where), UserKey.from_seed(b"real"), fx.registry(), timeout_s=0.5,
+                   endpoints_source=lambda: where) as agent:
+            started = time.monotonic()
+            agent.submit_call(5, "increment", 1)
+            assert len(submitted) == 1 and time.monotonic() - started < 5
+            assert agent.endpoint_for(5) == addresses["n2"]
+            assert agent.query_call(5, "get") == 42
+            assert agent.status(subnet=fx.A)["node_id"] == "n2"
+            running["n2"].stop()   # now only the silent one and n3, which the agent learns of
+            where[fx.A] = [addresses["n3"]]
+            assert agent.status(subnet=fx.A)["node_id"] == "n3"
+    finally:
+        silent.close()
+
+
+def test_a_node_restarted_on_its_port_answers_the_agent_again(servers):
+    from replica.node.http_api import HttpApiServer
+
+    running, addresses, backend, _ = servers
+    with Agent(addresses["n1"], UserKey.from_seed(b"real"), fx.registry(), failover_s=5.0) as agent:
+        assert agent.status()["node_id"] == "n1"          # a kept-alive connection to it now
+        running["n1"].stop()
+        port = int(addresses["n1"].rsplit(":", 1)[1])
+        running["n1"] = HttpApiServer(backend("n1 again"), port=port)
+        assert running["n1"].start() == addresses["n1"]   # the same port, at once
+        assert agent.status()["node_id"] == "n1 again"
