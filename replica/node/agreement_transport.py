@@ -137,7 +137,10 @@ class AgreementServer:
         credentials = grpc.ssl_server_credentials(
             [(self._identity.private_key_pem(), self._identity.certificate_pem())],
             root_certificates=self._roots, require_client_auth=True)
-        port = server.add_secure_port(f"{self._host}:{self._port}", credentials)
+        try:
+            port = server.add_secure_port(f"{self._host}:{self._port}", credentials)
+        except RuntimeError as exc:   # grpc's "failed to bind": the port is taken
+            raise OSError(f"cannot bind {self._host}:{self._port}: {exc}") from exc
         if port == 0:
             raise OSError(f"cannot bind {self._host}:{self._port}")
         server.start()

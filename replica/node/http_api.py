@@ -156,8 +156,14 @@ class HttpApiServer:
         # then the connection is closed: a client announcing a huge body cannot hold it open.
         runner = web.AppRunner(app, access_log=None, shutdown_timeout=self.shutdown_timeout_s, lingering_time=1.0)
         await runner.setup()
+        # SO_REUSEADDR (aiohttp's default on POSIX), no SO_REUSEPORT: a restarted node has its
+        # old port again at once, though connections of its last life linger in TIME_WAIT
         site = web.TCPSite(runner, self.host, self.port)
-        await site.start()
+        try:
+            await site.start()
+        except OSError:   # the port is taken: nothing of this runner is left behind
+            await runner.cleanup()
+            raise
         return runner, runner.addresses[0][1]
 
     # -- handlers ------------------------------------------------------------------------------

@@ -36,6 +36,8 @@ and in the node model, per node (``replica.node.process_config.NodeFiles``)::
                                 launcher before the first start, kept if present (editable)
     nodes/<node>/endpoints.json {"xnet", "agreement", "http": "127.0.0.1:port"}, written by the
                                 node once bound (the launcher removes it before each start)
+    nodes/<node>/ports.json     the ports the node bound last, which it asks for again when it
+                                restarts (``replica.testnet.node_ports``)
     nodes/<node>/status.json    the node's status (as status/<subnet>.json, plus node_id;
                                 removed by the launcher before each start)
     logs/<node>.log, pids/<node>.pid

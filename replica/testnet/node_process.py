@@ -12,7 +12,8 @@ blocks is re-executed):
    finalization proof and the artifacts it had signed (``AgreementLog``: it never signs two
    blocks at one height, across crashes);
 4. its XNet endpoint, agreement endpoint (gRPC, mutual TLS against the registry's node
-   certificates) and ingress HTTP API bind on 127.0.0.1 (``endpoints.json``); once the
+   certificates) and ingress HTTP API bind on 127.0.0.1, on the ports of its last life when
+   it can have them (``replica.testnet.node_ports``), and are published (``endpoints.json``); once the
    launcher has put its XNet address into ``registry.bin`` it starts pulling slices, and the
    agreement starts: a ``Status`` to its peers brings back the finalized blocks it missed
    (``CatchUp``, verified: the hash chain and the finalization signatures).
@@ -71,6 +72,7 @@ from replica.execution import ExecutionEnvironment
 from replica.node.http_api import HttpApiServer, NodeBackend
 from .demo_traffic import DemoTraffic, subnet_status
 from .node_checkpoints import NodeCheckpoints
+from .node_ports import bind_again, read_ports, write_ports
 from .launcher import EXIT_REFUSED, LAUNCHER_PID_ENV, LIMIT_PRESETS, TestnetLayout, has_genesis_apps
 from state_manager.certification import Certification, SignatureMemo
 from state_manager.encoding import decode
@@ -546,18 +548,28 @@ class NodeProcess:
         """Bind every endpoint, publish them (``endpoints.json``) and start agreeing: peers
         find our agreement endpoint there, so catching up starts at once. Pulling slices
         starts in ``tick`` once the launcher has put our XNet address into the registry."""
-        self._xnet_address = self.node.start_server()
+        previous = read_ports(self.files.ports)   # the ports of its last life, asked for again
+        self._xnet_address = bind_again("xnet", previous.get("xnet"), lambda p: self.node.start_server(port=p))
         self._servers.append(self.node)
         record = self.registry.get().latest()
         peers = {n.node_id: n.certificate_pem for n in record.nodes_of(self.config.subnet_id)}
-        server = AgreementServer(self._identity, peers, self._deliver, serve_checkpoint=self.checkpoints.offer)
-        port = server.start()
+
+        def agreement_server(p: int) -> tuple[AgreementServer, int]:
+            server = AgreementServer(self._identity, peers, self._deliver, port=p,
+                                     serve_checkpoint=self.checkpoints.offer)
+            return server, server.start()
+        server, port = bind_again("agreement", previous.get("agreement"), agreement_server)
         self._servers.append(server)
         backend = NodeBackend(self.config.subnet_id, self.config.node_id, self.limits, self._submit, self._query,
                               self._certified, self._api_status, self._clock, self.node.metrics)
-        http = HttpApiServer(backend)
-        http_address = http.start()
+
+        def http_server(p: int) -> tuple[HttpApiServer, str]:
+            server = HttpApiServer(backend, port=p)
+            return server, server.start()
+        http, http_address = bind_again("http", previous.get("http"), http_server)
         self._servers.append(http)
+        write_ports(self.files.ports, {"xnet": int(self._xnet_address.rsplit(":", 1)[1]), "agreement": port,
+                                       "http": int(http_address.rsplit(":", 1)[1])})
         others = {n: pem for n, pem in peers.items() if n != self.config.node_id}
         self._client = AgreementClient(self._identity, _PeerBook(Path(self.config.testnet_dir), others))
         self._gossip_order = list(others)
