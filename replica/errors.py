@@ -12,6 +12,53 @@ fails when a public exception class of ``replica`` is missing here or placed wro
     │   └── ManagementError      a management operation on a missing canister
     ├── WireError                bytes that are not the HTTP wire format (replica.client.http_wire;
     │                            also ValueError)
+    ├── IcFormatError            bytes or values the IC's wire format refuses, one subclass per
+    │   │                        reason, each with its reason (replica.ic.errors; also ValueError)
+    │   ├── CborRefused
+    │   │   ├── CborTooLarge
+    │   │   ├── CborTooDeep
+    │   │   ├── CborMalformed
+    │   │   ├── CborTrailingBytes
+    │   │   └── CborTypeRefused
+    │   ├── UnhashableValue
+    │   ├── PrincipalError
+    │   │   ├── PrincipalTooLong
+    │   │   ├── PrincipalTextError
+    │   │   │   ├── PrincipalTextTooLong
+    │   │   │   ├── PrincipalTextMalformed
+    │   │   │   └── PrincipalChecksumMismatch
+    │   │   └── NotACanisterPrincipal
+    │   ├── PublicKeyError
+    │   │   ├── UnsupportedKeyScheme
+    │   │   └── MalformedPublicKey
+    │   ├── MalformedSignature
+    │   ├── EnvelopeRefused
+    │   │   ├── MalformedEnvelope
+    │   │   ├── MalformedContent
+    │   │   ├── SenderKeyMismatch
+    │   │   ├── AnonymousWithCredentials
+    │   │   ├── MissingCredentials
+    │   │   ├── SenderSignatureInvalid
+    │   │   └── DelegationRefused
+    │   │       ├── TooManyDelegations
+    │   │       ├── DelegationExpired
+    │   │       ├── DelegationTargetRefused
+    │   │       ├── TooManyDelegationTargets
+    │   │       ├── DelegationKeyRepeated
+    │   │       └── DelegationSignatureInvalid
+    │   ├── HashTreeRefused
+    │   ├── CertificateRefused
+    │   │   ├── CertificateMalformed
+    │   │   ├── NestedDelegation
+    │   │   ├── DelegationSubnetKeyMissing
+    │   │   ├── CanisterRangesMissing
+    │   │   ├── CanisterOutsideRanges
+    │   │   ├── DelegationSubnetMismatch
+    │   │   └── CertificateSignatureRefused
+    │   └── BlsError
+    │       ├── BlsPointError
+    │       ├── BlsSecretKeyError
+    │       └── BlsCombineError
     ├── IngressRefused           a submission refused, one subclass per reason, each with its
     │   │                        reason and HTTP status (replica.client.refusals; also ValueError)
     │   ├── MalformedIngress

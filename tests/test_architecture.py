@@ -3,8 +3,8 @@
 Layers, top to bottom: replica → consensus_stub → xnet → message_routing → state_manager.
 A package may import itself and anything below it, never anything above it; inside
 ``replica`` the rooms are layered the same way (``REPLICA_ROOMS``). The pure core
-(message_routing, replica.execution, state_manager except its store module, xnet except
-xnet.grpc) may not touch clocks, sockets, threads, files, randomness, or identity/hash-seed
+(message_routing, replica.execution, replica.ic, state_manager except its store module, xnet
+except xnet.grpc) may not touch clocks, sockets, threads, files, randomness, or identity/hash-seed
 dependent builtins. No module takes part in an import circle, and the Spark audit reaches the
 replica only through the batch processor (never the example apps or the testnet).
 """
@@ -47,7 +47,7 @@ def _imports(tree: ast.AST):
             yield node.lineno, node.module
 
 
-CORE_PACKAGES = ("message_routing/", "state_manager/", "xnet/", "replica/execution/")
+CORE_PACKAGES = ("message_routing/", "state_manager/", "xnet/", "replica/execution/", "replica/ic/")
 
 
 def _is_core(path: pathlib.Path) -> bool:
@@ -71,7 +71,7 @@ def test_imports_only_point_down(package):
     assert not violations, "upward imports:\n" + "\n".join(violations)
 
 
-@pytest.mark.parametrize("package", ["message_routing", "state_manager", "xnet", "replica/execution"])
+@pytest.mark.parametrize("package", ["message_routing", "state_manager", "xnet", "replica/execution", "replica/ic"])
 def test_core_is_pure(package):
     violations = []
     for path in _python_files(package):
@@ -100,7 +100,7 @@ def test_core_imports_no_shell_module():
     not import ``xnet.grpc``): what both sides need lives in the core, below the shell."""
     modules = {_module_name(p) for package in PACKAGES for p in _python_files(package)}
     violations = []
-    for package in ("message_routing", "state_manager", "xnet", "replica/execution"):
+    for package in ("message_routing", "state_manager", "xnet", "replica/execution", "replica/ic"):
         for path in _python_files(package):
             if _is_core(path):
                 violations += [f"{path.relative_to(ROOT)}:{lineno} imports {name}"
@@ -130,7 +130,10 @@ PACKAGES = LAYERS + ["examples"]
 #: Rooms of ``replica``, top to bottom: a room imports itself and rooms below it only.
 #: ``cluster`` (the local Spark cluster launcher) sits below ``audit``: the audit may use it, it
 #: knows nothing of audits or replicas.
-REPLICA_ROOMS = ["cli", "testing", "testnet", "audit", "cluster", "node", "client", "sdk", "execution", "progress", "errors"]
+#: ``ic`` (the IC's wire format: CBOR, request ids, principals, envelopes, certificates) sits
+#: below every room that speaks it, the node and the client included; of the others it imports only
+#: ``errors``.
+REPLICA_ROOMS = ["cli", "testing", "testnet", "audit", "cluster", "node", "client", "sdk", "execution", "ic", "progress", "errors"]
 
 #: What the audit may import of the rest of ``replica``: the batch processor (and the progress
 #: display, and the root of its exceptions).

@@ -1,0 +1,10 @@
+"""The Internet Computer's wire format: the pure primitives every IC agent and node speaks.
+
+One module, one job (the interface specification's names are the code's):
+
+* ``cbor``            strict, bounded CBOR decoding of what arrives; encoding of what we send
+* ``errors``          every refusal, one typed class per reason
+
+Pure: no clocks (expiry checks take ``now``), no files, no ambient randomness (keys come
+from seeds the caller supplies).
+"""

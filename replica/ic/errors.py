@@ -1,0 +1,334 @@
+"""What the IC's wire format refuses: one class per reason, each with a stable ``reason``.
+
+``IcFormatError`` is the room's root (a ``ReplicaError`` and a ``ValueError``). Every decoder and
+verifier of ``replica.ic`` raises only these, never another exception, for any input bytes or
+values (the tests fuzz each one). ``reason`` is a short machine-readable code a caller can
+answer with (the node's HTTP API, the agent's errors); the message says what was wrong.
+"""
+
+from __future__ import annotations
+
+from typing import ClassVar
+
+from replica.errors import ReplicaError
+
+__all__ = [
+    "IcFormatError",
+    "CborRefused", "CborTooLarge", "CborTooDeep", "CborMalformed", "CborTrailingBytes", "CborTypeRefused",
+    "UnhashableValue",
+    "PrincipalError", "PrincipalTooLong", "PrincipalTextError", "PrincipalTextTooLong",
+    "PrincipalTextMalformed", "PrincipalChecksumMismatch", "NotACanisterPrincipal",
+    "PublicKeyError", "UnsupportedKeyScheme", "MalformedPublicKey", "MalformedSignature",
+    "EnvelopeRefused", "MalformedEnvelope", "MalformedContent", "SenderKeyMismatch",
+    "AnonymousWithCredentials", "MissingCredentials", "SenderSignatureInvalid",
+    "DelegationRefused", "TooManyDelegations", "DelegationExpired", "DelegationTargetRefused",
+    "TooManyDelegationTargets", "DelegationKeyRepeated", "DelegationSignatureInvalid",
+    "HashTreeRefused",
+    "CertificateRefused", "CertificateMalformed", "NestedDelegation", "DelegationSubnetKeyMissing",
+    "CanisterRangesMissing", "CanisterOutsideRanges", "DelegationSubnetMismatch", "CertificateSignatureRefused",
+    "BlsError", "BlsPointError", "BlsSecretKeyError", "BlsCombineError",
+]
+
+
+class IcFormatError(ReplicaError, ValueError):
+    """Bytes or values the IC interface does not allow (module docstring)."""
+
+    reason: ClassVar[str] = "ic_format"
+
+
+# -- CBOR (replica.ic.cbor) --------------------------------------------------------------------
+
+
+class CborRefused(IcFormatError):
+    """Bytes that are not one data item of the strict CBOR the interface uses."""
+
+    reason = "cbor_refused"
+
+
+class CborTooLarge(CborRefused):
+    """More bytes than the caller's bound, refused before any parsing."""
+
+    reason = "cbor_too_large"
+
+
+class CborTooDeep(CborRefused):
+    """Containers nested deeper than the bound, refused while parsing."""
+
+    reason = "cbor_too_deep"
+
+
+class CborMalformed(CborRefused):
+    """Not well-formed: truncated, bad UTF-8, indefinite lengths or duplicate map keys."""
+
+    reason = "cbor_malformed"
+
+
+class CborTrailingBytes(CborRefused):
+    """Bytes left after the one data item."""
+
+    reason = "cbor_trailing_bytes"
+
+
+class CborTypeRefused(CborRefused):
+    """A type the interface never uses: floats, simple values, tags other than self-describe
+    (outermost only) and bignums, map keys that are not text."""
+
+    reason = "cbor_type_refused"
+
+
+# -- request ids (replica.ic.request_id) -------------------------------------------------------
+
+
+class UnhashableValue(IcFormatError):
+    """A value with no representation-independent hash (not a nat, int, blob, text, array or
+    map with text keys), or nested too deep."""
+
+    reason = "unhashable_value"
+
+
+# -- principals (replica.ic.principal) ---------------------------------------------------------
+
+
+class PrincipalError(IcFormatError):
+    """Not a principal."""
+
+    reason = "principal_invalid"
+
+
+class PrincipalTooLong(PrincipalError):
+    """More than 29 bytes."""
+
+    reason = "principal_too_long"
+
+
+class PrincipalTextError(PrincipalError):
+    """Text that is not the textual form of a principal."""
+
+    reason = "principal_text_invalid"
+
+
+class PrincipalTextTooLong(PrincipalTextError):
+    """Longer than the textual form of any principal (63 characters)."""
+
+    reason = "principal_text_too_long"
+
+
+class PrincipalTextMalformed(PrincipalTextError):
+    """Characters outside base32, or not grouped by five with dashes as the canonical form is."""
+
+    reason = "principal_text_malformed"
+
+
+class PrincipalChecksumMismatch(PrincipalTextError):
+    """The CRC-32 in the text is not the checksum of the principal's bytes (a typo)."""
+
+    reason = "principal_checksum_mismatch"
+
+
+class NotACanisterPrincipal(PrincipalError):
+    """A principal that is not a canister id (8 bytes of id, then ``0x01 0x01``)."""
+
+    reason = "not_a_canister_principal"
+
+
+# -- keys and signatures (replica.ic.public_keys, replica.ic.signatures) -----------------------
+
+
+class PublicKeyError(IcFormatError):
+    """A public key the interface does not accept."""
+
+    reason = "public_key_invalid"
+
+
+class UnsupportedKeyScheme(PublicKeyError):
+    """A DER public key of a scheme not supported here (its algorithm is named when known)."""
+
+    reason = "unsupported_key_scheme"
+
+
+class MalformedPublicKey(PublicKeyError):
+    """A key of a supported scheme whose bytes are not a valid key (length, point)."""
+
+    reason = "malformed_public_key"
+
+
+class MalformedSignature(IcFormatError):
+    """Signature bytes that cannot be a signature of the key's scheme (length, encoding)."""
+
+    reason = "malformed_signature"
+
+
+# -- envelopes and delegations (replica.ic.envelope, replica.ic.delegations) -------------------
+
+
+class EnvelopeRefused(IcFormatError):
+    """A request envelope that does not authenticate its content."""
+
+    reason = "envelope_refused"
+
+
+class MalformedEnvelope(EnvelopeRefused):
+    """Not ``{content, sender_pubkey?, sender_sig?, sender_delegation?}`` with the right types."""
+
+    reason = "malformed_envelope"
+
+
+class MalformedContent(EnvelopeRefused):
+    """A content map whose fields are missing, of the wrong type or out of bounds."""
+
+    reason = "malformed_content"
+
+
+class SenderKeyMismatch(EnvelopeRefused):
+    """``sender`` is not the self-authenticating principal of ``sender_pubkey``."""
+
+    reason = "sender_key_mismatch"
+
+
+class AnonymousWithCredentials(EnvelopeRefused):
+    """The anonymous sender with a public key, signature or delegations."""
+
+    reason = "anonymous_with_credentials"
+
+
+class MissingCredentials(EnvelopeRefused):
+    """A non-anonymous sender without ``sender_pubkey`` or ``sender_sig``."""
+
+    reason = "missing_credentials"
+
+
+class SenderSignatureInvalid(EnvelopeRefused):
+    """``sender_sig`` does not verify over ``"\\x0Aic-request" · request_id``."""
+
+    reason = "sender_signature_invalid"
+
+
+class DelegationRefused(EnvelopeRefused):
+    """A delegation chain that does not pass signing authority on."""
+
+    reason = "delegation_refused"
+
+
+class TooManyDelegations(DelegationRefused):
+    """A chain longer than 20 delegations."""
+
+    reason = "too_many_delegations"
+
+
+class DelegationExpired(DelegationRefused):
+    """A delegation whose ``expiration`` is before ``now``."""
+
+    reason = "delegation_expired"
+
+
+class DelegationTargetRefused(DelegationRefused):
+    """A delegation restricted to ``targets`` that do not include the request's canister."""
+
+    reason = "delegation_target_refused"
+
+
+class TooManyDelegationTargets(DelegationRefused):
+    """A delegation with more than 1000 targets."""
+
+    reason = "too_many_delegation_targets"
+
+
+class DelegationKeyRepeated(DelegationRefused):
+    """A public key that appears twice in the chain (a cycle, or a key delegating to itself)."""
+
+    reason = "delegation_key_repeated"
+
+
+class DelegationSignatureInvalid(DelegationRefused):
+    """A delegation not signed by the key before it in the chain."""
+
+    reason = "delegation_signature_invalid"
+
+
+# -- hash trees (replica.ic.hash_tree_cbor) ----------------------------------------------------
+
+
+class HashTreeRefused(IcFormatError):
+    """A CBOR value that is not a hash tree in the IC's encoding."""
+
+    reason = "hash_tree_refused"
+
+
+# -- certificates (replica.ic.certificate, replica.ic.canister_ranges) -------------------------
+
+
+class CertificateRefused(IcFormatError):
+    """A certificate that does not verify under the root key."""
+
+    reason = "certificate_refused"
+
+
+class CertificateMalformed(CertificateRefused):
+    """Not ``{tree, signature, delegation?}`` with the right types, or a value inside it
+    (a public key, canister ranges, the time) that does not decode."""
+
+    reason = "certificate_malformed"
+
+
+class NestedDelegation(CertificateRefused):
+    """A delegation's certificate that carries a delegation itself."""
+
+    reason = "nested_delegation"
+
+
+class DelegationSubnetKeyMissing(CertificateRefused):
+    """A delegation whose certificate does not reveal ``/subnet/<subnet_id>/public_key``."""
+
+    reason = "delegation_subnet_key_missing"
+
+
+class CanisterRangesMissing(CertificateRefused):
+    """A delegation that reveals no canister ranges of its subnet, in either layout."""
+
+    reason = "canister_ranges_missing"
+
+
+class CanisterOutsideRanges(CertificateRefused):
+    """A canister the delegated subnet may not certify for."""
+
+    reason = "canister_outside_ranges"
+
+
+class DelegationSubnetMismatch(CertificateRefused):
+    """A delegation to another subnet than the one asked."""
+
+    reason = "delegation_subnet_mismatch"
+
+
+class CertificateSignatureRefused(CertificateRefused):
+    """A BLS signature that does not verify over ``"\\x0Dic-state-root" · root``."""
+
+    reason = "certificate_signature_refused"
+
+
+# -- BLS (replica.ic.bls) ----------------------------------------------------------------------
+
+
+class BlsError(IcFormatError):
+    """Keys, signatures or shares of the IC's BLS variant that cannot be used."""
+
+    reason = "bls_error"
+
+
+class BlsPointError(BlsError):
+    """Bytes that are not a canonical, non-identity point of the prime-order subgroup
+    (48-byte G1 signatures, 96-byte G2 public keys)."""
+
+    reason = "bls_point_invalid"
+
+
+class BlsSecretKeyError(BlsError):
+    """A secret key or share that is not a 32-byte big-endian scalar in ``[1, r)``."""
+
+    reason = "bls_secret_key_invalid"
+
+
+class BlsCombineError(BlsError):
+    """Signature shares that cannot be combined (too few, bad node indices)."""
+
+    reason = "bls_combine_refused"
