@@ -10,7 +10,8 @@ subnet's threshold public key.
 Failover, the same for every kind of request (call, query, read_state, status): a node that
 gives no HTTP answer (connection refused or reset, a timeout) or answers a 5xx is passed over
 for the subnet's next node, and the node that answered is asked first from then on
-(``replica.client.endpoint_book``). When no node gave an answer, the agent re-reads where the
+(``replica.client.endpoint_book``); so is a node whose read_state answer is certified below a
+height the agent verified already (it is catching up, e.g. after a restart). When no node gave an answer, the agent re-reads where the
 nodes are (``endpoints_source``, and a newer registry from ``registry_source``: a testnet
 directory, ``agent_for_testnet``) and asks them all again, pausing as ``wait`` does, for up
 to ``failover_s`` seconds (a query: its ``timeout_s``). Only an answer below 500 ends the
@@ -94,6 +95,15 @@ def _reason(body: bytes) -> object:
         return json_object(body, 0).get("reason")
     except UnexpectedAnswer:
         return None
+
+
+def _behind(body: bytes, min_height: int) -> bool:
+    """Whether a read_state answer is certified below ``min_height`` (one that does not decode
+    is not: its verification says what is wrong with it)."""
+    try:
+        return decode_certificate(body).certification.height < min_height
+    except WireError:
+        return False
 
 
 def _is(refusal: type[ApiError | DuplicateIngress], status: int, body: bytes) -> bool:
@@ -335,8 +345,10 @@ class Agent:
         record = self.registry.latest().subnet(subnet)
         if record is None:
             raise CanisterNotRouted(f"subnet {subnet} is not in the registry")
-        status, body = self._post(canister_id, "read_state", encode_read_state_request([list(p) for p in paths]),
-                                  subnet)
+        min_height = self.verified_height(subnet)
+        status, body, _ = self._post_any(canister_id, "read_state",
+                                         encode_read_state_request([list(p) for p in paths]), subnet,
+                                         behind=lambda answer: _behind(answer, min_height))
         if status != 200:
             raise error_for_answer(status, body)
         try:
@@ -345,8 +357,7 @@ class Agent:
             raise MalformedCertificate(str(exc)) from exc
         verified = verify_certificate(certificate, subnet_id=subnet, public_key=record.public_key,
                                       now_ns=self._clock(), max_age_ns=self.max_certificate_age_ns,
-                                      min_height=self.verified_height(subnet),
-                                      verify_signature=self._verify_signature)
+                                      min_height=min_height, verify_signature=self._verify_signature)
         for path in paths:
             if isinstance(lookup_path(verified.tree, list(path)), Unknown):
                 raise PathNotProven(f"the certificate neither reveals nor excludes {[p.hex() for p in path]}")
@@ -390,22 +401,21 @@ class Agent:
 
     # -- HTTP -------------------------------------------------------------------------------------
 
-    def _post(self, canister_id: int, kind: str, body: bytes, subnet: str | None = None) -> tuple[int, bytes]:
-        status, answer, _ = self._post_any(canister_id, kind, body, subnet)
-        return status, answer
-
     def _post_any(self, canister_id: int, kind: str, body: bytes, subnet: str | None, *,
-                  patience_s: float | None = None) -> tuple[int, bytes, bool]:
+                  patience_s: float | None = None,
+                  behind: Callable[[bytes], bool] | None = None) -> tuple[int, bytes, bool]:
         """POST ``body`` to ``canister_id``'s ``kind`` route on its subnet's nodes (failover)."""
         return self._exchange(self._book_key(canister_id, subnet), "POST", canister_url(canister_id, kind), body,
-                              self.failover_s if patience_s is None else patience_s)
+                              self.failover_s if patience_s is None else patience_s, behind)
 
-    def _exchange(self, key: str | None, method: str, path: str, body: bytes | None,
-                  patience_s: float) -> tuple[int, bytes, bool]:
+    def _exchange(self, key: str | None, method: str, path: str, body: bytes | None, patience_s: float,
+                  behind: Callable[[bytes], bool] | None = None) -> tuple[int, bytes, bool]:
         """The first answer of ``key``'s nodes that ends the asking (failover, in the module
         docstring): its status and body, and whether a node was passed over before it.
         ``TransportError`` if no node answered within ``patience_s``; the last 5xx if every
-        node that answered said one."""
+        node that answered said one. A 200 that ``behind`` says is older than what this agent
+        verified already (a node catching up after a restart) is passed over like a 5xx, and
+        is the answer only if every node's is."""
         deadline = time.monotonic() + patience_s
         delay = self.poll_interval_s
         passed_over = False
@@ -419,7 +429,7 @@ class Agent:
                 except TransportError as exc:
                     failure, passed_over = exc, True
                     continue
-                if not _passed_over(status):
+                if not _passed_over(status) and not (status == 200 and behind is not None and behind(answer)):
                     self._book.prefer(key, endpoint)
                     if failure is not None:   # a node went silent: it may be back elsewhere
                         self._refresh()

@@ -19,7 +19,7 @@ import time
 import pytest
 
 from replica.client.agent import Agent
-from replica.client.agent_errors import RequestRefused, SubmissionUncertain, TransportError
+from replica.client.agent_errors import CertificationRollback, RequestRefused, SubmissionUncertain, TransportError
 from replica.client.http_wire import QueryAnswer, encode_certificate, encode_query_answer
 from replica.client.identity import UserKey
 from consensus_stub.registry import Registry
@@ -37,15 +37,15 @@ KINDS = ("call", "query", "read_state", "status")
 FAILURES = ("refused", "timeout", "500 internal_error", "503 unavailable", "503 not_certified_yet")
 
 
-def _certificate(message_id: bytes) -> bytes:
-    """Subnet A's certificate (3 of its 4 key shares) that ``message_id`` is replied 42, at
-    the fixtures' time and height."""
+def _certificate(message_id: bytes, height: int = fx.HEIGHT) -> bytes:
+    """Subnet A's certificate (3 of its 4 key shares) at ``height`` that ``message_id`` is
+    replied 42, at the fixtures' time."""
     trie = build_from_sorted([
         (b"request_status", build_from_sorted([
             (message_id, build_from_sorted([(b"reply", leaf(encode(42))), (b"status", leaf("replied"))]))])),
         (b"time", leaf(fx.TIME)),
     ])
-    shares = fx.certification_shares(fx.HEIGHT, trie.digest())
+    shares = fx.certification_shares(height, trie.digest())
     key_shares = {i: fx.deal(fx.A).public_key_share(i) for i in range(1, fx.N + 1)}
     certification = cm.aggregate_certification(shares, fx.T, fx.deal(fx.A).public_key, key_shares)
     return encode_certificate(witness_tree(trie, plan_paths([[b"request_status", message_id], [b"time"]])),
@@ -62,6 +62,8 @@ class ScriptedNodes:
         self.asked: list[str] = []
         self.pooled: set[bytes] = set()
         self.message_id = b"\x01" * 32
+        #: The certified height each node's read_state answers are at.
+        self.heights: dict[str, int] = {}
 
     def request(self, method: str, endpoint: str, path: str, body: bytes | None) -> tuple[int, bytes]:
         self.asked.append(endpoint)
@@ -80,7 +82,7 @@ class ScriptedNodes:
             if path.endswith("/query"):
                 return 200, encode_query_answer(QueryAnswer(7, reply=encode(42)))
             if path.endswith("/read_state"):
-                return 200, _certificate(self.message_id)
+                return 200, _certificate(self.message_id, self.heights.get(endpoint, fx.HEIGHT))
             return 200, json.dumps({"node": endpoint, "finalized_height": 9}).encode()
         status, reason = behaviour.split(" ")
         return int(status), json.dumps({"reason": reason, "message": f"{endpoint} says {reason}"}).encode()
@@ -251,6 +253,17 @@ class FailingFirst:
 
     def close(self) -> None:
         pass
+
+
+def test_a_node_behind_what_the_agent_verified_is_passed_over_for_read_state():
+    agent, nodes = _agent({node: "ok" for node in NODES})
+    assert agent.request_status(b"\x01" * 32, 5).certificate.height == fx.HEIGHT
+    nodes.heights[NODES[0]] = fx.HEIGHT - 1   # restarted, catching up: an older certified state
+    assert agent.request_status(b"\x01" * 32, 5).certificate.height == fx.HEIGHT
+    assert nodes.asked[1:] == [NODES[0], NODES[1]] and agent.endpoint_for(5) == NODES[1]
+    nodes.heights = {node: fx.HEIGHT - 1 for node in NODES}   # every node behind: the last one's answer
+    with pytest.raises(CertificationRollback):
+        agent.request_status(b"\x01" * 32, 5)
 
 
 def test_wait_asks_again_while_no_node_answers():

@@ -146,7 +146,7 @@ def test_a_pruned_path_is_not_proven(net, monkeypatch):
     trees, certification = net.subnets[ALPHA].nodes["alpha-node-1"].state_manager.latest_certified()
     tree = witness_tree(trees.certified, plan_paths([[b"time"]]))
     with agent_for(net) as victim:
-        monkeypatch.setattr(victim, "_post", lambda *a: (200, encode_certificate(tree, certification)))
+        monkeypatch.setattr(victim._http, "request", lambda *a: (200, encode_certificate(tree, certification)))
         with pytest.raises(PathNotProven):
             victim.read_state(HOME, [[b"request_status", bytes(32)]])
         with pytest.raises(PathNotProven):
