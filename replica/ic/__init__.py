@@ -4,6 +4,8 @@ One module, one job (the interface specification's names are the code's):
 
 * ``cbor``            strict, bounded CBOR decoding of what arrives; encoding of what we send
 * ``request_id``      the representation-independent hash of a content map (request ids)
+* ``principal``       principals: self-authenticating, anonymous, canister, subnet and node ids,
+                      and their textual form
 * ``errors``          every refusal, one typed class per reason
 
 Pure: no clocks (expiry checks take ``now``), no files, no ambient randomness (keys come
