@@ -2,6 +2,10 @@
 
 * Within capacity: every call submitted is answered with a certified reply, none lost or
   duplicated, and the canisters' own counters agree with what users were told.
+* Overload of the client (2,000 calls/s offered to two submitters): the load window is kept
+  (what could not be submitted is counted as not submitted, the client being the limit, never
+  queued past the window), every submitted call is answered within a bounded drain, and
+  ``replica testnet down`` returns within a minute.
 * Overload with tiny limits (``TINY_QUEUES``: queues of 4, streams and slices of 3 messages,
   16 messages a round):
   back-pressure shows as refusals and rejects with their codes, never as loss; streams stay
@@ -14,6 +18,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -23,6 +28,7 @@ from replica.testnet import launcher as tn
 from replica.testnet.http_endpoints import agent_for_testnet
 from replica.testnet.lifecycle import running_launcher
 from replica.testnet.load import LoadOptions, run_load
+from replica.testnet.load_report import CLIENT_LIMIT
 
 pytestmark = pytest.mark.timeout(300)
 
@@ -61,6 +67,31 @@ def test_load_within_capacity_answers_every_call_once(tmp_path):
     assert totals["relayed"] == totals["echoed"] == totals["replied"] == report["replied"]
     assert totals["violations"] == 0
     assert 1 <= report["p50_rounds"] <= report["p99_rounds"]
+
+
+def test_an_overloaded_client_keeps_its_window_and_every_submitted_call_drains_in_bounded_rounds(tmp_path):
+    directory = tmp_path / "net"
+    options = LoadOptions(rate=2000, duration_s=3, canisters=2, submitters=2, drain_s=60)
+    try:
+        _replica(tmp_path, "testnet", "up", "--dir", str(directory), "--subnets", "2", "--nodes", "1",
+                 "--round-ms", "100")
+        with agent_for_testnet(directory, UserKey.from_seed(b"overload-test")) as agent:
+            report = run_load(agent, ["subnet-0", "subnet-1"], options)
+    finally:
+        stopping = time.monotonic()
+        _stop(tmp_path, directory)
+        down_s = time.monotonic() - stopping
+    print(json.dumps(report.as_json()))
+    # the window: every offered call accounted for, what the client could not submit said so
+    assert report.offered >= 0.95 * options.rate * options.duration_s
+    assert report.offered == report.submitted + sum(report.refused.values()) + sum(report.not_submitted.values())
+    assert report.client_limited and set(report.not_submitted) == {CLIENT_LIMIT}
+    assert report.submitting_s <= options.duration_s + 1.0, "calls were submitted after the window"
+    # the drain: every submitted call answered once, in a bounded number of rounds
+    assert report.lost == 0 and report.duplicated == 0 and report.refused == {}
+    assert report.answered == report.submitted > 0
+    assert report.drain_s < 20 and report.drain_rounds <= 60 and max(report.latency_rounds) <= 60, report.as_json()
+    assert down_s < 60
 
 
 def test_overload_with_tiny_limits_rejects_with_codes_loses_nothing_and_recovers(tmp_path):
