@@ -31,6 +31,7 @@ fails when a public exception class of ``replica`` is missing here or placed wro
     │   ├── PublicKeyError
     │   │   ├── UnsupportedKeyScheme
     │   │   └── MalformedPublicKey
+    │   ├── SigningKeyError
     │   ├── MalformedSignature
     │   ├── EnvelopeRefused
     │   │   ├── MalformedEnvelope

@@ -18,7 +18,7 @@ __all__ = [
     "UnhashableValue",
     "PrincipalError", "PrincipalTooLong", "PrincipalTextError", "PrincipalTextTooLong",
     "PrincipalTextMalformed", "PrincipalChecksumMismatch", "NotACanisterPrincipal",
-    "PublicKeyError", "UnsupportedKeyScheme", "MalformedPublicKey", "MalformedSignature",
+    "PublicKeyError", "UnsupportedKeyScheme", "MalformedPublicKey", "SigningKeyError", "MalformedSignature",
     "EnvelopeRefused", "MalformedEnvelope", "MalformedContent", "SenderKeyMismatch",
     "AnonymousWithCredentials", "MissingCredentials", "SenderSignatureInvalid",
     "DelegationRefused", "TooManyDelegations", "DelegationExpired", "DelegationTargetRefused",
@@ -150,6 +150,12 @@ class MalformedPublicKey(PublicKeyError):
     """A key of a supported scheme whose bytes are not a valid key (length, point)."""
 
     reason = "malformed_public_key"
+
+
+class SigningKeyError(IcFormatError):
+    """Private key bytes or a seed that cannot make a signing identity."""
+
+    reason = "signing_key_invalid"
 
 
 class MalformedSignature(IcFormatError):
