@@ -11,8 +11,15 @@ call's status lives until its ingress expiry — the agent's 240 s — plus the 
 retention, so until then every answered call rightly adds a status, as on the IC; after it,
 statuses expire as fast as they come and growth means a leak).
 
+The load stops when its window ends: what the generator could not submit in time is counted
+as not submitted (``client_limited``: the client, not the testnet, was the limit), never
+queued past the window, and the drain after it is bounded (``drain_s``, ``drain_rounds``).
+
 Last line: one JSON object with ``calls_per_s`` (replied calls per second), ``p50_ms``,
-``p99_ms``, ``p50_rounds``, ``rss_growth_pct``, ``lost``, ``duplicated`` and ``floor_us``.
+``p99_ms``, ``p50_rounds``, ``rss_growth_pct``, ``offered``, ``submitted``,
+``not_submitted``, ``client_limited``, ``drain_s``, ``lost``, ``duplicated`` and ``floor_us``
+(and ``error`` if the run ended by one: the numbers are then those so far, and the exit
+status is 2).
 
     python benchmarks/testnet_throughput.py [--minutes 16] [--warmup-s 600] [--rate 1000] [--round-ms 500]
 """
@@ -35,7 +42,7 @@ from replica.progress import Progress
 from replica.testnet.http_endpoints import agent_for_testnet
 from replica.testnet.launcher import TestnetLayout, testnet_nodes
 from replica.testnet.lifecycle import down, up
-from replica.testnet.load import LoadOptions, run_load
+from replica.testnet.load import LoadFailed, LoadOptions, run_load
 
 TARGETS = {"calls_per_s": 1000, "rss_growth_pct": 10.0}
 
@@ -102,13 +109,20 @@ def main() -> int:
                 duration_s = args.minutes * 60
                 progress = Progress(f"load: {args.rate:g} calls/s for {duration_s:g} s", total=int(duration_s * 10))
                 sampler.start()
-                report = run_load(agent, subnets, LoadOptions(
-                    rate=args.rate, duration_s=duration_s, canisters=args.canisters, cross_subnet=1.0,
-                    submitters=args.submitters, drain_s=120), progress=progress)
+                try:
+                    report = run_load(agent, subnets, LoadOptions(
+                        rate=args.rate, duration_s=duration_s, canisters=args.canisters, cross_subnet=1.0,
+                        submitters=args.submitters, drain_s=120), progress=progress)
+                except LoadFailed as failed:
+                    if failed.report is None:
+                        raise
+                    report = failed.report
                 progress.finish(f"{report.replied} replied")
         finally:
             stop.set()
+            stopping = time.monotonic()
             down(directory, out=sys.stderr)
+            down_s = time.monotonic() - stopping
     print("\n".join(report.table()), file=sys.stderr)
     summary = report.as_json()
     result = {
@@ -121,6 +135,13 @@ def main() -> int:
         "rss_growth_pct": round(_growth_pct(samples, int(args.warmup_s)), 1),
         "warmup_s": args.warmup_s,
         "rss_mib_end": round(samples[-1] / 1024, 1) if samples else 0,
+        "offered": summary["offered"],
+        "submitted": summary["submitted"],
+        "not_submitted": summary["not_submitted"],
+        "client_limited": summary["client_limited"],
+        "drain_s": summary["drain_s"],
+        "drain_rounds": summary["drain_rounds"],
+        "down_s": round(down_s, 1),
         "lost": report.lost,
         "duplicated": report.duplicated,
         "minutes": args.minutes,
@@ -131,7 +152,11 @@ def main() -> int:
     print(f"{result['calls_per_s']} calls/s (target >= {TARGETS['calls_per_s']}), p50 {result['p50_ms']} ms, "
           f"rss growth {result['rss_growth_pct']}% (target <= {TARGETS['rss_growth_pct']}), "
           f"lost {result['lost']}, duplicated {result['duplicated']}", file=sys.stderr)
+    if report.error is not None:
+        result["error"] = report.error
     print(json.dumps(result, sort_keys=True))
+    if report.error is not None:
+        return 2
     return 0 if result["lost"] == 0 and result["duplicated"] == 0 else 1
 
 
