@@ -9,6 +9,9 @@ One module, one job (the interface specification's names are the code's):
 * ``public_keys``     DER public keys of the schemes the interface names
 * ``signatures``      Ed25519 and ECDSA signature checks over domain-separated payloads
 * ``identities``      Ed25519 and secp256k1 signing identities
+* ``delegations``     delegation chains: signing and verifying them
+* ``requests``        the content maps of call, query and read_state requests
+* ``envelope``        request envelopes: signing, decoding, authenticating
 * ``errors``          every refusal, one typed class per reason
 
 Pure: no clocks (expiry checks take ``now``), no files, no ambient randomness (keys come
