@@ -178,8 +178,10 @@ def _classify(exc: cbor2.CBORDecodeError, max_depth: int) -> Exception:
     return CborMalformed(f"not well-formed CBOR: {exc}")
 
 
-def encode(value: Any) -> bytes:
-    """``value`` as the self-describe tag followed by its CBOR, map keys in canonical order;
+def encode(value: Any, *, self_describe: bool = True) -> bytes:
+    """``value`` as the self-describe tag (unless ``self_describe`` is false: a value embedded
+    in another, like a hash tree) followed by its CBOR, map keys in canonical order;
     ``CborTypeRefused`` for a value ``decode`` would refuse."""
     check_value(value)
-    return SELF_DESCRIBE_PREFIX + cbor2.dumps(value, canonical=True)
+    encoded = cbor2.dumps(value, canonical=True)
+    return SELF_DESCRIBE_PREFIX + encoded if self_describe else encoded
