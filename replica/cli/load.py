@@ -83,8 +83,8 @@ def register(sub) -> None:
     load.add_argument("--drain", type=float, default=60.0,
                       help="seconds to wait for answers after the load window (then the rest count as lost)")
     load.add_argument("--submitters", type=int, default=4,
-                      help="threads submitting calls (at most twice as many calls on their way; a call due beyond "
-                           "that is not submitted: the client is the limit)")
+                      help="threads submitting calls (a call none of them takes up within a second of its due time "
+                           "is not submitted: the client is the limit)")
     load.add_argument("--seed", type=int, default=0, help="seed of the choice of canisters")
     load.add_argument("--json", action="store_true", help="print the report as one JSON object")
     load.add_argument("--dir", default=None, help="testnet directory (none: $REPLICA_TESTNET, else .replica/testnet)")

@@ -12,12 +12,14 @@ Pollers read the certified statuses of pending calls, many per ``read_state``
 (``Agent.request_statuses``, every certificate verified), until every call is answered or
 ``drain_s`` passes after the load window closed.
 
-The window is kept: at most ``2 x submitters`` calls are on their way at once, and a call due
-while that many are, or still waiting when the window closes, is counted as not submitted
-(``client limit``: the report says the client was the limit), never queued past the window.
+The window is kept: a call that no submitter takes up within ``MAX_LATENESS_S`` of the time
+it was due, or before the window closes, is counted as not submitted (``client limit``: the
+report says the client was the limit), never queued past the window; at most ``rate x
+MAX_LATENESS_S`` calls wait for a submitter (one due beyond that could not start in time).
 A call no node confirmed (``SubmissionUncertain``) is polled like the others: answered, it
 counts as submitted; never seen, as not submitted. The agent fails over between a subnet's
-nodes and re-reads where they are, so a node restarting costs no call.
+nodes and re-reads where they are, so a node restarting costs no call. The drain waits for
+unconfirmed calls ``UNCONFIRMED_GRACE_S`` at most.
 
 The report (``replica.testnet.load_report.LoadReport``): offered, submitted, not submitted
 and refused by cause, answered (replies, rejects by code as users saw them) and achieved
@@ -59,6 +61,10 @@ __all__ = ["LoadOptions", "LoadReport", "LoadFailed", "install_load_canisters", 
 _log = logging.getLogger("replica.testnet.load")
 
 _POLL_INTERVAL_S = 0.1
+#: Seconds after its due time within which a call must be taken up by a submitter.
+MAX_LATENESS_S = 1.0
+#: Seconds the drain waits for calls no node confirmed: pooled, they are answered within it.
+UNCONFIRMED_GRACE_S = 5.0
 
 
 @dataclass(frozen=True)
@@ -158,7 +164,8 @@ class _LoadRun:
         self.refused: collections.Counter[str] = collections.Counter()
         self.not_submitted: collections.Counter[str] = collections.Counter()
         self.offered = 0
-        self.in_flight = 0
+        #: Calls handed to the submitters and not done yet.
+        self.waiting = 0
         self.window_closed = threading.Event()
         self.started = time.monotonic()
         self.window_end: float | None = None
@@ -173,10 +180,10 @@ class _LoadRun:
 
     # -- submitting ---------------------------------------------------------------------------
 
-    def _submit(self, canister: int, target: int) -> None:
+    def _submit(self, canister: int, target: int, due_at: float) -> None:
         try:
-            if self.window_closed.is_set():   # waited for a submitter past the window
-                with self.lock:
+            if self.window_closed.is_set() or time.monotonic() - due_at > MAX_LATENESS_S:
+                with self.lock:   # waited for a submitter too long, or past the window
                     self.not_submitted[CLIENT_LIMIT] += 1
                 return
             self._submit_now(canister, target)
@@ -185,7 +192,7 @@ class _LoadRun:
             self.failure = self.failure or exc
         finally:
             with self.lock:
-                self.in_flight -= 1
+                self.waiting -= 1
 
     def _submit_now(self, canister: int, target: int) -> None:
         arg = {"target": target, "pad": self.options.pad_bytes}
@@ -218,12 +225,12 @@ class _LoadRun:
             self.last_submission = time.monotonic()
 
     def offer(self, stop: threading.Event | None) -> None:
-        """Offer calls at ``rate`` until ``duration_s`` passed (or ``stop`` is set); a call due
-        while ``2 x submitters`` are on their way is not submitted (``CLIENT_LIMIT``)."""
+        """Offer calls at ``rate`` until ``duration_s`` passed (or ``stop`` is set); a call that
+        cannot start in time is not submitted (``CLIENT_LIMIT``, module docstring)."""
         options = self.options
         rng = random.Random(options.seed)
         everyone = [(subnet, canister) for subnet in self.subnets for canister in self.canisters[subnet]]
-        limit = 2 * options.submitters
+        limit = options.submitters + max(1, int(options.rate * MAX_LATENESS_S))
         pool = ThreadPoolExecutor(max_workers=options.submitters, thread_name_prefix="load-submit")
         self.started = time.monotonic()
         try:
@@ -239,11 +246,11 @@ class _LoadRun:
                     others = [c for s, c in everyone if s != subnet] if rng.random() < options.cross_subnet else []
                     target = rng.choice(others or self.canisters[subnet])
                     with self.lock:
-                        if self.in_flight >= limit:
+                        if self.waiting >= limit:
                             self.not_submitted[CLIENT_LIMIT] += 1
                             continue
-                        self.in_flight += 1
-                    pool.submit(self._submit, canister, target)
+                        self.waiting += 1
+                    pool.submit(self._submit, canister, target, self.started + self.offered / options.rate)
                 self._show(f"{self.offered} offered")
                 time.sleep(0.01)
         except KeyboardInterrupt:
@@ -251,7 +258,7 @@ class _LoadRun:
         finally:
             self.window_closed.set()
             self.window_end = time.monotonic()
-            pool.shutdown(wait=True)   # at most ``limit`` calls, each bounded by the agent's failover
+            pool.shutdown(wait=True)   # the calls on their way; the waiting ones are counted at once
 
     # -- polling and draining -----------------------------------------------------------------
 
@@ -298,19 +305,23 @@ class _LoadRun:
                 calls.pop(call.message_id, None)
                 self.answered.append(call)
 
-    def _waiting(self) -> int:
-        """Calls a node took that are not answered yet (unconfirmed ones do not hold the drain)."""
+    def _waiting(self, unconfirmed: bool) -> int:
+        """Calls not answered yet: those a node took, and with ``unconfirmed`` those no node
+        confirmed as well."""
         with self.lock:
-            return sum(1 for calls in self.pending.values() for call in calls.values() if call.confirmed)
+            return sum(1 for calls in self.pending.values() for call in calls.values()
+                       if call.confirmed or unconfirmed)
 
     def drain(self) -> None:
-        """Wait until every call a node took is answered, for at most ``drain_s``."""
+        """Wait until every call a node took is answered, for at most ``drain_s``; calls no
+        node confirmed are waited for only ``UNCONFIRMED_GRACE_S`` (they may never have been
+        pooled)."""
         started = time.monotonic()
         self.drain_heights = dict(self.heights.current) if self.heights else {}
         deadline = started + self.options.drain_s
         try:
             while time.monotonic() < deadline and self.failure is None:
-                waiting = self._waiting()
+                waiting = self._waiting(unconfirmed=time.monotonic() - started < UNCONFIRMED_GRACE_S)
                 if not waiting:
                     break
                 self._show(f"draining: {waiting} calls pending", done=False)
