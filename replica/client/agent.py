@@ -10,11 +10,12 @@ subnet's threshold public key.
 Failover, the same for every kind of request (call, query, read_state, status): a node that
 gives no HTTP answer (connection refused or reset, a timeout) or answers a 5xx is passed over
 for the subnet's next node, and the node that answered is asked first from then on
-(``replica.client.endpoint_book``); so is a node whose read_state answer is certified below a
-height the agent verified already (it is catching up, e.g. after a restart). When no node gave an answer, the agent re-reads where the
-nodes are (``endpoints_source``, and a newer registry from ``registry_source``: a testnet
-directory, ``agent_for_testnet``) and asks them all again, pausing as ``wait`` does, for up
-to ``failover_s`` seconds (a query: its ``timeout_s``). Only an answer below 500 ends the
+(``replica.client.endpoint_book``); so is a node whose read_state answer is certified below
+a height the agent verified already (it is catching up, e.g. after a restart). When no node
+gave an answer, the agent re-reads where the nodes are (``endpoints_source``, and a newer
+registry from ``registry_source``: a testnet directory, ``agent_for_testnet``) and asks them
+all again, pausing as ``wait`` does, for up to ``failover_s`` seconds (a query: its
+``timeout_s``). Only an answer below 500 ends the
 asking, or a node's typed ingress refusal among the 5xx (``pool_full``: the node refused the
 call, and every node said so). A call resubmitted that way and refused as ``duplicate`` was
 pooled by a node that went silent, and counts as submitted; a call no node confirmed raises
