@@ -14,6 +14,8 @@ One module, one job (the interface specification's names are the code's):
 * ``envelope``        request envelopes: signing, decoding, authenticating
 * ``hash_tree_cbor``  hash trees in the IC's CBOR encoding, to and from the project's hash trees
 * ``bls``             the IC's BLS variant (signatures in G1, keys in G2), threshold shares
+* ``canister_ranges`` a subnet's canister ranges as the state tree states them (both layouts)
+* ``certificate``     certificates: encoding, signing, verification with subnet delegations
 * ``errors``          every refusal, one typed class per reason
 
 Pure: no clocks (expiry checks take ``now``), no files, no ambient randomness (keys come

@@ -25,7 +25,8 @@ from typing import Any
 
 from .errors import UnhashableValue
 
-__all__ = ["REQUEST_ID_BYTES", "MAX_HASH_DEPTH", "uleb128", "sleb128", "hash_value", "hash_of_map", "request_id"]
+__all__ = ["REQUEST_ID_BYTES", "MAX_HASH_DEPTH", "uleb128", "decode_uleb128", "sleb128", "hash_value", "hash_of_map",
+           "request_id"]
 
 REQUEST_ID_BYTES = 32
 #: Maps and arrays nested deeper than this have no hash here; the CBOR decoder bounds what
@@ -45,6 +46,16 @@ def uleb128(n: int) -> bytes:
             out.append(low)
             return bytes(out)
         out.append(low | 0x80)
+
+
+def decode_uleb128(data: bytes) -> int:
+    """The natural number ``data`` encodes in shortest-form unsigned LEB128 (state tree leaves
+    such as ``/time`` hold nats this way); ``UnhashableValue`` for any other bytes."""
+    if type(data) is not bytes or not data or data[-1] & 0x80 or any(not b & 0x80 for b in data[:-1]):
+        raise UnhashableValue("not one unsigned LEB128 number")
+    if len(data) > 1 and data[-1] == 0:
+        raise UnhashableValue("unsigned LEB128 not in shortest form")
+    return sum((byte & 0x7F) << (7 * i) for i, byte in enumerate(data))
 
 
 def sleb128(n: int) -> bytes:

@@ -138,3 +138,16 @@ def test_any_value_hashes_or_is_refused_with_a_type(value):
         assert len(hash_value(value)) == 32
     except IcFormatError:
         pass
+
+
+@given(st.integers(min_value=0, max_value=2**128))
+def test_decode_uleb128_inverts_uleb128(n):
+    from replica.ic.request_id import decode_uleb128
+    assert decode_uleb128(uleb128(n)) == n
+
+
+@pytest.mark.parametrize("data", [b"", b"\x80", b"\x01\x02", b"\x80\x00", "1"])
+def test_decode_uleb128_refuses_anything_but_one_shortest_number(data):
+    from replica.ic.request_id import decode_uleb128
+    with pytest.raises(UnhashableValue):
+        decode_uleb128(data)
