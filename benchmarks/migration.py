@@ -11,7 +11,9 @@ back (``replica.testnet.migration``) while ``replica load`` relays calls to and 
   canister stopped or in transit) — answered, not lost;
 * ``snapshot_bytes``: the size of the exported canister.
 
-Last line: one JSON object (with ``floor_us``).
+Last line: one JSON object (with ``floor_us``). A failed migration ends the run: the load is
+stopped and drained, the testnet stopped, and the error is the one line printed before the
+JSON object (which then holds ``error``); exit status 1.
 
     python benchmarks/migration.py [--moves 2] [--stable-kib 1024] [--nodes 4] [--round-ms 500]
 """
@@ -34,10 +36,10 @@ from replica.client.management import install_many
 from replica.progress import Progress
 from replica.testnet import load_canister
 from replica.testnet.http_endpoints import agent_for_testnet
-from replica.testnet.launcher import TestnetLayout, update_registry_file, user_key
+from replica.testnet.launcher import user_key
 from replica.testnet.lifecycle import down, up
-from replica.testnet.load import LoadOptions, run_load
-from replica.testnet.migration import AgentDriver, migrate_canister
+from replica.testnet.load import LoadFailed, LoadOptions, run_load
+from replica.testnet.migration import AgentDriver, MigrationError, migrate_canister
 
 TARGETS = {"migration_rounds": 20, "lost": 0, "duplicated": 0}
 
@@ -68,7 +70,7 @@ def main() -> int:
     subnets = ["subnet-0", "subnet-1"]
     with tempfile.TemporaryDirectory(prefix="migration-") as tmp:
         directory = Path(tmp) / "net"
-        layout = TestnetLayout(directory)
+        failure: MigrationError | None = None
         up(directory, subnets=2, nodes=args.nodes, round_ms=args.round_ms, out=sys.stderr)
         try:
             with agent_for_testnet(directory, user_key("subnet-0")) as agent:
@@ -85,24 +87,40 @@ def main() -> int:
                 moved = threading.Event()
 
                 def traffic() -> None:
-                    outcome["load"] = run_load(agent, subnets, LoadOptions(
-                        rate=args.rate, duration_s=3600, drain_s=120, seed=5), canisters=canisters, stop=moved)
+                    try:
+                        outcome["load"] = run_load(agent, subnets, LoadOptions(
+                            rate=args.rate, duration_s=3600, drain_s=120, seed=5), canisters=canisters, stop=moved)
+                    except LoadFailed as exc:   # reported by the main thread, with its numbers
+                        outcome["load"], outcome["error"] = exc.report, str(exc)
 
-                loader = threading.Thread(target=traffic)
+                loader = threading.Thread(target=traffic, name="load")
                 loader.start()
                 reports = []
                 progress = Progress("migrations", total=args.moves)
-                for k in range(args.moves):
-                    destination = subnets[(k + 1) % 2]
-                    driver = AgentDriver(agent, lambda change: update_registry_file(layout, change))
-                    reports.append(migrate_canister(driver, moving, destination, timeout_s=120))
-                    progress.update(f"{reports[-1].rounds} rounds, {reports[-1].seconds:.1f} s", done=k + 1)
-                progress.finish()
-                moved.set()
-                loader.join()
+                driver = AgentDriver.for_testnet(agent, directory)
+                try:
+                    for k in range(args.moves):
+                        destination = subnets[(k + 1) % 2]
+                        reports.append(migrate_canister(driver, moving, destination, timeout_s=120))
+                        progress.update(f"{reports[-1].rounds} rounds, {reports[-1].seconds:.1f} s", done=k + 1)
+                    progress.finish()
+                except MigrationError as exc:
+                    failure = exc
+                    progress.finish("failed")
+                    print("the migration failed: stopping the load (its calls drain) and the testnet", file=sys.stderr)
+                finally:   # the load ends before the agent and the testnet it uses
+                    moved.set()
+                    loader.join()
                 load = outcome["load"]
         finally:
             down(directory, out=sys.stderr)
+    if failure is not None or "error" in outcome:
+        error = f"migration failed: {failure}" if failure is not None else f"load failed: {outcome['error']}"
+        print(error, file=sys.stderr)
+        counted = {"lost": load.lost, "duplicated": load.duplicated} if load is not None else {}
+        print(json.dumps({"error": error, "migration_rounds_each": [r.rounds for r in reports], **counted},
+                         sort_keys=True))
+        return 1
     rounds = statistics.median(r.rounds for r in reports)
     seconds = statistics.median(r.seconds for r in reports)
     result = {

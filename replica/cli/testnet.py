@@ -152,17 +152,15 @@ def _migrate(args: argparse.Namespace) -> int:
     from replica.client.identities import IdentityStore
     from replica.progress import Progress
     from replica.testnet.http_endpoints import agent_for_testnet
-    from replica.testnet.launcher import TestnetLayout, update_registry_file
     from replica.testnet.lifecycle import testnet_directory
     from replica.testnet.migration import AgentDriver, migrate_canister
 
     directory = testnet_directory(args.dir)
     store = IdentityStore()
     identity = store.load(args.identity) if args.identity else store.current()
-    layout = TestnetLayout(directory)
     with agent_for_testnet(directory, identity.key) as agent:
         progress = Progress(f"migrating canister {args.canister} to {args.to}")
-        driver = AgentDriver(agent, lambda change: update_registry_file(layout, change))
+        driver = AgentDriver.for_testnet(agent, directory)
         report = migrate_canister(driver, args.canister, args.to, timeout_s=args.timeout, progress=progress)
         progress.finish(f"answering on {report.destination} after {report.rounds} rounds ({report.seconds:.1f} s)")
     print(f"canister {report.canister_id}: {report.source} -> {report.destination}; registry versions "

@@ -52,6 +52,10 @@ class NodeProcessConfig:
     block_interval_s: float = 0.5
     #: Seconds between status-file writes (and demo traffic ticks).
     tick_s: float = 0.5
+    #: Seconds between the routine checks of ``registry.bin`` (0: every tick; every tick anyway
+    #: until the node's XNet address is published). Whatever it is, a block naming a registry
+    #: version the node has not read makes it read the file at once.
+    registry_poll_s: float = 0.0
 
     def __post_init__(self) -> None:
         for name in ("testnet_dir", "node_id", "subnet_id"):
@@ -65,9 +69,10 @@ class NodeProcessConfig:
             value = getattr(self, name)
             if not isinstance(value, (int, float)) or isinstance(value, bool) or not value > 0:
                 raise NodeConfigError(f"{name} must be a positive number, got {value!r}")
-        value = self.block_interval_s
-        if not isinstance(value, (int, float)) or isinstance(value, bool) or value < 0:
-            raise NodeConfigError(f"block_interval_s must be a non-negative number, got {value!r}")
+        for name in ("block_interval_s", "registry_poll_s"):
+            value = getattr(self, name)
+            if not isinstance(value, (int, float)) or isinstance(value, bool) or value < 0:
+                raise NodeConfigError(f"{name} must be a non-negative number, got {value!r}")
 
     def to_json(self) -> str:
         return json.dumps(asdict(self), sort_keys=True, indent=1)

@@ -95,11 +95,9 @@ class LiveNetwork:
 
     def migrate(self, sender: UserKey, canister_id: int, subnet: str):
         """``migrate_canister`` through ``sender``'s agent; every agent then routes by the new registry."""
-        from replica.testnet.launcher import update_registry_file
         from replica.testnet.migration import AgentDriver, migrate_canister
 
-        layout = TestnetLayout(self.directory)
-        driver = AgentDriver(self._agent(sender), lambda change: update_registry_file(layout, change))
+        driver = AgentDriver.for_testnet(self._agent(sender), self.directory)
         report = migrate_canister(driver, canister_id, subnet)
         self.registry = driver.registry
         for agent in self._agents.values():

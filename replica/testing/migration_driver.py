@@ -14,6 +14,7 @@ from typing import Any, Callable
 from consensus_stub.registry import Registry
 from replica.client.identity import UserKey
 from replica.testnet.migration import MigrationError
+from replica.testnet.registry_status import NodeRegistryStatus
 from state_manager.messages import MANAGEMENT_CANISTER_ID
 from state_manager.streams import StreamHeader
 
@@ -39,8 +40,16 @@ class TickingDriver:
     def _state(self, subnet: str):
         return self._net.subnet(subnet).online_node().state
 
-    def registry_version(self, subnet: str) -> int:
-        return self._state(subnet).metadata.network_topology.registry_version
+    def node_registry_statuses(self, subnets: tuple[str, ...]) -> list[NodeRegistryStatus]:
+        statuses = []
+        for subnet in subnets:
+            sub = self._net.subnet(subnet)
+            for node_id, node in sub.nodes.items():
+                if node_id not in sub.offline:   # a stopped node runs nothing
+                    metadata = node.state.metadata
+                    statuses.append(NodeRegistryStatus(node_id, subnet, metadata.batch_number,
+                                                       metadata.network_topology.registry_version))
+        return statuses
 
     def height(self, subnet: str) -> int:
         return self._net.subnet(subnet).height

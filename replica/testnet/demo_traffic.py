@@ -66,6 +66,7 @@ def subnet_status(sub, position: int, apps: bool) -> dict:
         own = state.own_subnet_id
         return {
             "height": state.metadata.batch_number,
+            "registry_version": state.metadata.network_topology.registry_version,   # of its latest batch
             "xnet_inducted": state.metadata.counters["xnet_messages_inducted"],
             "critical_errors": state.metadata.counters["critical_errors"],
             "streams": {dst: [s.begin, s.end, s.signals_end] for dst, s in state.streams.items() if dst != own},

@@ -6,10 +6,11 @@
 
 1. ``stop_canister`` on the source subnet; wait until it is stopped (its open calls answered);
 2. registry version v+1: a migration trace ``[source, destination]`` for the canister — both
-   subnets accept messages from it while it moves; wait until both execute batches at v+1;
+   subnets accept messages from it while it moves; wait until every node of both executes
+   batches at v+1 (``ADOPTION_ROUNDS``, below);
 3. ``export_canister`` on the source: the whole canister as a snapshot, with its SHA-256;
 4. registry version v+2: the routing table maps the canister to ``destination``; wait until
-   both subnets run at v+2. From then on the source rejects requests for it as
+   every node of both subnets runs v+2. From then on the source rejects requests for it as
    ``CanisterMigrating`` and their senders reroute them to the destination; responses follow
    the routing table; users' calls go to the destination;
 5. ``import_canister`` on the destination (the bytes must hash to the exported hash), then
@@ -23,15 +24,22 @@ Callers see no lost call: while the canister is stopped or in transit their call
 rejected (``CANISTER_ERROR`` "stopped", ``SYS_TRANSIENT``, ``DESTINATION_INVALID`` before the
 import) or rerouted, each answered exactly once.
 
+A registry version is run by a node once it executed a batch of that version. Every node
+of both subnets must run a new version before the next step, and within ``ADOPTION_ROUNDS``
+heights of its subnet (counted from the first look after the version was published);
+otherwise the step fails with a ``MigrationError`` naming each node that does not, with
+what it reported (``replica.testnet.registry_status``) — never a silent wait.
+
 An ``AgentDriver``'s ``publish(change)`` applies ``change(registry) -> registry`` to the
-testnet's registry and returns the result: ``update_registry_file`` for a live testnet's
-directory.
+testnet's registry and returns the result; ``AgentDriver.for_testnet(agent, directory)``
+publishes into a live testnet's ``registry.bin`` and reads every node's status file.
 """
 
 from __future__ import annotations
 
 import time
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, Callable, Protocol
 
 from consensus_stub.registry import Registry
@@ -43,10 +51,18 @@ from state_manager.messages import MANAGEMENT_CANISTER_ID
 from state_manager.routing_table import CanisterIdRange
 from state_manager.streams import StreamHeader
 
+from .launcher import TestnetLayout, update_registry_file
+from .registry_status import NodeRegistryStatus, node_registry_statuses
+
 __all__ = ["MigrationError", "MigrationReport", "RegistryPublisher", "MigrationDriver", "AgentDriver",
-           "migrate_canister"]
+           "ADOPTION_ROUNDS", "migrate_canister"]
 
 RegistryPublisher = Callable[[Callable[[Registry], Registry]], Registry]
+
+#: Heights a subnet may make after a registry version is published until all its nodes run
+#: it (a maker reads the new version within a tick, a round finalizes its block, and every
+#: node executes that block: a few rounds; a node lagging further is named in the error).
+ADOPTION_ROUNDS = 20
 
 
 class MigrationError(ReplicaError, RuntimeError):
@@ -78,8 +94,9 @@ class MigrationDriver(Protocol):
     def publish(self, change: Callable[[Registry], Registry]) -> Registry:
         """Apply ``change`` to the testnet's registry; the new registry."""
 
-    def registry_version(self, subnet: str) -> int:
-        """The registry version of ``subnet``'s latest executed batch."""
+    def node_registry_statuses(self, subnets: tuple[str, ...]) -> list[NodeRegistryStatus]:
+        """Each node of ``subnets``: its height, the registry version of its latest executed
+        batch, and whatever it reports about reading the registry."""
 
     def height(self, subnet: str) -> int:
         """``subnet``'s finalized height."""
@@ -95,8 +112,18 @@ class MigrationDriver(Protocol):
 class AgentDriver:
     """A live testnet through an ``Agent`` (every answer verified) and a registry publisher."""
 
-    def __init__(self, agent: Agent, publish: RegistryPublisher, *, call_timeout_s: float = 60.0) -> None:
+    def __init__(self, agent: Agent, publish: RegistryPublisher, *, call_timeout_s: float = 60.0,
+                 statuses: Callable[[tuple[str, ...]], list[NodeRegistryStatus]] | None = None) -> None:
         self.agent, self._publish, self.call_timeout_s = agent, publish, call_timeout_s
+        self._statuses = statuses
+
+    @classmethod
+    def for_testnet(cls, agent: Agent, directory: Path, *, call_timeout_s: float = 60.0) -> "AgentDriver":
+        """The live testnet in ``directory``: new versions go into its ``registry.bin``, and
+        every node's status file says which version it runs."""
+        layout = TestnetLayout(directory)
+        return cls(agent, lambda change: update_registry_file(layout, change), call_timeout_s=call_timeout_s,
+                   statuses=lambda subnets: node_registry_statuses(layout, subnets))
 
     @property
     def registry(self) -> Registry:
@@ -113,8 +140,15 @@ class AgentDriver:
     def _status(self, subnet: str) -> dict:
         return self.agent.status(self.agent.endpoint_for(MANAGEMENT_CANISTER_ID, subnet=subnet))
 
-    def registry_version(self, subnet: str) -> int:
-        return int(self._status(subnet).get("registry_version", 0))
+    def node_registry_statuses(self, subnets: tuple[str, ...]) -> list[NodeRegistryStatus]:
+        if self._statuses is not None:
+            return self._statuses(subnets)
+        statuses = []   # without status files: the one node per subnet this agent asks
+        for subnet in subnets:
+            status = self._status(subnet)
+            statuses.append(NodeRegistryStatus(str(status.get("node_id", subnet)), subnet,
+                                               int(status["finalized_height"]), int(status.get("registry_version", 0))))
+        return statuses
 
     def height(self, subnet: str) -> int:
         return int(self._status(subnet)["finalized_height"])
@@ -132,6 +166,38 @@ class AgentDriver:
             time.sleep(0.05)
 
 
+class _Adoption:
+    """Waiting until every node of ``subnets`` runs registry ``version`` (module docstring)."""
+
+    def __init__(self, driver: MigrationDriver, subnets: tuple[str, ...], version: int, label: str) -> None:
+        self.driver, self.subnets, self.version, self.label = driver, subnets, version, label
+        self.first: dict[str, int] = {}       # each subnet's height at the first look
+        self.behind: list[NodeRegistryStatus] = []
+        self.late = False
+
+    def done(self) -> bool:
+        """Whether every node runs the version; ``MigrationError`` once one is too late."""
+        nodes = self.driver.node_registry_statuses(self.subnets)
+        heights = {s: max((n.height for n in nodes if n.subnet == s), default=0) for s in self.subnets}
+        for subnet, height in heights.items():
+            self.first.setdefault(subnet, height)
+        self.behind = [n for n in nodes if n.registry_version < self.version]
+        late = [n for n in self.behind if heights[n.subnet] - self.first[n.subnet] > ADOPTION_ROUNDS]
+        if late:
+            self.late = True
+            raise MigrationError(f"{self.label}: not run within {ADOPTION_ROUNDS} rounds by {self._describe(late)}")
+        return not self.behind
+
+    def failure(self, exc: MigrationError) -> MigrationError:
+        """``exc`` (a wait that ended without every node running the version), naming who lags."""
+        if self.late or not self.behind:
+            return exc
+        return MigrationError(f"{exc}; not run by {self._describe(self.behind)}")
+
+    def _describe(self, nodes: list[NodeRegistryStatus]) -> str:
+        return "; ".join(f"{n.node} ({n.lag(self.version)})" for n in nodes)
+
+
 def migrate_canister(driver: MigrationDriver, canister_id: int, destination: str, *, timeout_s: float = 120.0,
                      progress: Progress | None = None) -> MigrationReport:
     """Move ``canister_id`` to ``destination`` (module docstring); the driver's identity must
@@ -144,9 +210,13 @@ def migrate_canister(driver: MigrationDriver, canister_id: int, destination: str
 
     def change_registry(what: str, change: Callable[[Registry], Registry]) -> int:
         version = driver.publish(change).latest_version
+        label = f"{what} (registry version {version})"
         note(f"{what}: registry version {version}")
-        driver.wait(f"{what} (registry version {version})",
-                    lambda: all(driver.registry_version(s) >= version for s in both), timeout_s)
+        adoption = _Adoption(driver, both, version, label)
+        try:
+            driver.wait(label, adoption.done, timeout_s)
+        except MigrationError as exc:
+            raise adoption.failure(exc) from None
         return version
 
     def acknowledged(ends: dict[tuple[str, str], int]) -> bool:

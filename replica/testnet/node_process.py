@@ -35,8 +35,10 @@ a peer's latest checkpoint, verifies it against the subnet's certification of th
 and continues from it (``replica.node.state_sync``); it serves its own the same way
 (``replica.testnet.node_checkpoints``).
 
-Every tick the main thread re-reads the registry if it changed, writes ``status.json``,
-and on the subnet's first node submits the demo traffic. SIGTERM/SIGINT stop it cleanly;
+Every tick (or every ``registry_poll_s``) the main thread re-reads the registry if it
+changed (``replica.testnet.registry_file``: a failed read is logged and retried), writes
+``status.json`` (with the registry version of the latest executed batch and the newest
+version read), and on the subnet's first node submits the demo traffic. SIGTERM/SIGINT stop it cleanly;
 SIGKILL at any instant loses nothing committed (the files above are written so that a
 crash leaves the old or the new version, never a mix).
 """
@@ -62,7 +64,6 @@ from consensus_stub.block_maker import ChainTip
 from consensus_stub.block_store import BlockStore, BlockStoreError, ChainBase, open_block_store, replace_block_log
 from consensus_stub.genesis import decode_node_secrets
 from consensus_stub.notary import DEFAULT_MAX_CLOCK_SKEW_NS, BlockNotYetValid, InvalidBlock
-from consensus_stub.registry import decode_registry
 from message_routing.batch import encode_batch
 from replica.client import decode_signed_ingress, refusal_for
 from replica.client.http_wire import QueryAnswer
@@ -73,6 +74,7 @@ from replica.node.http_api import HttpApiServer, NodeBackend
 from .demo_traffic import DemoTraffic, subnet_status
 from .node_checkpoints import NodeCheckpoints
 from .node_ports import bind_again, read_ports, write_ports
+from .registry_file import RegistryFile
 from .launcher import EXIT_REFUSED, LAUNCHER_PID_ENV, LIMIT_PRESETS, TestnetLayout, has_genesis_apps
 from state_manager.certification import Certification, SignatureMemo
 from state_manager.encoding import decode
@@ -86,7 +88,7 @@ from replica.node.state_sync import StateSyncError, decode_offer, verify_offer
 from replica.node.batch_processor import canister_classes
 from replica.node.node_store import AgreementLog, ExecutedLog, NodeStoreError, ProofFile, move_aside
 from replica.node.process_config import NodeConfigError, NodeFiles, NodeProcessConfig
-from replica.node.replica_node import NodeConfig, RegistryHolder, ReplicaNode
+from replica.node.replica_node import NodeConfig, ReplicaNode
 
 __all__ = ["NodeProcess", "main"]
 
@@ -150,9 +152,9 @@ class NodeProcess:
         self.layout = TestnetLayout(Path(config.testnet_dir))
         self.manifest = self.layout.read_manifest()
         self._clock = clock
-        registry = decode_registry(self.layout.registry.read_bytes())
-        self.registry = RegistryHolder(registry)
-        self._registry_stamp = self._stamp()
+        self.registry_file = RegistryFile(self.layout.registry, config.node_id)
+        self.registry = self.registry_file.holder
+        self._next_registry_poll = 0.0
         secrets = decode_node_secrets(self.layout.secrets(config.node_id).read_bytes())
         if secrets.subnet_id != config.subnet_id:
             raise NodeConfigError(f"{config.node_id} is a node of {secrets.subnet_id}, not {config.subnet_id}")
@@ -216,13 +218,6 @@ class NodeProcess:
     @property
     def height(self) -> int:
         return self.node.state_manager.latest_height
-
-    def _stamp(self):
-        try:
-            st = self.layout.registry.stat()
-            return (st.st_ino, st.st_mtime_ns, st.st_size)
-        except OSError:
-            return None
 
     def _agreement_config(self) -> AgreementConfig:
         registry = self.registry.get()
@@ -589,21 +584,19 @@ class NodeProcess:
         self.node.start_fetching()
         self._fetching = True
 
-    def refresh_registry(self) -> None:
-        stamp = self._stamp()
-        if stamp is None or stamp == self._registry_stamp:
+    def _poll_registry(self) -> None:
+        """The routine re-read of ``registry.bin``: every tick until our XNet address is
+        published there, then every ``registry_poll_s``."""
+        now = time.monotonic()
+        if self._fetching and now < self._next_registry_poll:
             return
-        try:
-            registry = decode_registry(self.layout.registry.read_bytes())
-        except Exception:  # noqa: BLE001 - being replaced: read it next time
-            return
-        self._registry_stamp = stamp
-        self.registry.set(registry)
+        self._next_registry_poll = now + self.config.registry_poll_s
+        self.registry_file.poll()
 
     def tick(self) -> None:
         if self.runner.failure is not None:
             raise self.runner.failure
-        self.refresh_registry()
+        self._poll_registry()
         self._start_fetching_once_published()
         reason = self._needs_state_sync()
         if reason is not None and time.monotonic() >= self._next_sync_at and not self.state_sync(reason):
@@ -619,6 +612,8 @@ class NodeProcess:
         status["caught_up_s"] = self.caught_up_s
         status["agreement_counters"] = dict(self.runner.node.counters)
         status["synced_from"] = list(self.synced_from) if self.synced_from else None
+        status["registry_read"] = self.registry.get().latest_version   # beside the executed "registry_version"
+        status["registry_error"] = self.registry_file.error
         self.layout.write_json(self.files.status, status)
 
     def stop(self) -> None:

@@ -12,8 +12,12 @@ A block log it must not start on (corrupt, or behind its finalized height: see
 ``consensus_stub.block_store``) is logged and makes it exit with ``EXIT_REFUSED`` (3), which
 the launcher does not restart.
 
-Each tick it also re-reads ``registry.bin`` if the file changed: the launcher rewrites it
-with the new addresses of a subnet process it restarted, and the peers fetch from those.
+Each tick it also re-reads ``registry.bin`` if the file changed
+(``replica.testnet.registry_file``: a failed read is logged and retried): the launcher
+rewrites it with the new addresses of a subnet process it restarted, and the peers fetch
+from those; a migration publishes new versions. Its nodes run in this one process, so they
+take a new version together, before the next height. The status file says the registry
+version of the latest batch, the newest version read and why the last read failed.
 Started by the launcher (``LAUNCHER_PID_ENV`` set), it stops when the launcher dies
 (``PR_SET_PDEATHSIG`` on Linux, and a parent-pid check every tick elsewhere).
 """
@@ -30,12 +34,13 @@ from pathlib import Path
 
 from consensus_stub.block_store import BlockStoreError
 from consensus_stub.genesis import decode_node_secrets
-from consensus_stub.registry import Registry, decode_registry
+from consensus_stub.registry import Registry
 from replica.execution import ExecutionEnvironment
 from replica.node.batch_processor import canister_classes
-from replica.node.replica_node import NodeConfig, RegistryHolder
+from replica.node.replica_node import NodeConfig
 from replica.testnet.demo_traffic import DemoTraffic, subnet_status
 from replica.testnet.recording import encode_recording
+from replica.testnet.registry_file import RegistryFile
 from replica.testnet.http_endpoints import SubnetHttpApis
 from replica.testnet.subnet import Subnet
 from replica.testnet.launcher import (
@@ -54,33 +59,6 @@ def _published(registry: Registry, addresses: dict[str, str]) -> bool:
     if any(n.xnet_address.endswith(":0") for n in record.nodes):
         return False
     return all(record.node(node).xnet_address == address for node, address in addresses.items())
-
-
-class _RegistryFile:
-    """``registry.bin``, re-read when it changes (the launcher replaces it atomically)."""
-
-    def __init__(self, path: Path) -> None:
-        self.path = path
-        self._seen: tuple[int, int, int] | None = None
-
-    def _stamp(self) -> tuple[int, int, int] | None:
-        try:
-            st = os.stat(self.path)
-        except OSError:
-            return None
-        return (st.st_ino, st.st_mtime_ns, st.st_size)
-
-    def changed(self) -> Registry | None:
-        """The registry if the file changed since the last call (``None`` otherwise)."""
-        stamp = self._stamp()
-        if stamp is None or stamp == self._seen:
-            return None
-        try:
-            registry = decode_registry(self.path.read_bytes())
-        except Exception:  # noqa: BLE001 - being replaced: read it next time
-            return None
-        self._seen = stamp
-        return registry
 
 
 class _Launcher:
@@ -115,11 +93,11 @@ def run(root: Path, subnet: str) -> int:
     if subnet not in subnets:
         raise TestnetError(f"{subnet!r} is not a subnet of this testnet")
     tick_s = float(manifest["tick_s"])
-    registry = decode_registry(layout.registry.read_bytes())
-    record = registry.latest().subnet(subnet)
+    registry_file = RegistryFile(layout.registry, subnet)
+    holder = registry_file.holder
+    record = holder.get().latest().subnet(subnet)
     secrets = [decode_node_secrets(layout.secrets(node).read_bytes()) for node in record.node_ids]
     environment = ExecutionEnvironment(canister_classes(manifest["canister_modules"]))
-    holder = RegistryHolder(registry)
     config = NodeConfig(refresh_interval_s=min(0.5, max(0.02, tick_s / 2)), fetch_timeout_s=2.0)
     stop = threading.Event()
     for sig in (signal.SIGTERM, signal.SIGINT):
@@ -146,11 +124,9 @@ def run(root: Path, subnet: str) -> int:
         layout.write_json(layout.http(subnet), http_apis.start())
         _log.info("%s: height %d, endpoints %s, ingress HTTP APIs %s", subnet, sub.height, addresses,
                   {node: server.address for node, server in http_apis.servers.items()})
-        registry_file = _RegistryFile(layout.registry)
         while not stop.is_set() and not launcher.gone:
-            current = registry_file.changed()
-            if current is not None and _published(current, addresses):
-                holder.set(current)
+            registry_file.poll()
+            if _published(holder.get(), addresses):
                 break
             stop.wait(0.05)
         sub.start_fetching()
@@ -161,14 +137,14 @@ def run(root: Path, subnet: str) -> int:
             if launcher.gone:
                 _log.warning("%s: the launcher (pid %d) is gone; stopping", subnet, launcher.pid)
                 break
-            current = registry_file.changed()
-            if current is not None:
-                holder.set(current)
-                _log.info("%s: re-read the registry (XNet addresses changed)", subnet)
+            if registry_file.poll():
+                _log.info("%s: re-read the registry (version %d)", subnet, holder.get().latest_version)
             if traffic is not None and not layout.traffic_off.exists():
                 traffic.tick(sub)
             sub.step()
-            layout.write_json(layout.status(subnet), subnet_status(sub, position, apps))
+            status = subnet_status(sub, position, apps)
+            status["registry_read"], status["registry_error"] = holder.get().latest_version, registry_file.error
+            layout.write_json(layout.status(subnet), status)
     finally:
         if http_apis is not None:
             http_apis.stop()
