@@ -155,6 +155,8 @@ class NodeProcess:
         self.registry_file = RegistryFile(self.layout.registry, config.node_id)
         self.registry = self.registry_file.holder
         self._next_registry_poll = 0.0
+        #: ``(height, registry version)``: the next finalized block waits for a version not read yet.
+        self.awaiting_registry: tuple[int, int] | None = None
         secrets = decode_node_secrets(self.layout.secrets(config.node_id).read_bytes())
         if secrets.subnet_id != config.subnet_id:
             raise NodeConfigError(f"{config.node_id} is a node of {secrets.subnet_id}, not {config.subnet_id}")
@@ -263,9 +265,8 @@ class NodeProcess:
         agreement = self.runner.node
         while self.block_store.height < height:
             entry = agreement.finalized_block(self.block_store.height + 1)
-            if entry is None:
+            if entry is None or not self._apply(*entry):
                 return
-            self._apply(*entry)
 
     def _propose(self, context: BlockContext, now: int) -> Block:
         self._execute_finalized_through(context.tip.height)
@@ -285,6 +286,7 @@ class NodeProcess:
                      self.config.node_id, context.rank)
 
     def _validate(self, block: Block, context: BlockContext, now: int) -> None:
+        self.registry_file.knows(block.registry_version)   # a new version: read now, not at the next poll
         self._execute_finalized_through(context.tip.height)
         if self.height == block.height - 1 and self.block_store.tip_hash == block.parent_hash:
             self._decoded[block.parent_hash + block.height.to_bytes(8, "big") + block.maker.encode()] = \
@@ -301,18 +303,36 @@ class NodeProcess:
             raise InvalidBlock(f"block time {block.time} is ahead of the local clock {now}")
 
     def _on_finalized(self, output: Finalized) -> None:
-        self._apply(output.block, output.block_hash)
-        if output.proof:
+        if self._apply(output.block, output.block_hash) and output.proof:
             self.proof_file.write(output.height, output.block_hash, output.proof)
 
-    def _apply(self, block: Block, digest: bytes) -> None:
-        """Store and execute the next finalized block; one already stored must be the same."""
+    def _apply(self, block: Block, digest: bytes) -> bool:
+        """Store and execute the next finalized block (one already stored must be the same);
+        whether it is stored. A block of a registry version this node has not read (the file
+        is re-read first) waits, unstored, in the agreement's finalized chain, and so do the
+        blocks after it, until ``tick`` finds the version: executing needs that version's
+        topology, and a block stored but not executed would leave the log ahead of the state.
+        (Its peers may finalize it without this node's vote, so validating it first is not
+        what makes the version known.)"""
         if block.height <= self.block_store.height:
             if self.block_store.hash_at(block.height) not in (digest, None):
                 raise NodeStoreError(f"height {block.height} was finalized as another block before")
-            return
+            return True
+        if block.height > self.block_store.height + 1:   # the one before it waits for its registry version
+            self._execute_finalized_through(block.height - 1)
+            if block.height > self.block_store.height + 1:
+                return False
+        if not self.registry_file.knows(block.registry_version):
+            if self.awaiting_registry != (block.height, block.registry_version):
+                _log.warning("%s: finalized height %d is of registry version %d, which registry.bin does not hold "
+                             "yet (%s): it waits", self.config.node_id, block.height, block.registry_version,
+                             self.registry_file.error or f"latest {self.registry.get().latest_version}")
+            self.awaiting_registry = (block.height, block.registry_version)
+            return False
+        self.awaiting_registry = None
         self.block_store.append(block, digest)
         self._execute(block, digest)
+        return True
 
     def _execute(self, block: Block, digest: bytes, *, replaying: bool = False) -> None:
         key = block.parent_hash + block.height.to_bytes(8, "big") + block.maker.encode()
@@ -597,6 +617,8 @@ class NodeProcess:
         if self.runner.failure is not None:
             raise self.runner.failure
         self._poll_registry()
+        if self.awaiting_registry is not None:   # a finalized block waits for a registry version
+            self.runner.locked(lambda: self._execute_finalized_through(self.runner.node.finalized_height))
         self._start_fetching_once_published()
         reason = self._needs_state_sync()
         if reason is not None and time.monotonic() >= self._next_sync_at and not self.state_sync(reason):
@@ -614,6 +636,7 @@ class NodeProcess:
         status["synced_from"] = list(self.synced_from) if self.synced_from else None
         status["registry_read"] = self.registry.get().latest_version   # beside the executed "registry_version"
         status["registry_error"] = self.registry_file.error
+        status["awaiting_registry"] = list(self.awaiting_registry) if self.awaiting_registry else None
         self.layout.write_json(self.files.status, status)
 
     def stop(self) -> None:
