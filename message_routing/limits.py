@@ -36,6 +36,21 @@ class Limits:
     #: Subnet-wide byte budget of the bounded-wait messages in canister queues; beyond it
     #: the largest are shed (``message_routing.shedding``).
     bounded_wait_message_memory_capacity: int
+    #: Instructions (``replica.execution.sandbox.meter`` defines the unit) one execution of
+    #: a sandboxed canister may use: an update call, request or callback; a query; an
+    #: install or upgrade (the module body plus ``init``/``post_upgrade``). Modelled on the
+    #: IC's 40 B / 5 B / 300 B instructions, scaled by 1/400 (see the README).
+    max_instructions_per_message: int = 100_000_000
+    max_instructions_per_query: int = 12_500_000
+    max_instructions_per_install: int = 750_000_000
+    #: The round stops starting messages once its messages used this many instructions
+    #: (the IC's 7 B per round and thread, scaled alike); a message started runs to its end.
+    max_instructions_per_round: int = 17_500_000
+    #: Bytes one execution may allocate in steps whose size an argument sets (``bytearray(n)``,
+    #: ``x * n``, ...), counted before allocating.
+    max_message_memory_bytes: int = 256 * MiB
+    #: A canister's stable state, in encoded bytes (key + value, ``sandbox.stable_view``).
+    max_stable_state_bytes: int = 64 * MiB
 
     def with_(self, **changes) -> "Limits":
         return replace(self, **changes)
@@ -55,6 +70,12 @@ DEFAULT = Limits(
     max_slice_messages=10_000,
     max_slice_bytes=4 * MiB,
     bounded_wait_message_memory_capacity=256 * MiB,
+    max_instructions_per_message=100_000_000,
+    max_instructions_per_query=12_500_000,
+    max_instructions_per_install=750_000_000,
+    max_instructions_per_round=17_500_000,
+    max_message_memory_bytes=256 * MiB,
+    max_stable_state_bytes=64 * MiB,
 )
 
 #: Tiny limits so tests hit every back-pressure path quickly.
@@ -72,4 +93,10 @@ MINIMAL = Limits(
     max_slice_messages=3,
     max_slice_bytes=2 * KiB,
     bounded_wait_message_memory_capacity=1 * KiB,
+    max_instructions_per_message=2_000_000,
+    max_instructions_per_query=500_000,
+    max_instructions_per_install=10_000_000,
+    max_instructions_per_round=1_000_000,
+    max_message_memory_bytes=4 * MiB,
+    max_stable_state_bytes=1 * MiB,
 )

@@ -9,6 +9,8 @@ fails when a public exception class of ``replica`` is missing here or placed wro
     │   ├── CanisterDefinitionError  a Canister subclass breaking the SDK's rules (also TypeError)
     │   ├── InstallError         a canister that cannot be installed
     │   │   └── ModuleLoadError  canister source that does not load
+    │   │       ├── SubsetError  a construct outside the sandbox's subset (replica.execution.sandbox)
+    │   │       └── SharedStateError  a mutable module-level or class-level value (also TypeError)
     │   └── ManagementError      a management operation on a missing canister
     ├── WireError                bytes that are not the HTTP wire format (replica.client.http_wire;
     │                            also ValueError)
@@ -172,6 +174,15 @@ refusals, so an ``except ReplicaError`` around the replica never swallows them::
     Trap                         abort the current message (any uncaught exception does)
     └── ApiUsageError            the SDK used wrongly
     CallError                    an outgoing call not queued; the canister may recover
+
+and the sandbox's faults (``replica.execution.sandbox``), which stop a message at a limit;
+they derive from ``BaseException`` so that canister code cannot catch them::
+
+    SandboxFault                 a limit of the sandbox stopped the message
+    ├── InstructionLimitExceeded the message's instruction limit
+    ├── MemoryLimitExceeded      the message's allocation limit
+    ├── DepthLimitExceeded       canister functions nested too deep
+    └── HostLimitExceeded        CPython's own recursion or memory limit
 
 Each class keeps the built-in class it had before it had this root (``LookupError``,
 ``RuntimeError``, ``ValueError``, ...), so narrower handlers keep working. The other packages

@@ -26,7 +26,8 @@ from xnet.errors import XNetError
 ROOTS = {"consensus_stub": ConsensusError, "xnet": XNetError, "message_routing": MessageRoutingError,
          "state_manager": StateManagerError, "replica": ReplicaError}
 #: The SDK's exceptions: what canister code raises, not what the replica refuses.
-SDK_ROOTS = {"Trap", "CallError"}
+#: And the sandbox's faults: they stop canister code at a limit (``BaseException``, uncatchable).
+SDK_ROOTS = {"Trap", "CallError", "SandboxFault"}
 
 
 def _public_exceptions(package: str) -> list[type]:

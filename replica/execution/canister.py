@@ -163,8 +163,10 @@ class Canister:
 
     @property
     def stable(self):
-        """The persistent ``StableMap`` (text keys, immutable canonical values)."""
-        return self._sys.stable
+        """The persistent ``StableMap`` (text keys, immutable canonical values); for a
+        sandboxed canister its charged view (``sandbox.stable_view``)."""
+        view = self._sys.stable_view
+        return self._sys.stable if view is None else view
 
     @property
     def certified_data(self) -> bytes:

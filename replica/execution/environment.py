@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from message_routing.limits import Limits
+from message_routing.limits import DEFAULT, Limits
 from state_manager.canister_state import CanisterState
 from state_manager.messages import Ingress, Reject, Reply, Request, Response
 from state_manager.replicated_state import ReplicatedState
@@ -35,39 +35,45 @@ from .source_modules import SourceModules
 __all__ = ["ExecutionEnvironment", "execute_canister_messages", "execute_management_messages"]
 
 
-def execute_management_messages(state: ReplicatedState, modules: SourceModules, budget: int) -> int:
-    """Execute up to ``budget`` queued calls to the management canister; return how many ran."""
+def execute_management_messages(state: ReplicatedState, modules: SourceModules, budget: int,
+                                limits: Limits = DEFAULT, instructions: int | None = None) -> tuple[int, int]:
+    """Execute up to ``budget`` queued calls to the management canister, starting none once
+    ``instructions`` (default: the round's) are used; ``(how many ran, instructions used)``."""
+    allowance = limits.max_instructions_per_round if instructions is None else instructions
     queue = state.management_queue
-    executed = 0
-    while executed < budget and queue.elements:
-        execute_management_ingress(state, queue.pop(), modules)
+    executed = used = 0
+    while executed < budget and used < allowance and queue.elements:
+        used += execute_management_ingress(state, queue.pop(), modules, limits)
         executed += 1
-    return executed
+    return executed, used
 
 
 def execute_canister_messages(
-    state: ReplicatedState, code: CodeResolver, canister_id: int, budget: int, limits: Limits
-) -> int:
-    """Execute up to ``budget`` of the canister's inducted messages; return how many ran."""
+    state: ReplicatedState, code: CodeResolver, canister_id: int, budget: int, limits: Limits,
+    instructions: int | None = None,
+) -> tuple[int, int]:
+    """Execute up to ``budget`` of the canister's inducted messages, starting none once
+    ``instructions`` (default: the round's) are used; ``(how many ran, instructions used)``."""
+    allowance = limits.max_instructions_per_round if instructions is None else instructions
     canister = state.canisters[canister_id]
     cls = code.resolve(canister)
     queues = canister.queues
-    executed = 0
-    while executed < budget:
+    executed = used = 0
+    while executed < budget and used < allowance:
         message = pop_next_input(queues)
         if message is None:
             break
         kind = type(message)
         if kind is Request:
-            execute_request(state, canister, cls, message, limits)
+            used += execute_request(state, canister, cls, message, limits)
         elif kind is Response:
-            execute_response(state, canister, cls, message, limits)
+            used += execute_response(state, canister, cls, message, limits)
         elif kind is Ingress:
-            execute_ingress(state, canister, cls, message, limits)
+            used += execute_ingress(state, canister, cls, message, limits)
         else:
             state.metadata.count("critical_errors")  # queues hold nothing else
         executed += 1
-    return executed
+    return executed, used
 
 
 class ExecutionEnvironment:
@@ -94,20 +100,28 @@ class ExecutionEnvironment:
     def execute_round(self, state: ReplicatedState, randomness: bytes, limits: Limits) -> ReplicatedState:
         """Execute at most ``max_messages_per_round`` messages: the management canister's
         first, then at most ``max_messages_per_canister_per_round`` per canister, in the
-        scheduler's order. (``randomness`` is accepted per the Protocol; no canister API
-        exposes it yet.)"""
+        scheduler's order. No message starts once the round's messages used
+        ``max_instructions_per_round`` instructions; one that started runs to its end or its
+        own limit, and the scheduler's rotation lets the next canister start first next
+        round. (``randomness`` is accepted per the Protocol; no canister API exposes it yet.)"""
         remaining = limits.max_messages_per_round
-        remaining -= execute_management_messages(state, self.modules, remaining)
+        instructions = limits.max_instructions_per_round
+        executed, used = execute_management_messages(state, self.modules, remaining, limits, instructions)
+        remaining -= executed
+        instructions -= used
         per_canister = limits.max_messages_per_canister_per_round
         for canister_id in canister_schedule(state):
-            if remaining <= 0:
+            if remaining <= 0 or instructions <= 0:
                 break
-            remaining -= execute_canister_messages(
-                state, self, canister_id, min(per_canister, remaining), limits)
+            executed, used = execute_canister_messages(
+                state, self, canister_id, min(per_canister, remaining), limits, instructions)
+            remaining -= executed
+            instructions -= used
         return state
 
     def run_query(
-        self, state: ReplicatedState, canister_id: int, method: str, arg: Any = None, caller: bytes | int = b""
+        self, state: ReplicatedState, canister_id: int, method: str, arg: Any = None, caller: bytes | int = b"",
+        limits: Limits = DEFAULT,
     ) -> Reply | Reject:
         """``query.run_query`` with this environment's code."""
-        return run_query(self, state, canister_id, method, arg, caller)
+        return run_query(self, state, canister_id, method, arg, caller, limits)

@@ -61,6 +61,7 @@ from __future__ import annotations
 
 from typing import Any, Mapping
 
+from message_routing.limits import DEFAULT, Limits
 from state_manager.canister_snapshot import CorruptSnapshot, decode_canister_snapshot, encode_canister_snapshot, snapshot_hash
 from state_manager.canister_state import CanisterState, CanisterStatus
 from state_manager.messages import MANAGEMENT_CANISTER_ID, Ingress, Reject, RejectCode, Reply, truncate_reject_message
@@ -93,10 +94,22 @@ class _Rejected(Exception):
         self.reject = Reject(code, truncate_reject_message(message))
 
 
+class InstallUsage:
+    """Instructions an install used: the module body (as recorded when it was loaded, so
+    the same on every replica whether or not the module was cached) plus the lifecycle method."""
+
+    __slots__ = ("instructions",)
+
+    def __init__(self) -> None:
+        self.instructions = 0
+
+
 def _run_lifecycle(state: ReplicatedState, canister: CanisterState, cls: type, spec: MethodSpec | None,
-                   arg: Any, caller: bytes | int) -> str | None:
+                   arg: Any, caller: bytes | int, limits: Limits = DEFAULT,
+                   usage: InstallUsage | None = None) -> str | None:
     """Run ``init``/``post_upgrade`` (if the class has it) with ``arg``; the trap message, or None.
-    Its stable writes and certified data are kept only if it does not trap."""
+    Its stable writes and certified data are kept only if it does not trap. A sandboxed
+    class may use what the install limit leaves after the module body (``usage``)."""
     if spec is None:
         return None
     try:
@@ -105,8 +118,12 @@ def _run_lifecycle(state: ReplicatedState, canister: CanisterState, cls: type, s
         return f"{spec.name} argument cannot be encoded: {exc}"
     api = SystemApi(canister, caller, state.metadata.batch_time, None,
                     answer_refusal=f"{spec.name} cannot answer", call_refusal=f"{spec.name} cannot make calls")
-    ok, result = run_method(api, cls, spec, (value,) if spec.takes_arg else ())
+    spent = 0 if usage is None else usage.instructions
+    ok, result = run_method(api, cls, spec, (value,) if spec.takes_arg else (), limits,
+                            limits.max_instructions_per_install - spent)
     trap = finish_method(api, ok, result, None, return_is_reply=False)
+    if usage is not None:
+        usage.instructions += api.instructions
     return None if trap is None else trap.message
 
 
@@ -197,10 +214,13 @@ def _restore(canister: CanisterState, saved: list[tuple[str, Any]], certified: b
 
 def install_code(
     state: ReplicatedState, modules: SourceModules, caller: bytes, canister_id: int, mode: str, source: str,
-    class_name: str, arg: Any = None,
+    class_name: str, arg: Any = None, *, limits: Limits = DEFAULT, usage: InstallUsage | None = None,
 ) -> CanisterState:
     """``install_code`` (module docstring) by ``caller``; raises ``InstallError`` (a
-    ``ModuleLoadError`` for a module that does not load) and leaves the state unchanged."""
+    ``ModuleLoadError`` for a module that does not load) and leaves the state unchanged.
+    The module body and ``init``/``post_upgrade`` together may use
+    ``limits.max_instructions_per_install`` instructions; ``usage`` receives what they used."""
+    usage = InstallUsage() if usage is None else usage
     canister = state.canisters.get(canister_id)
     if canister is None:
         raise ManagementError(f"canister {canister_id} not found on subnet {state.own_subnet_id}")
@@ -216,15 +236,16 @@ def install_code(
     if type(source) is not str or type(class_name) is not str:
         raise InstallError("source and class_name are text")
     digest = source_module_hash(source)
-    cls = modules.load(source, class_name, digest)
+    cls = modules.load(source, class_name, digest, limits)
+    usage.instructions += modules.module_instructions(digest)
     if mode == "upgrade":
-        trap = _run_lifecycle(state, canister, cls, cls.__canister_post_upgrade__, arg, caller)
+        trap = _run_lifecycle(state, canister, cls, cls.__canister_post_upgrade__, arg, caller, limits, usage)
         if trap is not None:
             raise InstallError(trap)  # its stable writes were rolled back
         _set_module(canister, class_name, digest, source)
         return canister
     saved, certified = _wipe(canister)
-    trap = _run_lifecycle(state, canister, cls, cls.__canister_init__, arg, caller)
+    trap = _run_lifecycle(state, canister, cls, cls.__canister_init__, arg, caller, limits, usage)
     if trap is not None:
         _restore(canister, saved, certified)
         raise InstallError(trap)
@@ -245,7 +266,8 @@ def _install_code_arguments(value: Any) -> tuple[int, str, str, str, Any]:
     return canister_id, value["mode"], value["source"], value["class_name"], value["arg"]
 
 
-def _management_answer(state: ReplicatedState, ingress: Ingress, modules: SourceModules) -> Reply:
+def _management_answer(state: ReplicatedState, ingress: Ingress, modules: SourceModules, limits: Limits,
+                       usage: InstallUsage) -> Reply:
     method = ingress.method_name
     try:
         arg = decode_payload(ingress.method_payload)
@@ -262,7 +284,8 @@ def _management_answer(state: ReplicatedState, ingress: Ingress, modules: Source
     if method == "install_code":
         canister_id, mode, source, class_name, install_arg = _install_code_arguments(arg)
         try:
-            canister = install_code(state, modules, ingress.source, canister_id, mode, source, class_name, install_arg)
+            canister = install_code(state, modules, ingress.source, canister_id, mode, source, class_name, install_arg,
+                                    limits=limits, usage=usage)
         except ManagementError as exc:
             raise _Rejected(RejectCode.DESTINATION_INVALID, f"install_code: {exc}") from None
         except ModuleLoadError as exc:
@@ -378,13 +401,17 @@ def _import_canister(state: ReplicatedState, caller: bytes, arg: Any) -> dict:
     return {"canister_id": canister_id}
 
 
-def execute_management_ingress(state: ReplicatedState, ingress: Ingress, modules: SourceModules) -> None:
-    """Execute one user call to the management canister; its answer goes into the ingress history."""
+def execute_management_ingress(state: ReplicatedState, ingress: Ingress, modules: SourceModules,
+                               limits: Limits = DEFAULT) -> int:
+    """Execute one user call to the management canister; its answer goes into the ingress
+    history. Returns the instructions it used (an install's; 0 for the other methods)."""
+    usage = InstallUsage()
     try:
-        answer: Reply | Reject = _management_answer(state, ingress, modules)
+        answer: Reply | Reject = _management_answer(state, ingress, modules, limits, usage)
     except _Rejected as rejected:
         answer = rejected.reject
     answer_ingress(state, ingress.message_id, MANAGEMENT_CANISTER_ID, ingress.source, answer)
+    return usage.instructions
 
 
 # -- stop and start -----------------------------------------------------------------------------

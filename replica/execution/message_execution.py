@@ -68,21 +68,23 @@ def _entry_point(
 def _run_call(
     state: ReplicatedState, canister: CanisterState, cls: type, spec: MethodSpec, args: tuple,
     call_context_id: int, caller: bytes | int, limits: Limits, deadline: int = 0,
-) -> None:
+) -> int:
     read_only = spec.kind is MethodKind.QUERY
     api = SystemApi(canister, caller, state.metadata.batch_time, limits,
                     call_refusal=_QUERY_CANNOT_CALL if read_only else None, deadline=deadline)
-    ok, result = run_method(api, cls, spec, args)
+    ok, result = run_method(api, cls, spec, args, limits)
     answer = finish_method(api, ok, result, call_context_id, return_is_reply=True, read_only=read_only)
     settle_call_context(state, canister, call_context_id, answer, limits)
+    return api.instructions
 
 
-def execute_ingress(state: ReplicatedState, canister: CanisterState, cls: type | None, ingress: Ingress, limits: Limits) -> None:
-    """Run a user's update call: status ``processing``, then ``replied``/``rejected`` once answered."""
+def execute_ingress(state: ReplicatedState, canister: CanisterState, cls: type | None, ingress: Ingress, limits: Limits) -> int:
+    """Run a user's update call: status ``processing``, then ``replied``/``rejected`` once
+    answered. Returns the instructions it used (as the other ``execute_*`` do)."""
     entry = _entry_point(state, canister, cls, ingress.method_name, ingress.method_payload, allow_query=False)
     if type(entry) is Reject:
         reject_ingress(state, ingress.message_id, canister.canister_id, ingress.source, entry)
-        return
+        return 0
     spec, args = entry
     history = state.ingress_history
     received = history.get(ingress.message_id)
@@ -94,9 +96,10 @@ def execute_ingress(state: ReplicatedState, canister: CanisterState, cls: type |
     if not deferred:
         _mark_processing(state, canister, ingress)
     call_context = canister.new_call_context(IngressOrigin(ingress.message_id, ingress.source), ingress.method_name)
-    _run_call(state, canister, cls, spec, args, call_context.call_context_id, ingress.source, limits)
+    used = _run_call(state, canister, cls, spec, args, call_context.call_context_id, ingress.source, limits)
     if deferred and history.get(ingress.message_id) is received:
         _mark_processing(state, canister, ingress)
+    return used
 
 
 def _mark_processing(state: ReplicatedState, canister: CanisterState, ingress: Ingress) -> None:
@@ -104,30 +107,30 @@ def _mark_processing(state: ReplicatedState, canister: CanisterState, ingress: I
         IngressState.PROCESSING, canister.canister_id, ingress.source, state.metadata.batch_time, ingress.expiry_time))
 
 
-def execute_request(state: ReplicatedState, canister: CanisterState, cls: type | None, request: Request, limits: Limits) -> None:
+def execute_request(state: ReplicatedState, canister: CanisterState, cls: type | None, request: Request, limits: Limits) -> int:
     """Run a canister's call; the answer goes to the output slot reserved at induction."""
     origin = CanisterOrigin(request.sender, request.sender_reply_callback, request.deadline)
     entry = _entry_point(state, canister, cls, request.method_name, request.method_payload, allow_query=True)
     if type(entry) is Reject:
         deliver_answer(state, canister, origin, entry, limits)
-        return
+        return 0
     spec, args = entry
     call_context = canister.new_call_context(origin, request.method_name)
-    _run_call(state, canister, cls, spec, args, call_context.call_context_id, request.sender, limits,
-              request.deadline)
+    return _run_call(state, canister, cls, spec, args, call_context.call_context_id, request.sender, limits,
+                     request.deadline)
 
 
-def execute_response(state: ReplicatedState, canister: CanisterState, cls: type | None, response: Response, limits: Limits) -> None:
+def execute_response(state: ReplicatedState, canister: CanisterState, cls: type | None, response: Response, limits: Limits) -> int:
     """Resume the callback waiting for ``response``, then settle its call context."""
     callback = canister.callbacks.get(response.originator_reply_callback)
     if callback is None or callback.respondent != response.respondent:
         state.metadata.count("dropped_responses_without_callback")
-        return
+        return 0
     canister.take_callback(callback.callback_id)
     call_context = canister.call_contexts.get(callback.call_context_id)
     if call_context is None:
         state.metadata.count("critical_errors")  # a callback always belongs to an open context
-        return
+        return 0
     canister_id = canister.canister_id
     origin = call_context.origin
     caller = origin.canister if type(origin) is CanisterOrigin else origin.source
@@ -150,9 +153,10 @@ def execute_response(state: ReplicatedState, canister: CanisterState, cls: type 
         except EncodingError as exc:
             trap = f"undecodable reply from canister {response.respondent}: {exc}"
     if trap is None:
-        ok, result = run_method(api, cls, spec, (value, callback.context))
+        ok, result = run_method(api, cls, spec, (value, callback.context), limits)
         answer = finish_method(api, ok, result, call_context.call_context_id,
                                return_is_reply=False, may_answer_trap=not call_context.responded)
     else:
         answer = None if call_context.responded else trap_reject(canister_id, trap)
     settle_call_context(state, canister, call_context.call_context_id, answer, limits)
+    return api.instructions

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from typing import Any, Protocol
 
+from message_routing.limits import DEFAULT, Limits
 from state_manager.canister_state import CanisterState, CanisterStatus
 from state_manager.messages import Reject, RejectCode, Reply, truncate_reject_message
 from state_manager.replicated_state import ReplicatedState
@@ -33,10 +34,11 @@ def _error(code: RejectCode, text: str) -> Reject:
 
 def run_query(
     code: CodeResolver, state: ReplicatedState, canister_id: int, method: str, arg: Any = None,
-    caller: bytes | int = b"",
+    caller: bytes | int = b"", limits: Limits = DEFAULT,
 ) -> Reply | Reject:
     """Run query ``method`` of ``canister_id`` with ``arg`` (a value, passed through the wire
-    encoding so the method sees exactly what a call would deliver)."""
+    encoding so the method sees exactly what a call would deliver); a sandboxed canister's
+    query may use ``limits.max_instructions_per_query`` instructions."""
     canister = state.canisters.get(canister_id)
     if canister is None:
         return _error(RejectCode.DESTINATION_INVALID, f"Canister {canister_id} not found")
@@ -56,6 +58,7 @@ def run_query(
     except EncodingError as exc:
         return _error(RejectCode.CANISTER_ERROR, f"invalid query argument: {exc}")
     api = SystemApi(canister, caller, state.metadata.batch_time, None, call_refusal="a query cannot make calls")
-    ok, result = run_method(api, cls, spec, (value,) if spec.takes_arg else ())
+    ok, result = run_method(api, cls, spec, (value,) if spec.takes_arg else (), limits,
+                            limits.max_instructions_per_query)
     answer = finish_method(api, ok, result, None, return_is_reply=True, read_only=True)
     return answer if answer is not None else _error(RejectCode.CANISTER_ERROR, "the query did not answer")

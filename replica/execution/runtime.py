@@ -1,13 +1,23 @@
 """Running one canister method and applying the reply rules to its outcome.
 
 ``run_method`` executes a method on a fresh instance inside a stable-state transaction and
-turns any exception into a trap. ``finish_method`` then decides the message's answer and
-commits or discards its effects:
+turns any exception into a trap. A sandboxed canister (one installed from source) runs with
+its module's instruction meter (``sandbox``): ``run_method`` starts it with the message's
+instruction limit, and it keeps running through ``finish_method`` (encoding the reply may
+run canister code too), which stops it and records ``api.instructions``. ``finish_method``
+then decides the message's answer and commits or discards its effects:
 
 * trap → effects discarded; answer ``Reject(CANISTER_ERROR, "Canister <id> trapped: …")``
-  unless the call was answered by an earlier message;
+  unless the call was answered by an earlier message; a message over its instruction limit
+  is rejected with ``"Canister <id> exceeded the instruction limit for single message
+  execution"`` (the IC's words), whatever canister code did after the limit was reached;
+* any ``BaseException`` canister code raises (``SystemExit``, ``GeneratorExit``, ...) is a
+  trap; only ``KeyboardInterrupt`` — which canister code cannot raise, so it is the host's —
+  goes on up;
 * no explicit ``reply``/``reject``, return value counts, and no calls made → the return
   value is the reply (an unencodable return value is a trap);
+* a commit that would take the canister's stable state over ``max_stable_state_bytes``
+  encoded bytes is a trap;
 * read-only (queries) → effects discarded, answer kept; otherwise effects committed.
 """
 
@@ -15,14 +25,18 @@ from __future__ import annotations
 
 from typing import Any
 
+from message_routing.limits import DEFAULT, Limits
 from state_manager.messages import Reject, RejectCode, Reply, truncate_reject_message
 
 from .canister import MethodSpec, new_instance
 from .codec import EncodingError, encode_value
 from .errors import Trap
+from .sandbox import InstructionLimitExceeded, Sandbox, SandboxFault, StableView, stable_state_bytes
+from .sandbox.loader import describe_exception
+from .sandbox.metering import METER
 from .system_api import SystemApi
 
-__all__ = ["run_method", "finish_method", "trap_message", "trap_reject"]
+__all__ = ["run_method", "finish_method", "trap_message", "trap_reject", "sandbox_of", "instruction_limit_message"]
 
 
 def trap_message(canister_id: int, description: str) -> str:
@@ -30,8 +44,21 @@ def trap_message(canister_id: int, description: str) -> str:
     return truncate_reject_message(f"Canister {canister_id} trapped: {description}")
 
 
+def instruction_limit_message(canister_id: int) -> str:
+    return f"Canister {canister_id} exceeded the instruction limit for single message execution"
+
+
 def trap_reject(canister_id: int, description: str) -> Reject:
     return Reject(RejectCode.CANISTER_ERROR, trap_message(canister_id, description))
+
+
+class _Fault:
+    """A trap by the sandbox (a limit), not by canister code."""
+
+    __slots__ = ("fault",)
+
+    def __init__(self, fault: SandboxFault) -> None:
+        self.fault = fault
 
 
 def _describe(exc: Exception) -> str:
@@ -42,15 +69,73 @@ def _describe(exc: Exception) -> str:
     return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
 
 
-def run_method(api: SystemApi, cls: type, spec: MethodSpec, args: tuple) -> tuple[bool, Any]:
+def sandbox_of(spec: MethodSpec) -> Sandbox | None:
+    """The meter of a sandboxed canister's method; None for a builtin class."""
+    meter = getattr(spec.function, "__globals__", {}).get(METER)
+    return meter if isinstance(meter, Sandbox) else None
+
+
+def _stable_size(sandbox: Sandbox, api: SystemApi) -> int:
+    """The canister's stable size before this message (recomputed when the cache is stale)."""
+    stable = api.canister.stable
+    entry = sandbox.stable_sizes.get(api.canister_id)
+    if entry is None or entry[0] is not stable or entry[2] != len(stable):
+        entry = (stable, stable_state_bytes(stable), len(stable))
+        sandbox.stable_sizes[api.canister_id] = entry
+    return entry[1]
+
+
+def run_method(api: SystemApi, cls: type, spec: MethodSpec, args: tuple, limits: Limits = DEFAULT,
+               instruction_limit: int | None = None) -> tuple[bool, Any]:
     """Start the stable transaction and run ``spec`` on a fresh instance of ``cls``.
-    Returns ``(True, return value)`` or ``(False, trap description)``."""
+    Returns ``(True, return value)`` or ``(False, trap description)``; a sandboxed method
+    runs metered with ``instruction_limit`` (default: ``limits.max_instructions_per_message``)."""
     api.stable.begin_transaction()
     instance = new_instance(cls, api)
+    sandbox = sandbox_of(spec)
+    if sandbox is None:
+        try:
+            return True, spec.function(instance, *args)
+        except Exception as exc:  # every exception a canister raises is a trap
+            return False, _describe(exc)
+    api.sandbox = sandbox
+    api.stable_limit = limits.max_stable_state_bytes
+    api.stable_before = _stable_size(sandbox, api)
+    api.stable_view = StableView(api.stable, sandbox)
+    limit = limits.max_instructions_per_message if instruction_limit is None else instruction_limit
+    sandbox.begin(max(limit, 0), limits.max_message_memory_bytes)
     try:
         return True, spec.function(instance, *args)
-    except Exception as exc:  # every exception a canister raises is a trap
-        return False, _describe(exc)
+    except SandboxFault as fault:
+        return False, _Fault(fault)
+    except KeyboardInterrupt:
+        api.instructions = sandbox.end()
+        raise
+    except BaseException as exc:  # noqa: BLE001 - SystemExit, GeneratorExit, ...: all traps
+        try:
+            return False, describe_exception(exc)
+        except SandboxFault as fault:
+            return False, _Fault(fault)
+
+
+def _outcome(api: SystemApi, ok: bool, result: Any, return_is_reply: bool) -> tuple[bool, Any]:
+    """Encode the reply (metered, for a sandboxed canister) and check the sandbox's limits."""
+    if ok and return_is_reply and api.answer is None and not api.calls:
+        try:
+            api.answer = Reply(encode_value(result))
+        except EncodingError as exc:
+            ok, result = False, f"reply value cannot be encoded: {exc}"
+    sandbox = api.sandbox
+    if sandbox is not None:
+        fault = sandbox.exhausted()
+        if fault is not None:
+            return False, _Fault(fault)
+        view = api.stable_view
+        if ok and view is not None and view.growth > 0:
+            size = api.stable_before + view.growth
+            if size > api.stable_limit:
+                return False, f"stable state of {size} bytes exceeds the limit of {api.stable_limit} bytes"
+    return ok, result
 
 
 def finish_method(
@@ -64,16 +149,28 @@ def finish_method(
     may_answer_trap: bool = True,
 ) -> Reply | Reject | None:
     """Apply the reply rules (module docstring); return the answer this message gives."""
-    if ok and return_is_reply and api.answer is None and not api.calls:
-        try:
-            api.answer = Reply(encode_value(result))
-        except EncodingError as exc:
-            ok, result = False, f"reply value cannot be encoded: {exc}"
+    sandbox = api.sandbox
+    try:
+        ok, result = _outcome(api, ok, result, return_is_reply)
+    except SandboxFault as fault:
+        ok, result = False, _Fault(fault)
+    finally:
+        if sandbox is not None and sandbox.running:
+            api.instructions = sandbox.end()
     if not ok:
         api.discard()
-        return trap_reject(api.canister_id, result) if may_answer_trap else None
+        if not may_answer_trap:
+            return None
+        if isinstance(result, _Fault):
+            if isinstance(result.fault, InstructionLimitExceeded):
+                return Reject(RejectCode.CANISTER_ERROR, instruction_limit_message(api.canister_id))
+            return trap_reject(api.canister_id, result.fault.description)
+        return trap_reject(api.canister_id, result)
     if read_only:
         api.discard()
     else:
+        if sandbox is not None and api.stable_view is not None:
+            stable = api.canister.stable
+            sandbox.stable_sizes[api.canister_id] = (stable, api.stable_before + api.stable_view.growth, len(stable))
         api.commit(call_context_id)
     return api.answer

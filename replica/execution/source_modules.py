@@ -4,9 +4,11 @@ A user's canister travels as source text in ``install_code`` and is kept in the 
 state (``CanisterState.module_source``); its ``module_hash`` is ``SHA-256(source as UTF-8)``.
 Every replica — live node, restarted node, audit replica — gets its class from that text:
 
-    module = a fresh module named ``canister_<first 16 hex digits of the hash>``
-    exec(compile(source, "<canister module <hash hex>>", "exec"), module.__dict__)
+    module = sandbox.load_sandboxed(source, "canister_<first 16 hex digits of the hash>", ...)
     class  = module.<class_name>        (a ``Canister`` subclass, dotted names allowed)
+
+``load_sandboxed`` checks the source against the allowed subset, instruments it with
+instruction charges and runs it with restricted builtins (``replica.execution.sandbox``).
 
 Compiling and executing the same text gives the same class on every replica, so a load is
 done once per module hash and process and cached here, *outside* the replicated state (the
@@ -16,17 +18,20 @@ whose text depends on the source only (file name and line, never an address), so
 install that tried it is rejected with the same message on every replica. Failures are not
 cached: loading is a pure function of the text and they only happen at install time.
 
-Not a sandbox: the module runs with the replica's privileges (see the README).
+The sandbox makes canister code deterministic and metered; it is not a security boundary
+(see the README).
 """
 
 from __future__ import annotations
 
 import hashlib
-import sys
 import types
+
+from message_routing.limits import DEFAULT, Limits
 
 from .canister import Canister
 from .errors import ModuleLoadError
+from .sandbox import LoadedModule, load_sandboxed
 
 __all__ = ["source_module_hash", "SourceModules", "MAX_SOURCE_BYTES"]
 
@@ -44,37 +49,19 @@ def _module_name(digest: bytes) -> str:
     return f"canister_{digest.hex()[:16]}"
 
 
-def _describe(exc: BaseException) -> str:
-    text = str(exc)
-    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
-
-
-def _execute(source: str, digest: bytes) -> types.ModuleType:
-    """Run ``source`` as a fresh module (registered in ``sys.modules`` under its hash-derived
-    name while it runs, as an import would, so dataclasses and typing can find it)."""
+def _execute(source: str, digest: bytes, limits: Limits) -> LoadedModule:
+    """Load ``source`` into the sandbox as a fresh module named after its hash."""
     if type(source) is not str:
         raise ModuleLoadError(f"a module's source is text, not {type(source).__name__}")
     if len(source.encode("utf-8")) > MAX_SOURCE_BYTES:
         raise ModuleLoadError(f"the module's source exceeds {MAX_SOURCE_BYTES} bytes")
-    name = _module_name(digest)
-    module = types.ModuleType(name)
-    module.__file__ = f"<canister module {digest.hex()}>"
-    try:
-        code = compile(source, module.__file__, "exec", dont_inherit=True)
-    except (SyntaxError, ValueError) as exc:  # ValueError: NUL bytes in the source
-        raise ModuleLoadError(f"the module does not compile: {_describe(exc)}") from None
-    previous = sys.modules.get(name)
-    sys.modules[name] = module
-    try:
-        exec(code, module.__dict__)
-    except (Exception, SystemExit) as exc:  # noqa: BLE001 - the module's own failure, reported
-        raise ModuleLoadError(f"the module raised at import: {_describe(exc)}") from None
-    finally:
-        if previous is None:
-            sys.modules.pop(name, None)
-        else:
-            sys.modules[name] = previous
-    return module
+    return load_sandboxed(source, _module_name(digest), f"<canister module {digest.hex()}>",
+                          limits.max_instructions_per_install, limits.max_message_memory_bytes)
+
+
+def _describe(exc: BaseException) -> str:
+    text = str(exc)
+    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
 
 
 def _find_class(module: types.ModuleType, class_name: object) -> type[Canister]:
@@ -97,25 +84,31 @@ class SourceModules:
     __slots__ = ("_modules", "_classes")
 
     def __init__(self) -> None:
-        self._modules: dict[bytes, types.ModuleType] = {}
+        self._modules: dict[bytes, LoadedModule] = {}
         self._classes: dict[tuple[bytes, str], type[Canister]] = {}
 
-    def load(self, source: str, class_name: str, digest: bytes | None = None) -> type[Canister]:
+    def load(self, source: str, class_name: str, digest: bytes | None = None, limits: Limits = DEFAULT) -> type[Canister]:
         """The class ``class_name`` of the module ``source`` (``ModuleLoadError`` if it cannot
-        be loaded). ``digest`` is ``source_module_hash(source)`` when the caller has it."""
+        be loaded). ``digest`` is ``source_module_hash(source)`` when the caller has it;
+        ``limits`` bound the module body's instructions and memory."""
         if digest is None:
             digest = source_module_hash(source)
         key = (digest, class_name)
         cls = self._classes.get(key)
         if cls is not None:
             return cls
-        module = self._modules.get(digest)
-        if module is None:
-            module = _execute(source, digest)
-            self._modules[digest] = module
-        cls = _find_class(module, class_name)
+        loaded = self._modules.get(digest)
+        if loaded is None:
+            loaded = _execute(source, digest, limits)
+            self._modules[digest] = loaded
+        cls = _find_class(loaded.module, class_name)
         self._classes[key] = cls
         return cls
+
+    def module_instructions(self, digest: bytes) -> int:
+        """The instructions the body of the loaded module ``digest`` used (0 if not loaded)."""
+        loaded = self._modules.get(digest)
+        return 0 if loaded is None else loaded.instructions
 
     def __len__(self) -> int:
         return len(self._modules)

@@ -16,6 +16,7 @@ from state_manager.messages import Reject, RejectCode, Reply, Request, truncate_
 from state_manager.stable_map import StableValueError, check_stable_value
 
 from .canister import Canister, MethodKind
+from .sandbox.stable_view import check_exact_value
 from .codec import EncodingError, encode_value
 from .errors import ApiUsageError, CallError
 
@@ -36,6 +37,7 @@ class SystemApi:
     __slots__ = (
         "canister", "canister_id", "caller", "time", "stable", "limits", "answer_refusal",
         "call_refusal", "answer", "calls", "_calls_per_receiver", "_certified_data", "deadline",
+        "sandbox", "stable_view", "stable_limit", "stable_before", "instructions",
     )
 
     def __init__(
@@ -64,6 +66,13 @@ class SystemApi:
         self.calls: list[tuple] = []
         self._calls_per_receiver: dict[int, int] = {}  # lookups only, never iterated
         self._certified_data: bytes | None = None
+        # A sandboxed canister's meter and charged view of ``stable`` (set by ``runtime``),
+        # its stable size before the message and limit, and the instructions the message used.
+        self.sandbox: Any = None
+        self.stable_view: Any = None
+        self.stable_limit = 0
+        self.stable_before = 0
+        self.instructions = 0
 
     # -- certified data ----------------------------------------------------------------------
 
@@ -127,6 +136,8 @@ class SystemApi:
         reject_name = _callback_name(instance, on_reject)
         try:
             check_stable_value(context)
+            if self.sandbox is not None:
+                check_exact_value(context)  # no canister-defined subclasses in the state
         except StableValueError as exc:
             raise ApiUsageError(f"call context: {exc}") from None
         try:

@@ -17,8 +17,9 @@ from replica.audit.run_log import load_run_log
 
 ROOT = Path(__file__).resolve().parents[2]
 
-OUTSIDE_TEST = '''
-import pytest
+#: The outside project's canister, in a module of its own: the whole module is installed, and
+#: canister modules may import only the sandbox's allowed modules (not pytest).
+OUTSIDE_CANISTER = '''
 from replica.sdk import Canister, update
 
 
@@ -29,6 +30,11 @@ class Counter(Canister):
     def add(self, n):
         self.stable["n"] = self.stable.get("n", 0) + n
         return self.stable["n"]
+'''
+
+OUTSIDE_TEST = '''
+import pytest
+from outside_counter import Counter
 
 
 def test_default_shape(testnet, replica_seed):
@@ -71,6 +77,7 @@ def _pytest(tmp_path: Path, *args: str) -> subprocess.CompletedProcess:
     project = tmp_path / "project"
     project.mkdir(exist_ok=True)
     (project / "test_outside.py").write_text(OUTSIDE_TEST)
+    (project / "outside_counter.py").write_text(OUTSIDE_CANISTER)
     site = tmp_path / "site" if (tmp_path / "site").exists() else _site_with_the_entry_point(tmp_path)
     env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(site), str(ROOT)]))
     env.pop("PYTEST_ADDOPTS", None)

@@ -1,0 +1,419 @@
+"""The metering transform: a canister module's syntax tree, instrumented once at load.
+
+``instrument(tree)`` rewrites a module that passed ``subset.check_module`` so that, when it
+runs with ``__meter__`` (a ``safe_builtins.Sandbox``) in its globals:
+
+* every block (a body of a module, class, function, loop, branch, handler) starts by
+  charging the instructions of its own statements — their syntax nodes, counted statically
+  (``meter`` defines the unit) — and checking the meter;
+* a function's entry charges ``FUNCTION_CALL`` and counts call depth; each ``return``, and
+  the end of the body, uncounts it; a ``yield`` uncounts it while the generator is
+  suspended; a handler of ``try`` resets depth to what it was when its ``try`` began (an
+  exception unwinds frames without returning) and turns a host-dependent ``RecursionError``
+  or ``MemoryError`` into a fault;
+* each loop iteration and each comprehension item charges its header and test; a lambda
+  charges its body per call and counts depth;
+* operations whose cost grows with their operands (``+ * % ** <<`` and their augmented
+  forms, slicing, ``*x`` unpacking, f-string formatting, and the methods in
+  ``SIZED_METHODS``) go through the sandbox, which charges by size before they run; a
+  ``for`` loop's iterable goes through ``loop`` (a ``range`` is iterated natively there);
+* set displays and set comprehensions build ``OrderedSet``s; ``x.keys()``/``x.items()``
+  give views whose set operations are ordered too;
+* attribute stores and deletes go through the sandbox, which refuses them on classes,
+  functions and modules (those persist between messages);
+* classes are made by the sandbox's frozen metaclass (no attribute changes after the class
+  body ran), and ``__all__`` becomes a tuple.
+
+The instrumented names are dunders (``__meter__``, ``__m__``, ``__d0__``, ...), which
+canister code may not use, so it cannot reach or forge them.
+"""
+
+from __future__ import annotations
+
+import ast
+from .meter import FUNCTION_CALL, LOOP_ITERATION
+
+__all__ = ["instrument", "node_cost", "SIZED_METHODS", "METER"]
+
+METER = "__meter__"
+_LOCAL = "__m__"
+#: Methods whose work grows with the receiver or the arguments (charged by ``Sandbox.method``).
+SIZED_METHODS = frozenset({
+    "join", "ljust", "rjust", "center", "zfill", "replace", "expandtabs", "extend", "update", "fromkeys",
+    "to_bytes", "sort", "copy", "count", "index", "find", "rfind", "split", "rsplit", "splitlines", "strip",
+    "lstrip", "rstrip", "upper", "lower", "casefold", "title", "capitalize", "swapcase", "encode", "decode",
+    "hex", "fromhex", "translate", "insert", "remove", "partition", "rpartition", "startswith", "endswith",
+})
+_SIZED_OPS = {ast.Add: "add", ast.Mult: "mul", ast.Mod: "mod", ast.Pow: "pow", ast.LShift: "lshift"}
+_SKIPPED = (ast.Lambda, ast.ListComp, ast.SetComp, ast.DictComp, ast.GeneratorExp)
+
+
+def node_cost(node: ast.AST) -> int:
+    """Syntax nodes ``node`` evaluates once: a lambda or comprehension counts 1 (its body is
+    charged per call or item), plus a comprehension's first iterable; nested statement
+    bodies are not counted (they are blocks of their own)."""
+    if isinstance(node, _SKIPPED):
+        cost = 1
+        if not isinstance(node, ast.Lambda):
+            cost += node_cost(node.generators[0].iter)
+        return cost
+    cost = 1
+    for field, value in ast.iter_fields(node):
+        if isinstance(value, list):
+            for item in value:
+                if isinstance(item, ast.AST) and not isinstance(item, (ast.stmt, ast.excepthandler, ast.match_case)):
+                    cost += node_cost(item)
+        elif isinstance(value, ast.AST) and not isinstance(value, ast.stmt):
+            if field in ("ctx", "op"):
+                continue
+            cost += node_cost(value)
+    return cost
+
+
+def _name(identifier: str) -> ast.Name:
+    return ast.Name(identifier, ast.Load())
+
+
+def _store(identifier: str) -> ast.Name:
+    return ast.Name(identifier, ast.Store())
+
+
+def _method(meter: str, method: str, *args: ast.expr) -> ast.Call:
+    return ast.Call(ast.Attribute(_name(meter), method, ast.Load()), list(args), [])
+
+
+def _numeric_constant(node: ast.AST) -> bool:
+    return isinstance(node, ast.Constant) and type(node.value) in (int, float, complex) and not isinstance(node.value, bool)
+
+
+def _charge(meter: str, instructions: int) -> list[ast.stmt]:
+    """``meter.left -= n; if meter.left < 0: meter.out()``."""
+    attribute = ast.Attribute(_name(meter), "left", ast.Store())
+    return [
+        ast.AugAssign(attribute, ast.Sub(), ast.Constant(instructions)),
+        ast.If(ast.Compare(ast.Attribute(_name(meter), "left", ast.Load()), [ast.Lt()], [ast.Constant(0)]),
+               [ast.Expr(_method(meter, "out"))], []),
+    ]
+
+
+def _has_own_yield(function: ast.FunctionDef) -> bool:
+    """Whether ``function`` itself (not a nested function) yields."""
+    pending: list[ast.AST] = list(function.body)
+    while pending:
+        node = pending.pop()
+        if isinstance(node, (ast.Yield, ast.YieldFrom)):
+            return True
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef)):
+            continue
+        pending.extend(ast.iter_child_nodes(node))
+    return False
+
+
+class _Instrument(ast.NodeTransformer):
+    def __init__(self) -> None:
+        self.scopes: list[str] = ["module"]   # module | class | function
+        self.try_counter = 0
+
+    # -- where the meter is --------------------------------------------------------------------
+
+    @property
+    def meter(self) -> str:
+        return _LOCAL if self.scopes[-1] == "function" else METER
+
+    # -- blocks --------------------------------------------------------------------------------
+
+    def block(self, statements: list[ast.stmt], extra: int = 0, charge: bool = True) -> list[ast.stmt]:
+        """The statements, transformed, after one charge for the nodes they evaluate themselves."""
+        cost = extra + sum(self.statement_cost(s) for s in statements)
+        out: list[ast.stmt] = _charge(self.meter, cost) if cost and charge else []
+        for statement in statements:
+            result = self.visit(statement)
+            if isinstance(result, list):
+                out.extend(result)
+            elif result is not None:
+                out.append(result)
+        return out
+
+    def statement_cost(self, statement: ast.stmt) -> int:
+        if isinstance(statement, (ast.FunctionDef, ast.ClassDef)):
+            return 1 + sum(node_cost(d) for d in statement.decorator_list) + (
+                sum(node_cost(d) for d in statement.args.defaults) if isinstance(statement, ast.FunctionDef) else
+                sum(node_cost(b) for b in statement.bases))
+        if isinstance(statement, (ast.For, ast.While)):
+            return 1 + (node_cost(statement.iter) if isinstance(statement, ast.For) else 0)
+        if isinstance(statement, ast.If):
+            return 1 + node_cost(statement.test)
+        if isinstance(statement, ast.With):
+            return 1 + sum(node_cost(item.context_expr) for item in statement.items)
+        if isinstance(statement, ast.Try):
+            return 1
+        if isinstance(statement, ast.Match):
+            return 1 + node_cost(statement.subject)
+        return node_cost(statement)
+
+    # -- statements ------------------------------------------------------------------------------
+
+    def visit_Module(self, node: ast.Module) -> ast.Module:
+        body = []
+        for statement in node.body:
+            if (isinstance(statement, ast.Assign) and len(statement.targets) == 1
+                    and isinstance(statement.targets[0], ast.Name) and statement.targets[0].id == "__all__"
+                    and isinstance(statement.value, ast.List)):
+                statement.value = ast.Tuple(statement.value.elts, ast.Load())
+            body.append(statement)
+        # The docstring and ``from __future__`` imports must stay first; they evaluate nothing.
+        head = 0
+        while head < len(body) and (
+                (isinstance(body[head], ast.ImportFrom) and body[head].module == "__future__")
+                or (head == 0 and isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant))):
+            head += 1
+        node.body = body[:head] + self.block(body[head:])
+        return node
+
+    def visit_ClassDef(self, node: ast.ClassDef) -> ast.ClassDef:
+        node.bases = [self.visit(b) for b in node.bases]
+        node.decorator_list = [self.visit(d) for d in node.decorator_list]
+        node.keywords = [ast.keyword("metaclass", ast.Attribute(_name(METER), "frozen_class", ast.Load()))]
+        self.scopes.append("class")
+        node.body = self.block(node.body) or [ast.Pass()]
+        self.scopes.pop()
+        return node
+
+    def visit_FunctionDef(self, node: ast.FunctionDef) -> ast.FunctionDef:
+        node.decorator_list = [self.visit(d) for d in node.decorator_list]
+        node.args = self.visit(node.args)
+        self.scopes.append("function")
+        entry: list[ast.stmt] = [
+            ast.Assign([_store(_LOCAL)], _name(METER)),
+            ast.AugAssign(ast.Attribute(_name(_LOCAL), "depth", ast.Store()), ast.Add(), ast.Constant(1)),
+        ]
+        cost = FUNCTION_CALL + sum(self.statement_cost(s) for s in node.body)
+        entry += [
+            ast.AugAssign(ast.Attribute(_name(_LOCAL), "left", ast.Store()), ast.Sub(), ast.Constant(cost)),
+            ast.If(ast.BoolOp(ast.Or(), [
+                ast.Compare(ast.Attribute(_name(_LOCAL), "left", ast.Load()), [ast.Lt()], [ast.Constant(0)]),
+                ast.Compare(ast.Attribute(_name(_LOCAL), "depth", ast.Load()), [ast.Gt()],
+                            [ast.Attribute(_name(_LOCAL), "max_depth", ast.Load())])]),
+                [ast.Expr(_method(_LOCAL, "out"))], []),
+        ]
+        body = self.block(node.body, charge=False)  # its statements were charged at entry
+        self.scopes.pop()
+        tail: list[ast.stmt] = []
+        if not node.body or not isinstance(node.body[-1], (ast.Return, ast.Raise)):
+            tail = [ast.AugAssign(ast.Attribute(_name(_LOCAL), "depth", ast.Store()), ast.Sub(), ast.Constant(1))]
+        node.body = entry + body + tail
+        return node
+
+    def visit_Return(self, node: ast.Return) -> list[ast.stmt]:
+        if self.scopes[-1] != "function":
+            return [node]
+        value = self.visit(node.value) if node.value is not None else ast.Constant(None)
+        return [
+            ast.Assign([_store("__r__")], value),
+            ast.AugAssign(ast.Attribute(_name(_LOCAL), "depth", ast.Store()), ast.Sub(), ast.Constant(1)),
+            ast.Return(_name("__r__")),
+        ]
+
+    def visit_For(self, node: ast.For) -> ast.For:
+        node.target = self.visit(node.target)
+        node.iter = _method(self.meter, "loop", self.visit(node.iter))
+        node.body = self.block(node.body, extra=LOOP_ITERATION + node_cost(node.target))
+        node.orelse = self.block(node.orelse)
+        return node
+
+    def visit_While(self, node: ast.While) -> ast.While:
+        node.test = self.visit(node.test)
+        node.body = self.block(node.body, extra=LOOP_ITERATION + node_cost(node.test))
+        node.orelse = self.block(node.orelse)
+        return node
+
+    def visit_If(self, node: ast.If) -> ast.If:
+        node.test = self.visit(node.test)
+        node.body = self.block(node.body) or [ast.Pass()]
+        node.orelse = self.block(node.orelse)
+        return node
+
+    def visit_With(self, node: ast.With) -> ast.With:
+        node.items = [self.visit(item) for item in node.items]
+        node.body = self.block(node.body) or [ast.Pass()]
+        return node
+
+    def visit_Try(self, node: ast.Try) -> list[ast.stmt]:
+        saved = f"__d{self.try_counter}__"
+        self.try_counter += 1
+        node.body = self.block(node.body) or [ast.Pass()]
+        for handler in node.handlers:
+            handler.type = self.visit(handler.type) if handler.type is not None else None
+            handler.body = [ast.Expr(_method(self.meter, "caught", _name(saved)))] + self.block(handler.body)
+        node.orelse = self.block(node.orelse)
+        node.finalbody = self.block(node.finalbody)
+        return [ast.Assign([_store(saved)], ast.Attribute(_name(self.meter), "depth", ast.Load())), node]
+
+    def visit_match_case(self, node: ast.match_case) -> ast.match_case:
+        node.pattern = self.visit(node.pattern)
+        node.guard = self.visit(node.guard) if node.guard is not None else None
+        node.body = self.block(node.body) or [ast.Pass()]
+        return node
+
+    def visit_Assign(self, node: ast.Assign) -> ast.stmt:
+        node.value = self.visit(node.value)
+        if any(isinstance(t, ast.Starred) for target in node.targets if isinstance(target, (ast.Tuple, ast.List))
+               for t in target.elts):
+            node.value = _method(self.meter, "sized", node.value)
+        if len(node.targets) == 1 and isinstance(node.targets[0], ast.Attribute):
+            target = node.targets[0]
+            return ast.Expr(_method(self.meter, "setattr", self.visit(target.value), ast.Constant(target.attr),
+                                    node.value))
+        node.targets = [self.visit(t) for t in node.targets]
+        return node
+
+    def visit_AnnAssign(self, node: ast.AnnAssign) -> ast.stmt:
+        if node.value is None:
+            return ast.Pass()  # a bare annotation evaluates nothing that matters
+        return self.visit(ast.copy_location(ast.Assign([node.target], node.value), node))
+
+    def visit_Delete(self, node: ast.Delete) -> list[ast.stmt]:
+        out: list[ast.stmt] = []
+        for target in node.targets:
+            if isinstance(target, ast.Attribute):
+                out.append(ast.Expr(_method(self.meter, "delattr", self.visit(target.value),
+                                            ast.Constant(target.attr))))
+            else:
+                out.append(ast.Delete([self.visit(target)]))
+        return out
+
+    def visit_AugAssign(self, node: ast.AugAssign) -> list[ast.stmt]:
+        value = self.visit(node.value)
+        operation = _SIZED_OPS.get(type(node.op))
+        if operation == "add" and _numeric_constant(node.value):
+            operation = None
+        target = node.target
+        counter = self.try_counter
+        self.try_counter += 1
+        container, key = f"__c{counter}__", f"__k{counter}__"
+
+        def combine(current: ast.expr) -> ast.expr:
+            if operation is None:
+                return ast.BinOp(current, node.op, value)
+            return _method(self.meter, "i" + operation, current, value)
+
+        if isinstance(target, ast.Name):
+            if operation is None:
+                return [ast.AugAssign(target, node.op, value)]
+            return [ast.Assign([_store(target.id)], combine(_name(target.id)))]
+        if isinstance(target, ast.Subscript):
+            return [
+                ast.Assign([_store(container)], self.visit(target.value)),
+                ast.Assign([_store(key)], self.visit(target.slice)),
+                ast.Assign([ast.Subscript(_name(container), _name(key), ast.Store())],
+                           combine(ast.Subscript(_name(container), _name(key), ast.Load()))),
+            ]
+        return [  # an attribute
+            ast.Assign([_store(container)], self.visit(target.value)),
+            ast.Expr(_method(self.meter, "setattr", _name(container), ast.Constant(target.attr),
+                             combine(ast.Attribute(_name(container), target.attr, ast.Load())))),
+        ]
+
+    # -- expressions -------------------------------------------------------------------------------
+
+    def visit_Set(self, node: ast.Set) -> ast.expr:
+        elements = [self.visit(e) for e in node.elts]
+        return _method(self.meter, "ordered_set", ast.Tuple(elements, ast.Load()))
+
+    def comprehension(self, generators: list[ast.comprehension], per_item: int) -> list[ast.comprehension]:
+        out = []
+        for position, generator in enumerate(generators):
+            generator.target = self.visit(generator.target)
+            generator.iter = _method(self.meter, "loop", self.visit(generator.iter))
+            ifs = [self.visit(i) for i in generator.ifs]
+            cost = LOOP_ITERATION + sum(node_cost(i) for i in generator.ifs) + (
+                per_item if position == len(generators) - 1 else 0)
+            generator.ifs = [_method(self.meter, "step", ast.Constant(cost)), *ifs]
+            out.append(generator)
+        return out
+
+    def visit_ListComp(self, node: ast.ListComp) -> ast.expr:
+        node.generators = self.comprehension(node.generators, node_cost(node.elt))
+        node.elt = self.visit(node.elt)
+        return node
+
+    def visit_GeneratorExp(self, node: ast.GeneratorExp) -> ast.expr:
+        node.generators = self.comprehension(node.generators, node_cost(node.elt))
+        node.elt = self.visit(node.elt)
+        return node
+
+    def visit_SetComp(self, node: ast.SetComp) -> ast.expr:
+        node.generators = self.comprehension(node.generators, node_cost(node.elt))
+        node.elt = self.visit(node.elt)
+        return _method(self.meter, "ordered_set", ast.GeneratorExp(node.elt, node.generators))
+
+    def visit_DictComp(self, node: ast.DictComp) -> ast.expr:
+        node.generators = self.comprehension(node.generators, node_cost(node.key) + node_cost(node.value))
+        node.key = self.visit(node.key)
+        node.value = self.visit(node.value)
+        return node
+
+    def visit_Lambda(self, node: ast.Lambda) -> ast.expr:
+        node.args = self.visit(node.args)
+        cost = FUNCTION_CALL + node_cost(node.body)
+        body = self.visit(node.body)
+        node.body = _method(METER, "leave", ast.BoolOp(ast.And(), [_method(METER, "enter", ast.Constant(cost)), body]))
+        return node
+
+    def visit_Yield(self, node: ast.Yield) -> ast.expr:
+        value = self.visit(node.value) if node.value is not None else ast.Constant(None)
+        return _method(self.meter, "resumed", ast.Yield(_method(self.meter, "suspended", value)))
+
+    def visit_FormattedValue(self, node: ast.FormattedValue) -> ast.expr:
+        spec = self.visit(node.format_spec) if node.format_spec is not None else ast.Constant("")
+        value = _method(self.meter, "format", self.visit(node.value), ast.Constant(node.conversion), spec)
+        return ast.FormattedValue(value, -1, None)
+
+    def visit_BinOp(self, node: ast.BinOp) -> ast.expr:
+        node.left = self.visit(node.left)
+        node.right = self.visit(node.right)
+        operation = _SIZED_OPS.get(type(node.op))
+        if operation is None or (_numeric_constant(node.left) and _numeric_constant(node.right)):
+            return node
+        if operation == "add" and (_numeric_constant(node.left) or _numeric_constant(node.right)):
+            return node
+        return _method(self.meter, operation, node.left, node.right)
+
+    def visit_Subscript(self, node: ast.Subscript) -> ast.expr:
+        node.value = self.visit(node.value)
+        if isinstance(node.slice, ast.Slice) and isinstance(node.ctx, ast.Load):
+            part = node.slice
+            bounds = [self.visit(b) if b is not None else ast.Constant(None) for b in (part.lower, part.upper, part.step)]
+            return _method(self.meter, "getslice", node.value, *bounds)
+        node.slice = self.visit(node.slice)
+        return node
+
+    def visit_Starred(self, node: ast.Starred) -> ast.expr:
+        node.value = self.visit(node.value)
+        if isinstance(node.ctx, ast.Load):
+            node.value = _method(self.meter, "sized", node.value)
+        return node
+
+    def visit_Call(self, node: ast.Call) -> ast.expr:
+        node.args = [self.visit(a) for a in node.args]
+        node.keywords = [self.visit(k) for k in node.keywords]
+        function = node.func
+        if isinstance(function, ast.Attribute) and isinstance(function.ctx, ast.Load):
+            receiver = self.visit(function.value)
+            if function.attr in ("keys", "items"):
+                return ast.Call(ast.Attribute(_name(self.meter), "view", ast.Load()),
+                                [receiver, ast.Constant(function.attr), *node.args], node.keywords)
+            if function.attr in SIZED_METHODS:
+                return ast.Call(ast.Attribute(_name(self.meter), "method", ast.Load()),
+                                [receiver, ast.Constant(function.attr), *node.args], node.keywords)
+            function.value = receiver
+            return node
+        node.func = self.visit(function)
+        return node
+
+
+def instrument(tree: ast.Module) -> ast.Module:
+    """The metered form of ``tree`` (module docstring); ``tree`` itself is changed."""
+    result = _Instrument().visit(tree)
+    return ast.fix_missing_locations(result)
+
