@@ -46,9 +46,9 @@ class Limits:
     #: The round stops starting messages once its messages used this many instructions
     #: (the IC's 7 B per round and thread, scaled alike); a message started runs to its end.
     max_instructions_per_round: int = 17_500_000
-    #: Bytes one execution may allocate in steps whose size an argument sets (``bytearray(n)``,
-    #: ``x * n``, ...), counted before allocating.
-    max_message_memory_bytes: int = 256 * MiB
+    #: Bytes one execution may allocate, summed over its steps whose size an argument sets
+    #: (``bytearray(n)``, ``x * n``, ``a + b``, ...), counted before each allocation.
+    max_message_memory_bytes: int = 1024 * MiB
     #: A canister's stable state, in encoded bytes (key + value, ``sandbox.stable_view``).
     max_stable_state_bytes: int = 64 * MiB
 
@@ -74,7 +74,7 @@ DEFAULT = Limits(
     max_instructions_per_query=12_500_000,
     max_instructions_per_install=750_000_000,
     max_instructions_per_round=17_500_000,
-    max_message_memory_bytes=256 * MiB,
+    max_message_memory_bytes=1024 * MiB,
     max_stable_state_bytes=64 * MiB,
 )
 

@@ -61,7 +61,7 @@ class _Fault:
         self.fault = fault
 
 
-def _describe(exc: Exception) -> str:
+def _describe(exc: BaseException) -> str:
     # A Trap's text is the canister's own words; other exceptions also name their type.
     text = str(exc)
     if isinstance(exc, Trap):
@@ -96,7 +96,9 @@ def run_method(api: SystemApi, cls: type, spec: MethodSpec, args: tuple, limits:
     if sandbox is None:
         try:
             return True, spec.function(instance, *args)
-        except Exception as exc:  # every exception a canister raises is a trap
+        except KeyboardInterrupt:
+            raise
+        except BaseException as exc:  # noqa: BLE001 - every exception a canister raises is a trap
             return False, _describe(exc)
     api.sandbox = sandbox
     api.stable_limit = limits.max_stable_state_bytes

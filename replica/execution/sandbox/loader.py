@@ -22,7 +22,7 @@ from dataclasses import dataclass
 
 from ..errors import ModuleLoadError
 from .meter import SandboxFault
-from .metering import METER, instrument
+from .metering import INT, METER, instrument
 from .operations import Sandbox
 from .safe_builtins import make_builtins
 from .subset import check_module
@@ -64,6 +64,7 @@ def load_sandboxed(source: str, name: str, file_name: str, instruction_limit: in
     namespace = module.__dict__
     namespace["__builtins__"] = make_builtins(sandbox)
     namespace[METER] = sandbox
+    namespace[INT] = int
     sandbox.begin(instruction_limit, memory_limit)
     try:
         exec(code, namespace)

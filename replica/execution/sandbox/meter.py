@@ -142,16 +142,16 @@ class Meter:
 
     def allocate(self, nbytes: int, instructions: int) -> None:
         """Charge an allocation of ``nbytes`` (and the instructions to fill it) before it happens."""
+        memory = self.memory_left - nbytes
+        self.memory_left = memory
+        if memory < 0:  # sticky too: memory_left stays negative
+            self.left = -1
+            self.fault = MemoryLimitExceeded(self.memory_limit)
+            raise self.fault
         left = self.left - instructions
         self.left = left
         if left < 0:
             self.out()
-        memory = self.memory_left - nbytes
-        self.memory_left = memory
-        if memory < 0:
-            self.left = -1
-            self.fault = MemoryLimitExceeded(self.memory_limit)
-            raise self.fault
 
     # -- call depth for lambdas and generators (functions inline it) ---------------------------
 

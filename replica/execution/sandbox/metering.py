@@ -82,6 +82,39 @@ def _method(meter: str, method: str, *args: ast.expr) -> ast.Call:
     return ast.Call(ast.Attribute(_name(meter), method, ast.Load()), list(args), [])
 
 
+_TREE_OPS = (ast.Add, ast.Sub, ast.Mult, ast.Mod, ast.FloorDiv, ast.BitAnd, ast.BitOr, ast.BitXor, ast.RShift)
+
+
+def _tree_parts(node: ast.expr) -> tuple[int, int, bool]:
+    """(operations, non-constant leaves, only int constants) of an arithmetic tree."""
+    if isinstance(node, ast.BinOp) and type(node.op) in _TREE_OPS:
+        ops_l, leaves_l, ints_l = _tree_parts(node.left)
+        ops_r, leaves_r, ints_r = _tree_parts(node.right)
+        return ops_l + ops_r + 1, leaves_l + leaves_r, ints_l and ints_r
+    if isinstance(node, ast.Constant):
+        return 0, 0, type(node.value) is int
+    return 0, 1, True
+
+
+def _sized_tree(node: ast.BinOp) -> bool:
+    """Whether ``node`` is an arithmetic tree worth the int fast path: it has a charged
+    operation, at least one non-constant operand and no constant but ints."""
+    if type(node.op) not in _TREE_OPS:
+        return False
+    operations, leaves, ints = _tree_parts(node)
+    return ints and leaves > 0 and any(isinstance(n, ast.BinOp) and type(n.op) in _SIZED_OPS for n in _tree_nodes(node))
+
+
+def _tree_nodes(node: ast.expr) -> list[ast.expr]:
+    if isinstance(node, ast.BinOp) and type(node.op) in _TREE_OPS:
+        return [node, *_tree_nodes(node.left), *_tree_nodes(node.right)]
+    return []
+
+
+def _multiplies(node: ast.expr) -> bool:
+    return any(isinstance(n.op, ast.Mult) for n in _tree_nodes(node))
+
+
 def _numeric_constant(node: ast.AST) -> bool:
     return isinstance(node, ast.Constant) and type(node.value) in (int, float, complex) and not isinstance(node.value, bool)
 
@@ -109,16 +142,61 @@ def _has_own_yield(function: ast.FunctionDef) -> bool:
     return False
 
 
+#: The global under which instrumented code finds the real ``int`` (canister code's ``int``
+#: is the charged constructor), and the bound under which ``*`` of two ints runs inline.
+INT = "__int__"
+_SMALL = 2**62
+
+
+def _small(name: str) -> ast.expr:
+    return ast.Compare(ast.Constant(-_SMALL), [ast.Lt(), ast.Lt()], [_name(name), ast.Constant(_SMALL)])
+
+
 class _Instrument(ast.NodeTransformer):
     def __init__(self) -> None:
-        self.scopes: list[str] = ["module"]   # module | class | function
+        self.scopes: list[str] = ["module"]   # module | class | function | lambda | comprehension
         self.try_counter = 0
 
     # -- where the meter is --------------------------------------------------------------------
 
     @property
     def meter(self) -> str:
-        return _LOCAL if self.scopes[-1] == "function" else METER
+        """``__m__`` (the function's local alias) inside a function — also in its lambdas and
+        comprehensions, as a closure variable — else the module global ``__meter__``."""
+        for scope in reversed(self.scopes):
+            if scope == "function":
+                return _LOCAL
+            if scope in ("class", "module"):
+                return METER
+        return METER
+
+    def temporary(self) -> str:
+        self.try_counter += 1
+        return f"__t{self.try_counter}__"
+
+    def fast(self, operation: str, left: ast.expr, right: ast.expr, in_place: bool = False) -> ast.expr:
+        """``left <op> right``: inline when both are ints (small ones for ``*``), else the
+        sandbox's charged operation. Inline only in a function body, where the walrus
+        temporaries are plain locals."""
+        helper = ("i" + operation) if in_place else operation
+        if self.scopes[-1] != "function" or operation not in ("add", "mul", "mod"):
+            return _method(self.meter, helper, left, right)
+        op = {"add": ast.Add(), "mul": ast.Mult(), "mod": ast.Mod()}[operation]
+        a = self.temporary()
+        literal = isinstance(right, ast.Constant) and type(right.value) is int
+        if literal:
+            guard: ast.expr = ast.Compare(ast.Attribute(ast.NamedExpr(_store(a), left), "__class__", ast.Load()), [ast.Is()],
+                                [_name(INT)])
+            if operation == "mul":
+                guard = ast.BoolOp(ast.And(), [guard, _small(a)]) if abs(right.value) < _SMALL else ast.Constant(False)
+            return ast.IfExp(guard, ast.BinOp(_name(a), op, right), _method(self.meter, helper, _name(a), right))
+        b = self.temporary()
+        both = ast.BinOp(
+            ast.Compare(ast.Attribute(ast.NamedExpr(_store(a), left), "__class__", ast.Load()), [ast.Is()], [_name(INT)]),
+            ast.BitAnd(),
+            ast.Compare(ast.Attribute(ast.NamedExpr(_store(b), right), "__class__", ast.Load()), [ast.Is()], [_name(INT)]))
+        guard = ast.BoolOp(ast.And(), [both, _small(a), _small(b)]) if operation == "mul" else both
+        return ast.IfExp(guard, ast.BinOp(_name(a), op, _name(b)), _method(self.meter, helper, _name(a), _name(b)))
 
     # -- blocks --------------------------------------------------------------------------------
 
@@ -171,7 +249,7 @@ class _Instrument(ast.NodeTransformer):
         return node
 
     def visit_ClassDef(self, node: ast.ClassDef) -> ast.ClassDef:
-        node.bases = [self.visit(b) for b in node.bases]
+        node.bases = [_method(METER, "base", self.visit(b)) for b in node.bases]
         node.decorator_list = [self.visit(d) for d in node.decorator_list]
         node.keywords = [ast.keyword("metaclass", ast.Attribute(_name(METER), "frozen_class", ast.Load()))]
         self.scopes.append("class")
@@ -295,7 +373,7 @@ class _Instrument(ast.NodeTransformer):
         def combine(current: ast.expr) -> ast.expr:
             if operation is None:
                 return ast.BinOp(current, node.op, value)
-            return _method(self.meter, "i" + operation, current, value)
+            return self.fast(operation, current, value, in_place=True)
 
         if isinstance(target, ast.Name):
             if operation is None:
@@ -324,39 +402,47 @@ class _Instrument(ast.NodeTransformer):
         out = []
         for position, generator in enumerate(generators):
             generator.target = self.visit(generator.target)
-            generator.iter = _method(self.meter, "loop", self.visit(generator.iter))
-            ifs = [self.visit(i) for i in generator.ifs]
+            generator.iter = _method(self.meter, "loop", self.visit(generator.iter) if position == 0 else
+                                     self.inside("comprehension", generator.iter))
+            ifs = [self.inside("comprehension", i) for i in generator.ifs]
             cost = LOOP_ITERATION + sum(node_cost(i) for i in generator.ifs) + (
                 per_item if position == len(generators) - 1 else 0)
             generator.ifs = [_method(self.meter, "step", ast.Constant(cost)), *ifs]
             out.append(generator)
         return out
 
+    def inside(self, scope: str, node: ast.AST) -> ast.AST:
+        self.scopes.append(scope)
+        try:
+            return self.visit(node)
+        finally:
+            self.scopes.pop()
+
     def visit_ListComp(self, node: ast.ListComp) -> ast.expr:
         node.generators = self.comprehension(node.generators, node_cost(node.elt))
-        node.elt = self.visit(node.elt)
+        node.elt = self.inside("comprehension", node.elt)
         return node
 
     def visit_GeneratorExp(self, node: ast.GeneratorExp) -> ast.expr:
         node.generators = self.comprehension(node.generators, node_cost(node.elt))
-        node.elt = self.visit(node.elt)
+        node.elt = self.inside("comprehension", node.elt)
         return node
 
     def visit_SetComp(self, node: ast.SetComp) -> ast.expr:
         node.generators = self.comprehension(node.generators, node_cost(node.elt))
-        node.elt = self.visit(node.elt)
+        node.elt = self.inside("comprehension", node.elt)
         return _method(self.meter, "ordered_set", ast.GeneratorExp(node.elt, node.generators))
 
     def visit_DictComp(self, node: ast.DictComp) -> ast.expr:
         node.generators = self.comprehension(node.generators, node_cost(node.key) + node_cost(node.value))
-        node.key = self.visit(node.key)
-        node.value = self.visit(node.value)
+        node.key = self.inside("comprehension", node.key)
+        node.value = self.inside("comprehension", node.value)
         return node
 
     def visit_Lambda(self, node: ast.Lambda) -> ast.expr:
         node.args = self.visit(node.args)
         cost = FUNCTION_CALL + node_cost(node.body)
-        body = self.visit(node.body)
+        body = self.inside("comprehension", node.body)  # no inline temporaries in a lambda either
         node.body = _method(METER, "leave", ast.BoolOp(ast.And(), [_method(METER, "enter", ast.Constant(cost)), body]))
         return node
 
@@ -370,6 +456,51 @@ class _Instrument(ast.NodeTransformer):
         return ast.FormattedValue(value, -1, None)
 
     def visit_BinOp(self, node: ast.BinOp) -> ast.expr:
+        if self.scopes[-1] == "function" and _sized_tree(node):
+            return self.int_tree(node)
+        return self.binop(node)
+
+    def int_tree(self, node: ast.BinOp) -> ast.expr:
+        """An arithmetic expression of ``+ - * % // & | ^ >>`` as one unit: its operands
+        (the leaves) are evaluated left to right into temporaries; if all are ints — and,
+        where the tree multiplies, below 2**62 in size, so one expression cannot grow a
+        number without bound — the expression runs natively; else each operation goes
+        through the sandbox as usual. (An operation's error then comes after all operands
+        were evaluated; the result is the same.)"""
+        leaves: list[tuple[str, ast.expr]] = []
+
+        def fast(part: ast.expr) -> ast.expr:
+            if isinstance(part, ast.BinOp) and type(part.op) in _TREE_OPS:
+                return ast.BinOp(fast(part.left), part.op, fast(part.right))
+            if _numeric_constant(part):
+                return part
+            name = self.temporary()
+            leaves.append((name, part))
+            return _name(name)
+
+        def slow(part: ast.expr) -> ast.expr:
+            if isinstance(part, ast.BinOp) and type(part.op) in _TREE_OPS:
+                left, right = slow(part.left), slow(part.right)
+                operation = _SIZED_OPS.get(type(part.op))
+                return ast.BinOp(left, part.op, right) if operation is None else _method(self.meter, operation, left, right)
+            if _numeric_constant(part):
+                return part
+            return _name(next(name for name, leaf in leaves if leaf is part))
+
+        fast_expression = fast(node)
+        slow_expression = slow(node)
+        checks: list[ast.expr] = [
+            ast.Compare(ast.Attribute(ast.NamedExpr(_store(name), self.visit(expression)), "__class__", ast.Load()),
+                        [ast.Is()], [_name(INT)])
+            for name, expression in leaves]
+        guard: ast.expr = checks[0]
+        for check in checks[1:]:
+            guard = ast.BinOp(guard, ast.BitAnd(), check)
+        if _multiplies(node):
+            guard = ast.BoolOp(ast.And(), [guard, *(_small(name) for name, _ in leaves)])
+        return ast.IfExp(guard, fast_expression, slow_expression)
+
+    def binop(self, node: ast.BinOp) -> ast.expr:
         node.left = self.visit(node.left)
         node.right = self.visit(node.right)
         operation = _SIZED_OPS.get(type(node.op))
@@ -377,7 +508,7 @@ class _Instrument(ast.NodeTransformer):
             return node
         if operation == "add" and (_numeric_constant(node.left) or _numeric_constant(node.right)):
             return node
-        return _method(self.meter, operation, node.left, node.right)
+        return self.fast(operation, node.left, node.right)
 
     def visit_Subscript(self, node: ast.Subscript) -> ast.expr:
         node.value = self.visit(node.value)

@@ -147,7 +147,18 @@ class Sandbox(Meter):
     # -- operators -------------------------------------------------------------------------------
 
     def add(self, a: Any, b: Any) -> Any:
-        if a.__class__ in _NUMBERS and b.__class__ in _NUMBERS:
+        kind = a.__class__
+        if (kind is str or kind is bytes) and b.__class__ is kind:
+            size = len(a) + len(b)   # the common case, charged inline (as ``allocate`` would)
+            memory = self.memory_left - size
+            self.memory_left = memory
+            left = self.left - (size >> 4)
+            self.left = left
+            if memory < 0 or left < 0:
+                self.allocate(0, 0)
+                self.out()
+            return a + b
+        if kind in _NUMBERS and b.__class__ in _NUMBERS:
             return a + b
         if isinstance(a, _SEQUENCES) and isinstance(b, _SEQUENCES):
             self._sequence_bytes(len(a) + len(b), a)
@@ -304,6 +315,10 @@ class Sandbox(Meter):
         return args
 
     # -- sets, attributes, handlers --------------------------------------------------------------
+
+    def base(self, value: Any) -> Any:
+        """A class statement's base: a builtin name's proxy stands for its real type."""
+        return getattr(value, "_sandbox_type", value) if isinstance(value, type) else value
 
     def ordered_set(self, items: Any) -> OrderedSet:
         return OrderedSet(items)

@@ -41,6 +41,7 @@ _PASSED = (
     "ValueError", "ZeroDivisionError", "__build_class__",
 )
 _PLAIN = (str, int, float, bool, type(None), bytes)
+_SHORT_INT = 10**18
 
 
 def _text(value: Any, convert: Any, sandbox: Sandbox) -> str:
@@ -242,6 +243,8 @@ def make_builtins(sandbox: Sandbox) -> dict[str, Any]:
         return int(value, *args)
 
     def str_(value: Any = "", *args: Any) -> str:
+        if value.__class__ is int and -_SHORT_INT < value < _SHORT_INT:
+            return str(value)   # at most 19 digits: the call's own instructions cover it
         if args:
             sandbox.charge(len(value) // BYTES_PER_INSTRUCTION + 1)
             return str(value, *args)
@@ -322,5 +325,15 @@ class _TypeProxy(type):
 
 
 def _type_proxy(name: str, real: type, call: Any) -> type:
-    return _TypeProxy.__new__(_TypeProxy, name, (), {"_sandbox_type": real, "_sandbox_call": staticmethod(call),
-                                                     "__slots__": ()})
+    """A proxy class for ``real``; its own metaclass (a subclass of ``_TypeProxy``) calls
+    ``call`` and checks instances directly, one Python frame each."""
+
+    def instancecheck(cls: Any, value: Any) -> bool:
+        return isinstance(value, real)
+
+    def direct_call(cls: Any, *args: Any, **kwargs: Any) -> Any:
+        return call(*args, **kwargs)
+
+    meta = type.__new__(_TypeProxy.__class__, f"{name}_proxy", (_TypeProxy,),
+                        {"__call__": direct_call, "__instancecheck__": instancecheck})
+    return type.__new__(meta, name, (), {"_sandbox_type": real, "_sandbox_call": staticmethod(call), "__slots__": ()})

@@ -24,12 +24,26 @@ from .meter import BYTES_PER_INSTRUCTION, Meter
 __all__ = ["StableView", "stable_entry_bytes", "stable_state_bytes", "check_exact_value"]
 
 _ABSENT = object()
+#: Instructions of one read (``get``, ``[]``, ``in``).
+READ = 1
 _SCALARS = (type(None), bool, int, str, bytes)
+
+
+def _int_bytes(value: int) -> int:
+    """The length of msgpack's shortest encoding of a 64-bit ``value`` (what ``encode`` writes)."""
+    if -32 <= value <= 127:
+        return 1
+    if value > 0:
+        return 2 if value <= 0xFF else 3 if value <= 0xFFFF else 5 if value <= 0xFFFFFFFF else 9
+    return 2 if value >= -0x80 else 3 if value >= -0x8000 else 5 if value >= -0x80000000 else 9
 
 
 def stable_entry_bytes(key: str, value: Any) -> int:
     """``len(UTF-8 key) + len(encode(value))``: what one entry adds to the stable size."""
-    return len(key.encode("utf-8")) + len(encode(value))
+    key_bytes = len(key) if key.isascii() else len(key.encode("utf-8"))
+    if type(value) is int:
+        return key_bytes + _int_bytes(value)
+    return key_bytes + len(encode(value))
 
 
 def stable_state_bytes(stable: StableMap) -> int:
@@ -63,20 +77,32 @@ class StableView:
         return self._sandbox_growth
 
     def _read(self, key: Any) -> None:
-        self._sandbox_meter.charge(1 + (len(key) // BYTES_PER_INSTRUCTION if type(key) is str else 0))
+        meter = self._sandbox_meter
+        meter.left -= READ
+        if meter.left < 0:
+            meter.out()
 
-    # -- reading ---------------------------------------------------------------------------------
+    # -- reading (one instruction each: a key's hash is computed once, a lookup is O(1)) -----------
 
     def __getitem__(self, key: str) -> Any:
-        self._read(key)
+        meter = self._sandbox_meter
+        meter.left -= READ
+        if meter.left < 0:
+            meter.out()
         return self._sandbox_map[key]
 
     def get(self, key: str, default: Any = None) -> Any:
-        self._read(key)
+        meter = self._sandbox_meter
+        meter.left -= READ
+        if meter.left < 0:
+            meter.out()
         return self._sandbox_map.get(key, default)
 
     def __contains__(self, key: object) -> bool:
-        self._read(key)
+        meter = self._sandbox_meter
+        meter.left -= READ
+        if meter.left < 0:
+            meter.out()
         return key in self._sandbox_map
 
     def __len__(self) -> int:
@@ -107,9 +133,13 @@ class StableView:
     def __setitem__(self, key: str, value: Any) -> None:
         if type(key) is not str:
             raise StableValueError(f"stable keys are str, not {type(key).__name__}")
-        check_exact_value(value)
+        if type(value) not in _SCALARS:
+            check_exact_value(value)
         size = stable_entry_bytes(key, value)
-        self._sandbox_meter.charge(size // BYTES_PER_INSTRUCTION + 1)
+        meter = self._sandbox_meter
+        meter.left -= (size >> 4) + 1
+        if meter.left < 0:
+            meter.out()
         old = self._sandbox_map.get(key, _ABSENT)
         self._sandbox_map[key] = value
         self._sandbox_growth += size - (0 if old is _ABSENT else stable_entry_bytes(key, old))
