@@ -18,6 +18,11 @@
    default update limit, in a deterministic ``Testnet``. Target ≤ 5.
 5. ``hazards_survived``: of the hazards of issue 24 (and others), how many are answered with
    a reject or refused at install while a counter canister keeps answering afterwards.
+6. The cost of a sandbox process per node (as the IC's canister sandbox): ``sandbox_ipc_round_trip_us``
+   is one round trip of a message-sized payload over a pipe to a child process — the least
+   such a design adds to every message (the IC's sandbox also crosses for every system call)
+   — beside ``message_execution_us``, the metered CPU time of one message of the apps'
+   traffic; ``sandbox_process_overhead_apps`` is their ratio ((execution + IPC) ÷ execution).
 
     python benchmarks/execution.py [--messages 300] [--cpu-calls 20]
 
@@ -161,14 +166,16 @@ def _apps_traffic(env: ExecutionEnvironment, state: ReplicatedState, ids: dict[s
     return time.process_time() - started
 
 
-def metering_overhead_apps(messages: int, progress: Progress) -> float:
-    ratios = []
+def metering_overhead_apps(messages: int, progress: Progress) -> tuple[float, float]:
+    """(metered ÷ plain CPU time, metered CPU microseconds per message): medians of 5."""
+    ratios, per_message = [], []
     for attempt in range(5):
         plain = _apps_traffic(*_apps_setup(False), messages)
         metered = _apps_traffic(*_apps_setup(True), messages)
         ratios.append(metered / plain)
+        per_message.append(metered / messages * 1e6)
         progress.update(f"apps: attempt {attempt + 1}/5, ratio {ratios[-1]:.2f}")
-    return sorted(ratios)[len(ratios) // 2]
+    return sorted(ratios)[len(ratios) // 2], sorted(per_message)[len(per_message) // 2]
 
 
 # -- 2. and 3. the CPU-heavy canister ------------------------------------------------------------
@@ -270,6 +277,42 @@ HAZARDS = {
 }
 
 
+def _echo(connection: Any) -> None:
+    while True:
+        message = connection.recv_bytes()
+        if not message:
+            return
+        connection.send_bytes(message)
+
+
+def ipc_round_trip_us(rounds: int = 2000) -> float:
+    """The cost a sandbox process per node would add to every message at least: one round
+    trip over a pipe to a child process with a message-sized payload (an ingress message
+    and its reply), median of batches."""
+    import multiprocessing
+    import statistics
+
+    parent, child = multiprocessing.Pipe()
+    process = multiprocessing.get_context("spawn").Process(target=_echo, args=(child,), daemon=True)
+    process.start()
+    payload = encode_value({"from": "acct1", "to": "acct2", "amount": 1}) * 4
+    try:
+        for _ in range(200):
+            parent.send_bytes(payload)
+            parent.recv_bytes()
+        samples = []
+        for _ in range(rounds // 100):
+            started = time.perf_counter()
+            for _ in range(100):
+                parent.send_bytes(payload)
+                parent.recv_bytes()
+            samples.append((time.perf_counter() - started) / 100 * 1e6)
+        return statistics.median(samples)
+    finally:
+        parent.send_bytes(b"")
+        process.join(5)
+
+
 def spin_trap_s() -> float:
     with Testnet(subnets=1) as net:
         cid = net.install(CPU_CANISTER, class_name="Cpu")
@@ -310,7 +353,8 @@ def main() -> None:
     progress = Progress("execution benchmark", 5)
     floor_us = measure_floor_us()
     progress.update("floor measured", 1)
-    apps = metering_overhead_apps(args.messages, progress)
+    apps, message_us = metering_overhead_apps(args.messages, progress)
+    ipc_us = ipc_round_trip_us()
     progress.update("apps measured", 2)
     cpu = cpu_measurements(args.cpu_calls, args.cpu_n, progress)
     progress.update("cpu canister measured", 3)
@@ -320,6 +364,9 @@ def main() -> None:
     progress.finish(f"{survived}/{hazards} hazards survived")
     result = {
         "metering_overhead_apps": round(apps, 3),
+        "message_execution_us": round(message_us, 2),
+        "sandbox_ipc_round_trip_us": round(ipc_us, 2),
+        "sandbox_process_overhead_apps": round((message_us + ipc_us) / message_us, 2),
         **cpu,
         "spin_trap_s": round(spin, 2),
         "hazards_survived": survived,

@@ -145,6 +145,7 @@ def _has_own_yield(function: ast.FunctionDef) -> bool:
 #: The global under which instrumented code finds the real ``int`` (canister code's ``int``
 #: is the charged constructor), and the bound under which ``*`` of two ints runs inline.
 INT = "__int__"
+STR = "__str_type__"
 _SMALL = 2**62
 
 
@@ -452,7 +453,19 @@ class _Instrument(ast.NodeTransformer):
 
     def visit_FormattedValue(self, node: ast.FormattedValue) -> ast.expr:
         spec = self.visit(node.format_spec) if node.format_spec is not None else ast.Constant("")
-        value = _method(self.meter, "format", self.visit(node.value), ast.Constant(node.conversion), spec)
+        inner = self.visit(node.value)
+        if self.scopes[-1] == "function" and node.conversion == -1 and node.format_spec is None:
+            # A str or an int below 2**62 needs nothing: test it inline, else call the sandbox.
+            temporary = self.temporary()
+            kind = ast.Attribute(_name(temporary), "__class__", ast.Load())
+            plain = ast.BoolOp(ast.Or(), [
+                ast.Compare(ast.Attribute(ast.NamedExpr(_store(temporary), inner), "__class__", ast.Load()),
+                            [ast.Is()], [_name(STR)]),
+                ast.BoolOp(ast.And(), [ast.Compare(kind, [ast.Is()], [_name(INT)]), _small(temporary)])])
+            value: ast.expr = ast.IfExp(
+                plain, _name(temporary), _method(self.meter, "format", _name(temporary), ast.Constant(-1), spec))
+        else:
+            value = _method(self.meter, "format", inner, ast.Constant(node.conversion), spec)
         return ast.FormattedValue(value, -1, None)
 
     def visit_BinOp(self, node: ast.BinOp) -> ast.expr:

@@ -30,6 +30,7 @@ _PLAIN = (str, int, float, bool, type(None), bytes)
 _SPEC_NUMBERS = re.compile(r"\d+")
 _PERCENT_SPEC = re.compile(r"%(?:\([^)]*\))?[#0\- +]*(\*|\d+)?(?:\.(\*|\d+))?")
 _DICT_VIEWS = (type({}.keys()), type({}.items()))
+_SHORT_INT = 10**18
 
 
 def _item_bytes(value: Any) -> int:
@@ -141,8 +142,9 @@ class Sandbox(Meter):
         return value
 
     def _sequence_bytes(self, length: int, sample: Any) -> None:
-        nbytes = length * _item_bytes(sample)
-        self.allocate(nbytes, nbytes // BYTES_PER_INSTRUCTION + 1)
+        kind = sample.__class__
+        nbytes = length if kind is str or kind is bytes or kind is bytearray else 8 * length
+        self.allocate(nbytes, (nbytes >> 4) + 1)
 
     # -- operators -------------------------------------------------------------------------------
 
@@ -241,11 +243,15 @@ class Sandbox(Meter):
 
     # -- text ------------------------------------------------------------------------------------
 
-    def format(self, value: Any, conversion: int, spec: str) -> str:
-        """One f-string field: ``!s``/``!r``/``!a`` (115/114/97) then the spec, without addresses."""
-        if value.__class__ is str and conversion == -1 and not spec:
+    def format(self, value: Any, conversion: int, spec: str) -> Any:
+        """One f-string field: ``!s``/``!r``/``!a`` (115/114/97) then the spec, without
+        addresses. A short int, a float or a str without conversion or spec comes back as
+        it is (the f-string formats it natively: no address, at most 19 digits)."""
+        kind = value.__class__
+        if conversion == -1 and not spec and (kind is str or kind is float or (
+                kind is int and -_SHORT_INT < value < _SHORT_INT)):
             return value
-        if value.__class__ is int:
+        if kind is int:
             check_int_digits(value)
         if spec:
             _check_spec(spec)
