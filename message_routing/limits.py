@@ -51,6 +51,9 @@ class Limits:
     max_message_memory_bytes: int = 1024 * MiB
     #: A canister's stable state, in encoded bytes (key + value, ``sandbox.stable_view``).
     max_stable_state_bytes: int = 64 * MiB
+    #: A canister's log (``state_manager.canister_log``): its records' sizes (text bytes plus
+    #: 16 for index and time) sum to at most this; the oldest are dropped. The IC's 4 KiB.
+    max_canister_log_bytes: int = 4 * KiB
 
     def with_(self, **changes) -> "Limits":
         return replace(self, **changes)
@@ -76,6 +79,7 @@ DEFAULT = Limits(
     max_instructions_per_round=17_500_000,
     max_message_memory_bytes=1024 * MiB,
     max_stable_state_bytes=64 * MiB,
+    max_canister_log_bytes=4 * KiB,
 )
 
 #: Tiny limits so tests hit every back-pressure path quickly.
@@ -99,4 +103,5 @@ MINIMAL = Limits(
     max_instructions_per_round=1_000_000,
     max_message_memory_bytes=4 * MiB,
     max_stable_state_bytes=1 * MiB,
+    max_canister_log_bytes=256,
 )

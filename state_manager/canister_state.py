@@ -1,4 +1,4 @@
-"""The state of one canister: status, queues, call contexts, callbacks and stable state."""
+"""The state of one canister: status, queues, call contexts, callbacks, stable state and log."""
 
 from __future__ import annotations
 
@@ -6,6 +6,7 @@ import enum
 from dataclasses import dataclass
 from typing import Union
 
+from .canister_log import EMPTY_LOG, CanisterLog
 from .key_ordered import KeyOrderedDict
 from .messages import CanisterId
 from .queues import CanisterQueues
@@ -144,7 +145,7 @@ class CanisterState:
     __slots__ = (
         "canister_id", "module_name", "module_hash", "_status", "_certified_data", "queues",
         "call_contexts", "callbacks", "next_call_context_id", "next_callback_id", "stable",
-        "controller", "module_source", "dirty",
+        "controller", "module_source", "_log", "dirty",
     )
 
     def __init__(
@@ -170,6 +171,7 @@ class CanisterState:
         self.next_call_context_id = 0
         self.next_callback_id = 0
         self.stable = StableMap()
+        self._log = EMPTY_LOG
         self.dirty = True
 
     @property
@@ -188,6 +190,17 @@ class CanisterState:
     @certified_data.setter
     def certified_data(self, data: bytes) -> None:
         self._certified_data = data
+        self.dirty = True
+
+    @property
+    def log(self) -> CanisterLog:
+        """The canister's log (``canister_log``): replicated and in the full state hash, not
+        certified; kept across upgrades, purged on reinstall, carried by a migration."""
+        return self._log
+
+    @log.setter
+    def log(self, log: CanisterLog) -> None:
+        self._log = log
         self.dirty = True
 
     def is_dirty(self) -> bool:

@@ -4,9 +4,13 @@
 hash. Decoding is strict (``CodecError``), since checkpoints come from disk.
 
 Versions (the first item of the value). A state is written at the lowest version that can
-express it, so each state has one encoding and states without bounded-wait calls keep their
-version-2 bytes:
+express it, so each state has one encoding and states without bounded-wait calls or canister
+logs keep their version-2 bytes:
 
+* 4 — some canister has a log (``CanisterState.log`` has logged a record): every canister
+  ends with its log ``[next_index, [[index, timestamp_nanos, content], ...]]`` (``[0, []]``
+  for one that never logged), after the fields of version 2; deadlines may or may not be
+  present. Written only then, so a version-4 state without any log is refused.
 * 3 — some message, callback or call origin carries a deadline (bounded-wait calls); the
   fields are those of version 2, values with a deadline end with it. Written only then, so a
   version-3 state without any deadline is refused as non-canonical.
@@ -22,6 +26,7 @@ from __future__ import annotations
 import hashlib
 from typing import Any
 
+from .canister_log import CanisterLog, LogRecord
 from .canister_state import CanisterState, CanisterStatus
 from .codec import (
     CodecError, call_context_from_value, call_context_to_value, callback_from_value, callback_to_value,
@@ -35,15 +40,19 @@ from .routing_table import CanisterIdRange, CanisterMigrations, NetworkTopology,
 from .stable_map import StableValueError
 from .streams import Stream
 
-__all__ = ["STATE_ENCODING_VERSION", "BOUNDED_WAIT_STATE_ENCODING_VERSION", "state_uses_deadlines", "canister_uses_deadlines", "encode_state", "decode_state", "state_to_value", "state_from_value",
-           "state_encoding_version", "topology_to_value", "topology_from_value"]
+__all__ = ["STATE_ENCODING_VERSION", "BOUNDED_WAIT_STATE_ENCODING_VERSION", "LOG_STATE_ENCODING_VERSION",
+           "state_uses_deadlines", "canister_uses_deadlines", "state_uses_logs", "canister_encoding_version",
+           "encode_state", "decode_state", "state_to_value", "state_from_value", "state_encoding_version",
+           "topology_to_value", "topology_from_value", "canister_log_to_value", "canister_log_from_value"]
 
 STATE_ENCODING_VERSION = 2
 #: The version of states that hold anything with a deadline (see the module docstring).
 BOUNDED_WAIT_STATE_ENCODING_VERSION = 3
+#: The version of states in which some canister has a log (see the module docstring).
+LOG_STATE_ENCODING_VERSION = 4
 #: Versions ``decode_state`` reads: the items of a state and of a canister in each.
-_STATE_ARITY = {1: 10, 2: 11, 3: 11}
-_CANISTER_ARITY = {1: 15, 2: 16, 3: 16}
+_STATE_ARITY = {1: 10, 2: 11, 3: 11, 4: 11}
+_CANISTER_ARITY = {1: 15, 2: 16, 3: 16, 4: 17}
 
 
 def canister_uses_deadlines(canister: CanisterState) -> bool:
@@ -61,6 +70,22 @@ def canister_uses_deadlines(canister: CanisterState) -> bool:
                 if message.deadline:
                     return True
     return False
+
+
+def state_uses_logs(state: ReplicatedState) -> bool:
+    """Some canister of ``state`` has a log (has logged a record, even if none is kept)."""
+    for canister in state.canisters.values():
+        if canister.log.next_index:
+            return True
+    return False
+
+
+def canister_encoding_version(canister: CanisterState) -> int:
+    """The version a state holding only ``canister`` is written at: 4 if it has a log, else
+    3 if it holds deadlines, else 2 (what a canister snapshot records)."""
+    if canister.log.next_index:
+        return LOG_STATE_ENCODING_VERSION
+    return BOUNDED_WAIT_STATE_ENCODING_VERSION if canister_uses_deadlines(canister) else STATE_ENCODING_VERSION
 
 
 def state_uses_deadlines(state: ReplicatedState) -> bool:
@@ -119,9 +144,32 @@ def _queue_from_value(value: Any, from_value) -> Queue:
                  check_u64(reserved, "reserved slots"))
 
 
-def _canister_to_value(c: CanisterState) -> tuple:
+def canister_log_to_value(log: CanisterLog) -> tuple:
+    """``[next_index, [[index, timestamp_nanos, content], ...]]``."""
+    return (log.next_index, tuple((r.index, r.timestamp_nanos, r.content) for r in log.records))
+
+
+def canister_log_from_value(value: Any) -> CanisterLog:
+    """Strict inverse of ``canister_log_to_value``: indices strictly increasing, below
+    ``next_index``."""
+    next_index, records = check_tuple(value, "canister log", 2)
+    next_index = check_u64(next_index, "log next index")
+    decoded = []
+    previous = -1
+    for entry in check_tuple(records, "log records"):
+        index, timestamp, content = check_tuple(entry, "log record", 3)
+        index = check_u64(index, "log record index")
+        if not previous < index < next_index:
+            raise CodecError(f"canister log: record index {index} is out of order or not below {next_index}")
+        previous = index
+        decoded.append(LogRecord(index, check_u64(timestamp, "log record time"), check_str(content, "log record")))
+    return CanisterLog.of(next_index, decoded)
+
+
+def _canister_to_value(c: CanisterState, version: int = STATE_ENCODING_VERSION) -> tuple:
+    """A canister's fields at state encoding ``version`` (its log only from version 4 on)."""
     q = c.queues
-    return (
+    fields = (
         c.canister_id, c.module_name, c.module_hash, int(c.status), c.controller, c.certified_data,
         c.next_call_context_id, c.next_callback_id,
         tuple(call_context_to_value(x) for x in c.call_contexts.values()),
@@ -133,6 +181,9 @@ def _canister_to_value(c: CanisterState) -> tuple:
         tuple(c.stable.items()),
         c.module_source,
     )
+    if version >= LOG_STATE_ENCODING_VERSION:
+        return fields + (canister_log_to_value(c.log),)
+    return fields
 
 
 def _canister_from_value(value: Any, version: int) -> CanisterState:
@@ -172,6 +223,8 @@ def _canister_from_value(value: Any, version: int) -> CanisterState:
     except StableValueError as exc:
         raise CodecError(f"stable state: {exc}") from exc
     c.stable.take_changed_keys()
+    if version >= LOG_STATE_ENCODING_VERSION:
+        c.log = canister_log_from_value(fields[16])
     return c
 
 
@@ -190,11 +243,16 @@ def _stream_from_value(value: Any) -> Stream:
 
 def state_to_value(state: ReplicatedState) -> tuple:
     m = state.metadata
-    version = BOUNDED_WAIT_STATE_ENCODING_VERSION if state_uses_deadlines(state) else STATE_ENCODING_VERSION
+    if state_uses_logs(state):
+        version = LOG_STATE_ENCODING_VERSION
+    elif state_uses_deadlines(state):
+        version = BOUNDED_WAIT_STATE_ENCODING_VERSION
+    else:
+        version = STATE_ENCODING_VERSION
     return (
         version, m.own_subnet_id, m.batch_number, m.batch_time, m.prev_state_hash,
         topology_to_value(m.network_topology), tuple(m.counters.items()),
-        tuple(_canister_to_value(c) for c in state.canisters.values()),
+        tuple(_canister_to_value(c, version) for c in state.canisters.values()),
         tuple((dst, _stream_to_value(s)) for dst, s in state.streams.items()),
         tuple((mid, ingress_status_to_value(s)) for mid, s in state.ingress_history.statuses.items()),
         _queue_to_value(state.management_queue, ingress_to_value),
@@ -234,7 +292,11 @@ def state_from_value(value: Any) -> ReplicatedState:
         state.ingress_history.set(check_bytes(mid, "message id", 32), ingress_status_from_value(status))
     if version >= 2:
         state.management_queue = _queue_from_value(fields[10], ingress_from_value)
-    if state_uses_deadlines(state) != (version == BOUNDED_WAIT_STATE_ENCODING_VERSION):
+    if version == LOG_STATE_ENCODING_VERSION:
+        # One encoding per state: logs exactly in version 4 (deadlines or not).
+        if not state_uses_logs(state):
+            raise CodecError("state: version 4 holds no canister log")
+    elif state_uses_deadlines(state) != (version == BOUNDED_WAIT_STATE_ENCODING_VERSION):
         # One encoding per state: deadlines exactly in version 3 (and never before it existed).
         raise CodecError(f"state: version {version} does not match whether the state holds deadlines")
     return state

@@ -22,6 +22,7 @@ Full tree (everything that determines future behaviour)::
     /canister_state/<id>/meta       module, status, controller, id counters, input schedule
                         /module/source                 the module's Python source (source canisters only)
                         /call_contexts/<id>, /callbacks/<id>
+                        /log/next_index, /log/records/<index>   [timestamp, content] (canisters that logged)
                         /queues/ingress/<index>, /queues/{input,output}/<remote>/{reserved, messages/<index>}
                         /stable/<key>
     /management_queue/<index>       ingress to the management canister not executed yet (absent if none)
@@ -39,6 +40,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any, Iterable
 
+from .canister_log import CanisterLog
 from .canister_state import CanisterState
 from .codec import (
     LEAF_VERSION, call_context_leaf_value, callback_leaf_value, encode_header_leaf, encode_message_leaf,
@@ -204,14 +206,30 @@ def _module_tree(source: str) -> LabeledTrie:
     return build_from_sorted([(b"source", leaf(source))])
 
 
-def _canister_tree(canister: CanisterState, stable_tree: LabeledTrie, module_tree: LabeledTrie | None) -> LabeledTrie:
+def _log_tree(log: CanisterLog) -> LabeledTrie | None:
+    """``/canister_state/<id>/log`` (absent for a canister that never logged, so the trees of
+    such canisters are as before logs existed): a subtree whose digest is reused while the
+    log does not change."""
+    if not log.next_index:
+        return None
+    return build_from_sorted([
+        (b"next_index", leaf(log.next_index)),
+        (b"records", build_from_sorted(
+            (index_label(r.index), leaf((r.timestamp_nanos, r.content))) for r in log.records)),
+    ])
+
+
+def _canister_tree(canister: CanisterState, stable_tree: LabeledTrie, module_tree: LabeledTrie | None,
+                   log_tree: LabeledTrie | None = None) -> LabeledTrie:
     items: list[tuple[bytes, LabeledTrie | bytes]] = [
         (b"call_contexts", build_from_sorted(
             (index_label(i), encode_unchecked(call_context_leaf_value(c))) for i, c in canister.call_contexts.items())),
         (b"callbacks", build_from_sorted(
             (index_label(i), encode_unchecked(callback_leaf_value(c))) for i, c in canister.callbacks.items())),
-        (b"meta", _canister_meta(canister)),
     ]
+    if log_tree is not None:
+        items.append((b"log", log_tree))
+    items.append((b"meta", _canister_meta(canister)))
     if module_tree is not None:  # builtin modules have no source: their trees are as before
         items.append((b"module", module_tree))
     items.append((b"queues", _queues_tree(canister.queues)))
@@ -293,7 +311,8 @@ def build_state_trees(state: ReplicatedState) -> StateTrees:
     canisters = build_from_sorted((canister_label(c), _certified_canister_tree(cs)) for c, cs in state.canisters.items())
     canister_state = build_from_sorted(
         (canister_label(c), _canister_tree(cs, _stable_tree(cs.stable),
-                                           _module_tree(cs.module_source) if cs.module_source else None))
+                                           _module_tree(cs.module_source) if cs.module_source else None,
+                                           _log_tree(cs.log)))
         for c, cs in state.canisters.items())
     certified = _certified_top(state, request_status, streams, canisters, _subnet_tree(state.metadata.network_topology))
     full = _full_top(state, certified, ingress_history, loopback, canister_state)
@@ -328,6 +347,8 @@ class StateTreeBuilder:
         self._stable: dict[int, LabeledTrie] = {}
         # /canister_state/<id>/module of source canisters, with the module hash it was built for.
         self._modules: dict[int, tuple[bytes, LabeledTrie]] = {}
+        # /canister_state/<id>/log of canisters that logged, with the (immutable) log it was built for.
+        self._logs: dict[int, tuple[CanisterLog, LabeledTrie]] = {}
         # (certified_data, module_hash) under /canister/<id>: most commits change neither.
         self._certified_values: dict[int, tuple[bytes, bytes]] = {}
         self._history: IngressHistory | None = None
@@ -450,7 +471,8 @@ class StateTreeBuilder:
             if self._certified_values.get(cid) != certified_value:
                 self._certified_values[cid] = certified_value
                 certified = certified.insert(label, _certified_canister_tree(canister))
-            full = full.insert(label, _canister_tree(canister, stable, self._module_subtree(cid, canister)))
+            full = full.insert(label, _canister_tree(canister, stable, self._module_subtree(cid, canister),
+                                                     self._log_subtree(cid, canister)))
             canister.mark_clean()
         for cid in previous:
             if cid not in current:
@@ -458,6 +480,7 @@ class StateTreeBuilder:
                 full = full.remove(canister_label(cid))
                 self._stable.pop(cid, None)
                 self._modules.pop(cid, None)
+                self._logs.pop(cid, None)
                 self._certified_values.pop(cid, None)
         self._canisters = current
         self._certified_canisters, self._canister_state = certified, full
@@ -472,6 +495,19 @@ class StateTreeBuilder:
             return cached[1]
         tree = _module_tree(canister.module_source)
         self._modules[cid] = (canister.module_hash, tree)
+        return tree
+
+
+    def _log_subtree(self, cid: int, canister: CanisterState) -> LabeledTrie | None:
+        log = canister.log
+        cached = self._logs.get(cid)
+        if cached is not None and cached[0] is log:
+            return cached[1]
+        tree = _log_tree(log)
+        if tree is None:
+            self._logs.pop(cid, None)
+        else:
+            self._logs[cid] = (log, tree)
         return tree
 
 

@@ -18,8 +18,9 @@ heights) are where restarted replicas resume. Canister modules are ``"package.mo
 names; the limits are a named preset (``DEFAULT``, ``MINIMAL``) or ``custom``. ``build`` is
 the build the live run ran (``build.build_to_value``), or nil when unknown.
 
-Manifest and blob are at version 4; subnet files are still at version 1 (unchanged). Version
-4 adds the sandbox's limits (``max_instructions_per_message`` ... ``max_stable_state_bytes``),
+Manifest and blob are at version 5; subnet files are still at version 1 (unchanged). Version
+5 adds the limit ``max_canister_log_bytes`` (canister logs; older manifests get it from their
+preset, as below). Version 4 adds the sandbox's limits (``max_instructions_per_message`` ... ``max_stable_state_bytes``),
 which older manifests get from their preset, as below. Version 3 adds the limit ``bounded_wait_message_memory_capacity`` (bounded-wait calls); version 2
 added ``build``. Older manifests are still read: a version-1 manifest (no ``build`` item) is
 a run with no recorded build, and the audit says so instead of comparing builds; version-1
@@ -54,10 +55,10 @@ __all__ = [
     "decode_run_log", "write_run_log", "load_run_log", "limits_preset_name",
 ]
 
-RUN_LOG_VERSION = 4
+RUN_LOG_VERSION = 5
 SUBNET_FILE_VERSION = 1
-READABLE_VERSIONS = (1, 2, 3, 4)
-_MANIFEST_ITEMS = {1: 9, 2: 10, 3: 10, 4: 10}
+READABLE_VERSIONS = (1, 2, 3, 4, 5)
+_MANIFEST_ITEMS = {1: 9, 2: 10, 3: 10, 4: 10, 5: 10}
 MANIFEST_FILE = "manifest.bin"
 _RUN_TAG = "replica-run-log"
 _SUBNET_TAG = "replica-subnet-log"
@@ -67,7 +68,8 @@ _LIMIT_FIELDS = tuple(f.name for f in fields(Limits))
 #: Limits a manifest of each older version does not list.
 _LIMITS_ADDED_IN = {3: ("bounded_wait_message_memory_capacity",),
                     4: ("max_instructions_per_message", "max_instructions_per_query", "max_instructions_per_install",
-                        "max_instructions_per_round", "max_message_memory_bytes", "max_stable_state_bytes")}
+                        "max_instructions_per_round", "max_message_memory_bytes", "max_stable_state_bytes"),
+                    5: ("max_canister_log_bytes",)}
 
 
 def _limit_fields(version: int) -> tuple[str, ...]:

@@ -39,6 +39,7 @@ from replica.sdk import Canister
 from replica.testnet.subnet import SubnetRecording
 from state_manager import certification as cm
 from state_manager import threshold_bls as bls
+from state_manager.canister_log import CanisterLog, LogRecord
 from state_manager.canister_state import (
     CallContext, Callback, CanisterOrigin, CanisterState, CanisterStatus, IngressOrigin,
 )
@@ -195,6 +196,21 @@ def state_with_bounded_wait_calls() -> ReplicatedState:
     c.queues.push_output_request(BOUNDED_REQUEST, capacity=10)
     c.queues.push_output_response(BOUNDED_REPLY)
     s.stream_to(B).push(Request(8, 160, "m", b"", 0, DEADLINE))
+    return s
+
+
+def state_with_canister_log() -> ReplicatedState:
+    """``state_with_bounded_wait_calls()`` plus what state encoding version 4 added: canister
+    logs. Canister 9 keeps records 3..5 of the 6 it logged (the oldest dropped: indices
+    start after a gap), one of them a trap record with a non-ASCII text; canister 10 logged
+    and was purged (no records, its indices go on); canister 7 never logged."""
+    s = state_with_bounded_wait_calls()
+    s.canisters[9].log = CanisterLog.of(6, (
+        LogRecord(3, TIME - 2 * 10**9, "hello, a \u2713"),
+        LogRecord(4, TIME - 10**9, ""),
+        LogRecord(5, TIME, "trapped: Trap: no (120 instructions)"),
+    ))
+    s.canisters[10].log = CanisterLog(2)
     return s
 
 

@@ -18,6 +18,7 @@ from __future__ import annotations
 import importlib
 import json
 from dataclasses import dataclass
+from functools import lru_cache
 from pathlib import Path
 from typing import Any, Callable, Optional
 
@@ -148,10 +149,10 @@ def _leaf_codec(path: str) -> tuple[Callable[[bytes], Any], Callable[[Any], byte
     return _generic_leaf, leaf
 
 
-def _leaf_vector(path: str) -> Vector:
+def _leaf_vector(path: str, trees: Callable[[], Any] = fx.trees) -> Vector:
     decode, reencode = _leaf_codec(path)
     return Vector(
-        name=f"state tree leaf {path}", build=lambda: tree_leaves(fx.trees().full)[path], encode=lambda data: data,
+        name=f"state tree leaf {path}", build=lambda: tree_leaves(trees().full)[path], encode=lambda data: data,
         version_constant="state_manager.codec.LEAF_VERSION", version_of=_msgpack_field(0), decode=decode,
         expect=lambda decoded, built: True, reencode=reencode)
 
@@ -379,6 +380,18 @@ def _static_vectors() -> list[Vector]:
                lambda: build_state_trees(fx.state_with_bounded_wait_calls()), lambda t: t.full_hash,
                unversioned_note="the full state hash of every subnet with bounded-wait calls"),
         Vector("certified height leaf", lambda: fx.HEIGHT, cs.height_leaf, LEAF, v0, _generic_leaf),
+        # canister logs (issue 24): state encoding version 4, the log under /canister_state/<id>/log
+        Vector("state encoding (canister logs)", fx.state_with_canister_log, encode_state,
+               "state_manager.state_codec.LOG_STATE_ENCODING_VERSION", v0, decode_state),
+        Vector("canister snapshot (canister log)", lambda: fx.state_with_canister_log().canisters[9],
+               encode_canister_snapshot, SNAPSHOT, v0, decode_canister_snapshot),
+        Vector("fixture full state hash (canister logs)",
+               lambda: build_state_trees(fx.state_with_canister_log()), lambda t: t.full_hash,
+               unversioned_note="the full state hash of every subnet whose canisters logged"),
+        Vector("fixture certified root (canister logs)",
+               lambda: build_state_trees(fx.state_with_canister_log()), lambda t: t.certified_root,
+               unversioned_note="the certified root of a state with canister logs: the logs are not certified, "
+                                "so it equals the root without them"),
         # state_manager.state_codec
         Vector("state encoding", fx.state_with_source_canister, encode_state,
                "state_manager.state_codec.STATE_ENCODING_VERSION", v0, decode_state),
@@ -513,7 +526,14 @@ def _static_vectors() -> list[Vector]:
 def all_vectors() -> list[Vector]:
     """The static table plus one vector per leaf path of the fixture state's full tree."""
     leaves = [_leaf_vector(path) for path in sorted(tree_leaves(fx.trees().full))]
-    return _static_vectors() + leaves
+    log_leaves = [_leaf_vector(path, _log_trees) for path in sorted(tree_leaves(_log_trees().full)) if "/log/" in path]
+    return _static_vectors() + leaves + log_leaves
+
+
+@lru_cache(maxsize=None)
+def _log_trees() -> Any:
+    """The trees of the canister-log fixture: their ``/canister_state/<id>/log`` leaves."""
+    return build_state_trees(fx.state_with_canister_log())
 
 
 def load_golden() -> list[dict]:
