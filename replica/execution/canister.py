@@ -60,7 +60,7 @@ query = _mark(MethodKind.QUERY)
 callback = _mark(MethodKind.CALLBACK)
 
 #: Names the SDK defines on ``Canister``; a subclass may not redefine them.
-_SDK_NAMES = ("id", "caller", "time", "deadline", "stable", "certified_data", "call", "reply", "reject", "_sys")
+_SDK_NAMES = ("id", "caller", "time", "deadline", "stable", "certified_data", "call", "reply", "reject", "log", "_sys")
 
 
 def _positional_arity(cls: type, name: str, function: Callable[..., Any]) -> int:
@@ -203,6 +203,12 @@ class Canister:
     def reject(self, message: str) -> None:
         """Answer the current call with a ``CANISTER_REJECT`` reject carrying ``message``."""
         self._sys.reject(message)
+
+    def log(self, text: str) -> None:
+        """Append ``text`` to this canister's log (``replica canister logs ID``), stamped
+        with the batch time. Kept only if the message does not trap; the log keeps its
+        newest 4 KiB (``Limits.max_canister_log_bytes``), across upgrades, not reinstalls."""
+        self._sys.log(text)
 
 
 def new_instance(cls: type[Canister], system: Any) -> Canister:

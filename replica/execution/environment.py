@@ -2,9 +2,10 @@
 
 One round = the management canister's queued ingress first (``management``), then the
 scheduler's canister order (see ``scheduler``), each canister consuming its inducted messages
-one by one through ``message_execution``. Everything a round does is a function of the
-state, the limits and the code: no clock, no randomness beyond the round's, no iteration
-over unordered containers.
+one by one through ``message_execution``, then the calls those canisters made to the
+management canister (``management_requests``: ``raw_rand``, from the round's randomness).
+Everything a round does is a function of the state, the randomness, the limits and the
+code: no clock, no other randomness, no iteration over unordered containers.
 
 The code of a canister (``ExecutionEnvironment.resolve``) is either a *builtin* class known
 to the process, found in the ``CanisterRegistry`` by the state's ``module_name`` and
@@ -26,6 +27,7 @@ from state_manager.replicated_state import ReplicatedState
 from .canister import Canister
 from .errors import ModuleLoadError
 from .management import execute_management_ingress
+from .management_requests import answer_management_requests
 from .message_execution import execute_ingress, execute_request, execute_response
 from .query import CodeResolver, run_query
 from .registry import RegistryLike, as_registry
@@ -103,13 +105,15 @@ class ExecutionEnvironment:
         scheduler's order. No message starts once the round's messages used
         ``max_instructions_per_round`` instructions; one that started runs to its end or its
         own limit, and the scheduler's rotation lets the next canister start first next
-        round. (``randomness`` is accepted per the Protocol; no canister API exposes it yet.)"""
+        round. Last, the calls to the management canister that the canisters which ran made
+        are answered (``management_requests``; ``raw_rand`` draws on ``randomness``)."""
         remaining = limits.max_messages_per_round
         instructions = limits.max_instructions_per_round
         executed, used = execute_management_messages(state, self.modules, remaining, limits, instructions)
         remaining -= executed
         instructions -= used
         per_canister = limits.max_messages_per_canister_per_round
+        ran: list[int] = []
         for canister_id in canister_schedule(state):
             if remaining <= 0 or instructions <= 0:
                 break
@@ -117,6 +121,11 @@ class ExecutionEnvironment:
                 state, self, canister_id, min(per_canister, remaining), limits, instructions)
             remaining -= executed
             instructions -= used
+            if executed:
+                ran.append(canister_id)
+        if ran:
+            canisters = state.canisters
+            answer_management_requests((canisters[c] for c in sorted(ran) if c in canisters), randomness)
         return state
 
     def run_query(

@@ -15,10 +15,10 @@ canister (``execute_management_ingress``); it answers in the ingress history at 
 
   - ``"install"``: the canister has no code; load ``class_name`` from ``source``, run its
     ``init(arg)`` if it has one;
-  - ``"reinstall"``: the canister has code; its stable state and certified data are wiped,
-    then as ``install``;
-  - ``"upgrade"``: the canister has code; ``self.stable`` and certified data are kept, and
-    the new class's ``post_upgrade(arg)`` runs if it has one.
+  - ``"reinstall"``: the canister has code; its stable state and certified data are wiped
+    and its log purged (its indices go on), then as ``install``;
+  - ``"upgrade"``: the canister has code; ``self.stable``, certified data and the log are
+    kept, and the new class's ``post_upgrade(arg)`` runs if it has one.
 
   The code is replaced only if everything succeeds: a module that does not load (see
   ``source_modules``), or an ``init``/``post_upgrade`` that traps, rejects the call with
@@ -28,6 +28,11 @@ canister (``execute_management_ingress``); it answers in the ingress history at 
 * ``stop_canister({canister_id})``, ``start_canister({canister_id})`` → ``{"status":
   "running" | "stopping" | "stopped"}``; ``canister_status({canister_id})`` → ``{"status",
   "module_hash", "controller"}``. Controller only.
+* ``fetch_canister_logs({canister_id})`` → ``{"canister_log_records": [{"idx",
+  "timestamp_nanos", "content"}, ...]}``, oldest first (``state_manager.canister_log``).
+  Controller only (the IC's default log visibility). An update call here, so its answer is
+  certified (the IC answers it only as a query).
+* ``raw_rand`` is for canisters (``management_requests``); from a user it is rejected.
 
 Moving a canister to another subnet (the steps of a migration; ``replica.testnet.migration``
 runs them with the registry changes between):
@@ -39,7 +44,7 @@ runs them with the registry changes between):
 * ``import_canister({snapshot, snapshot_hash})`` → ``{"canister_id"}``: the bytes must hash to
   ``snapshot_hash``, the caller must be the snapshot's controller, the routing table of this
   batch must map the canister to this subnet, and no canister with its id may exist here.
-  It is installed exactly as exported (stopped): id, module, stable state, certified data.
+  It is installed exactly as exported (stopped): id, module, stable state, certified data, log.
 * ``delete_canister({canister_id})``: controller only, STOPPED only; the canister is removed.
 
 Rejects: ``CANISTER_ERROR`` for bad arguments, a caller that is not the controller, a wrong
@@ -62,6 +67,7 @@ from __future__ import annotations
 from typing import Any, Mapping
 
 from message_routing.limits import DEFAULT, Limits
+from state_manager.canister_log import CanisterLog
 from state_manager.canister_snapshot import CorruptSnapshot, decode_canister_snapshot, encode_canister_snapshot, snapshot_hash
 from state_manager.canister_state import CanisterState, CanisterStatus
 from state_manager.messages import MANAGEMENT_CANISTER_ID, Ingress, Reject, RejectCode, Reply, truncate_reject_message
@@ -116,15 +122,19 @@ def _run_lifecycle(state: ReplicatedState, canister: CanisterState, cls: type, s
         value = decode_payload(encode_value(arg))
     except EncodingError as exc:
         return f"{spec.name} argument cannot be encoded: {exc}"
-    api = SystemApi(canister, caller, state.metadata.batch_time, None,
+    api = SystemApi(canister, caller, state.metadata.batch_time, limits,
                     answer_refusal=f"{spec.name} cannot answer", call_refusal=f"{spec.name} cannot make calls")
     spent = 0 if usage is None else usage.instructions
+    log = canister.log
     ok, result = run_method(api, cls, spec, (value,) if spec.takes_arg else (), limits,
                             limits.max_instructions_per_install - spent)
     trap = finish_method(api, ok, result, None, return_is_reply=False)
     if usage is not None:
         usage.instructions += api.instructions
-    return None if trap is None else trap.message
+    if trap is None:
+        return None
+    canister.log = log  # a failed install leaves the canister as it was: no trap record either
+    return trap.message
 
 
 def install_canister(
@@ -192,24 +202,28 @@ def _set_module(canister: CanisterState, class_name: str, digest: bytes, source:
     canister.dirty = True
 
 
-def _wipe(canister: CanisterState) -> tuple[list[tuple[str, Any]], bytes]:
-    """Empty the stable state and certified data (through the tracked map); what they held."""
+def _wipe(canister: CanisterState) -> tuple[list[tuple[str, Any]], bytes, CanisterLog]:
+    """Empty the stable state and certified data (through the tracked map) and purge the
+    log's records; what they held."""
     stable = canister.stable
     saved = list(stable.items())
     for key, _ in saved:
         del stable[key]
     certified = canister.certified_data
     canister.certified_data = b""
-    return saved, certified
+    log = canister.log
+    canister.log = log.purged()
+    return saved, certified, log
 
 
-def _restore(canister: CanisterState, saved: list[tuple[str, Any]], certified: bytes) -> None:
+def _restore(canister: CanisterState, saved: list[tuple[str, Any]], certified: bytes, log: CanisterLog) -> None:
     stable = canister.stable
     for key in list(stable.keys()):
         del stable[key]
     for key, value in saved:
         stable[key] = value
     canister.certified_data = certified
+    canister.log = log
 
 
 def install_code(
@@ -244,10 +258,10 @@ def install_code(
             raise InstallError(trap)  # its stable writes were rolled back
         _set_module(canister, class_name, digest, source)
         return canister
-    saved, certified = _wipe(canister)
+    saved, certified, log = _wipe(canister)
     trap = _run_lifecycle(state, canister, cls, cls.__canister_init__, arg, caller, limits, usage)
     if trap is not None:
-        _restore(canister, saved, certified)
+        _restore(canister, saved, certified, log)
         raise InstallError(trap)
     _set_module(canister, class_name, digest, source)
     return canister
@@ -297,6 +311,8 @@ def _management_answer(state: ReplicatedState, ingress: Ingress, modules: Source
         return Reply(encode_value(_CANISTER_METHODS[method](state, ingress.source, _canister_id_argument(method, arg))))
     if method == "import_canister":
         return Reply(encode_value(_import_canister(state, ingress.source, arg)))
+    if method == "raw_rand":
+        raise _Rejected(RejectCode.CANISTER_ERROR, "raw_rand can be called only by canisters")
     raise _Rejected(RejectCode.CANISTER_ERROR, f"the management canister has no method {method!r}")
 
 
@@ -343,6 +359,14 @@ def _status(state: ReplicatedState, caller: bytes, canister_id: int) -> dict:
     return _status_answer(_controlled(state, caller, canister_id, "canister_status"))
 
 
+def _fetch_logs(state: ReplicatedState, caller: bytes, canister_id: int) -> dict:
+    """The canister's log records, oldest first, as the IC's ``fetch_canister_logs`` answers
+    them (its default visibility: the controller only)."""
+    log = _controlled(state, caller, canister_id, "fetch_canister_logs").log
+    return {"canister_log_records": [
+        {"idx": r.index, "timestamp_nanos": r.timestamp_nanos, "content": r.content} for r in log.records]}
+
+
 def _export(state: ReplicatedState, caller: bytes, canister_id: int) -> dict:
     canister = _controlled(state, caller, canister_id, "export_canister")
     if canister.status is not CanisterStatus.STOPPED:
@@ -372,7 +396,7 @@ def _delete(state: ReplicatedState, caller: bytes, canister_id: int) -> dict:
 
 
 _CANISTER_METHODS = {"stop_canister": _stop, "start_canister": _start, "canister_status": _status,
-                     "export_canister": _export, "delete_canister": _delete}
+                     "export_canister": _export, "delete_canister": _delete, "fetch_canister_logs": _fetch_logs}
 
 
 def _import_canister(state: ReplicatedState, caller: bytes, arg: Any) -> dict:

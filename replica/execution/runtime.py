@@ -7,10 +7,12 @@ instruction limit, and it keeps running through ``finish_method`` (encoding the 
 run canister code too), which stops it and records ``api.instructions``. ``finish_method``
 then decides the message's answer and commits or discards its effects:
 
-* trap → effects discarded; answer ``Reject(CANISTER_ERROR, "Canister <id> trapped: …")``
-  unless the call was answered by an earlier message; a message over its instruction limit
-  is rejected with ``"Canister <id> exceeded the instruction limit for single message
-  execution"`` (the IC's words), whatever canister code did after the limit was reached;
+* trap → effects discarded (log records included) and the trap logged by the system
+  (``SystemApi.log_trap``; not for read-only messages); answer ``Reject(CANISTER_ERROR,
+  "Canister <id> trapped: …")`` unless the call was answered by an earlier message; a
+  message over its instruction limit is rejected with ``"Canister <id> exceeded the
+  instruction limit for single message execution"`` (the IC's words), whatever canister
+  code did after the limit was reached;
 * any ``BaseException`` canister code raises (``SystemExit``, ``GeneratorExit``, ...) is a
   trap; only ``KeyboardInterrupt`` — which canister code cannot raise, so it is the host's —
   goes on up;
@@ -140,6 +142,15 @@ def _outcome(api: SystemApi, ok: bool, result: Any, return_is_reply: bool) -> tu
     return ok, result
 
 
+def _trap_description(result: Any) -> str:
+    """What trapped: the canister's exception, or the sandbox's limit."""
+    if not isinstance(result, _Fault):
+        return result
+    if isinstance(result.fault, InstructionLimitExceeded):
+        return "exceeded the instruction limit for single message execution"
+    return result.fault.description
+
+
 def finish_method(
     api: SystemApi,
     ok: bool,
@@ -161,13 +172,14 @@ def finish_method(
             api.instructions = sandbox.end()
     if not ok:
         api.discard()
+        description = _trap_description(result)
+        if not read_only:
+            api.log_trap(description)
         if not may_answer_trap:
             return None
-        if isinstance(result, _Fault):
-            if isinstance(result.fault, InstructionLimitExceeded):
-                return Reject(RejectCode.CANISTER_ERROR, instruction_limit_message(api.canister_id))
-            return trap_reject(api.canister_id, result.fault.description)
-        return trap_reject(api.canister_id, result)
+        if isinstance(result, _Fault) and isinstance(result.fault, InstructionLimitExceeded):
+            return Reject(RejectCode.CANISTER_ERROR, instruction_limit_message(api.canister_id))
+        return trap_reject(api.canister_id, description)
     if read_only:
         api.discard()
     else:

@@ -1,21 +1,24 @@
 """The system API of one running message: what it may read, and the effects it buffers.
 
 Effects are applied only if the message completes: stable-state writes go through the
-``StableMap`` journal (committed or rolled back), while outgoing calls and a new certified
-data value wait in this object until ``commit`` (a trap simply drops them).
+``StableMap`` journal (committed or rolled back), while outgoing calls, a new certified
+data value and log records wait in this object until ``commit`` (a trap simply drops them;
+the system then logs the trap itself, ``log_trap``).
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from message_routing.limits import Limits
+from message_routing.limits import DEFAULT, Limits
+from state_manager.canister_log import LogBuffer, append_log
 from state_manager.canister_state import CanisterState
 from state_manager.deadlines import DeadlineError, compute_call_deadline
 from state_manager.messages import Reject, RejectCode, Reply, Request, truncate_reject_message
 from state_manager.stable_map import StableValueError, check_stable_value
 
 from .canister import Canister, MethodKind
+from .sandbox.meter import BYTES_PER_INSTRUCTION
 from .sandbox.stable_view import check_exact_value
 from .codec import EncodingError, encode_value
 from .errors import ApiUsageError, CallError
@@ -37,7 +40,7 @@ class SystemApi:
     __slots__ = (
         "canister", "canister_id", "caller", "time", "stable", "limits", "answer_refusal",
         "call_refusal", "answer", "calls", "_calls_per_receiver", "_certified_data", "deadline",
-        "sandbox", "stable_view", "stable_limit", "stable_before", "instructions",
+        "sandbox", "stable_view", "stable_limit", "stable_before", "instructions", "log_buffer",
     )
 
     def __init__(
@@ -73,6 +76,8 @@ class SystemApi:
         self.stable_limit = 0
         self.stable_before = 0
         self.instructions = 0
+        # The records this message logged (made at its first ``log``).
+        self.log_buffer: LogBuffer | None = None
 
     # -- certified data ----------------------------------------------------------------------
 
@@ -161,16 +166,46 @@ class SystemApi:
         self._calls_per_receiver[receiver] = buffered + 1
         self.calls.append((receiver, method, payload, reply_name, reject_name, context, deadline))
 
+    # -- logging -----------------------------------------------------------------------------
+
+    def _log_bound(self) -> int:
+        return (self.limits or DEFAULT).max_canister_log_bytes
+
+    def log(self, text: Any) -> None:
+        """Log ``text`` (``self.log``, and what the sandbox's ``print`` writes): a record of
+        the canister's log with the batch time if the message commits (dropped with the rest
+        of its effects if it traps; ``state_manager.canister_log`` has the bound). A
+        sandboxed canister pays one instruction per ``BYTES_PER_INSTRUCTION`` characters."""
+        if type(text) is not str:
+            raise ApiUsageError("a log record is text (str)")
+        if self.sandbox is not None:
+            self.sandbox.charge(len(text) // BYTES_PER_INSTRUCTION + 1)
+        buffer = self.log_buffer
+        if buffer is None:
+            buffer = self.log_buffer = LogBuffer(self._log_bound())
+        buffer.add(text)
+
+    def log_trap(self, description: str) -> None:
+        """The system's record of this message's trap, written after its effects were
+        dropped: ``trapped: <description>``, and for a metered canister ``(<n> instructions)``."""
+        text = f"trapped: {description}"
+        if self.sandbox is not None:
+            text = f"{text} ({self.instructions} instructions)"
+        self.canister.log = append_log(self.canister.log, self.time, text, self._log_bound())
+
     # -- completing --------------------------------------------------------------------------
 
     def commit(self, call_context_id: int | None) -> int:
-        """Apply the message's effects: keep its stable writes, set certified data, register
-        a callback per buffered call and queue the requests. Returns the number of calls.
-        (``call_context_id`` is None only where calls are refused, e.g. ``init``.)"""
+        """Apply the message's effects: keep its stable writes, set certified data, append
+        its log records, register a callback per buffered call and queue the requests.
+        Returns the number of calls. (``call_context_id`` is None only where calls are
+        refused, e.g. ``init``.)"""
         canister = self.canister
         canister.stable.commit_transaction()
         if self._certified_data is not None:
             canister.certified_data = self._certified_data
+        if self.log_buffer is not None:
+            canister.log = self.log_buffer.merged_into(canister.log, self.time)
         calls = self.calls
         if not calls:
             return 0
@@ -184,8 +219,9 @@ class SystemApi:
         return len(calls)
 
     def discard(self) -> None:
-        """Drop the message's effects: roll back its stable writes, forget its calls."""
+        """Drop the message's effects: roll back its stable writes, forget its calls and log records."""
         self.canister.stable.rollback_transaction()
+        self.log_buffer = None
         self.calls = []
         self._calls_per_receiver = {}
         self._certified_data = None

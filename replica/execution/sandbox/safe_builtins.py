@@ -19,7 +19,7 @@ import math
 import string
 from typing import Any
 
-from state_manager.messages import RejectCode
+from state_manager.messages import MANAGEMENT_CANISTER_ID, RejectCode
 
 from .. import codec
 from ..canister import Canister, callback, query, update
@@ -140,7 +140,8 @@ def _sdk_module(sandbox: Sandbox) -> ModuleProxy:
     """``replica.sdk`` as canister code imports it (the SDK's names, taken from where they
     are defined: the sandbox is below the SDK module)."""
     names = {"Canister": Canister, "update": update, "query": query, "callback": callback, "CallError": CallError,
-             "Trap": Trap, "ApiUsageError": ApiUsageError, "RejectCode": RejectCode}
+             "Trap": Trap, "ApiUsageError": ApiUsageError, "RejectCode": RejectCode,
+             "MANAGEMENT_CANISTER_ID": MANAGEMENT_CANISTER_ID}
 
     def encode_value(value: Any) -> bytes:
         data = codec.encode_value(value)

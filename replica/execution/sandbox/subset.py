@@ -52,7 +52,7 @@ class SubsetError(ModuleLoadError):
 ALLOWED_MODULES: dict[str, tuple[str, ...]] = {
     "__future__": ("annotations",),
     "replica.sdk": ("Canister", "update", "query", "callback", "CallError", "Trap", "ApiUsageError",
-                    "RejectCode", "encode_value", "decode_payload"),
+                    "RejectCode", "encode_value", "decode_payload", "MANAGEMENT_CANISTER_ID"),
     "math": ("ceil", "comb", "copysign", "e", "fabs", "factorial", "floor", "fmod", "fsum", "gcd", "inf",
              "isclose", "isfinite", "isinf", "isnan", "isqrt", "lcm", "nan", "perm", "pi", "prod", "sqrt",
              "tau", "trunc"),
