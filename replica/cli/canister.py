@@ -1,4 +1,5 @@
-"""``replica canister install PATH.py:ClassName``: put your own canister on the running testnet.
+"""``replica canister install PATH.py:ClassName``: put your own canister on the running testnet;
+``replica canister logs ID``: read its log.
 
 The module's source travels in an ingress message to the management canister: first
 ``create_canister`` on ``--subnet`` (unless ``--canister`` names one you control), then
@@ -17,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+from datetime import datetime, timezone
 
 from replica.errors import ReplicaError
 
@@ -72,9 +74,50 @@ def _left_empty(created: int | None) -> None:
               file=sys.stderr)
 
 
+_LOGS_DOC = """``replica canister logs ID``: print the canister's log, oldest record first, one line each:
+``[index] time text`` (time: the batch time the record was logged at, UTC, to the nanosecond).
+
+The log holds what the canister's code logged (``self.log(text)``) in messages that did not
+trap, and a ``trapped: ...`` record for each message that did. It keeps the newest 4 KiB,
+across upgrades; a reinstall empties it. It is read with ``fetch_canister_logs``, an update
+call to the management canister whose answer is certified and verified like any call's; only
+the canister's controller may read it (sign with ``--identity`` if that is not you).
+"""
+
+
+def format_log_time(timestamp_nanos: int) -> str:
+    """``2026-11-27T02:06:48.123456789Z``: a batch time in UTC, to the nanosecond."""
+    seconds, nanos = divmod(timestamp_nanos, 1_000_000_000)
+    moment = datetime.fromtimestamp(seconds, tz=timezone.utc)
+    return f"{moment:%Y-%m-%dT%H:%M:%S}.{nanos:09d}Z"
+
+
+def _logs(args: argparse.Namespace) -> int:
+    from replica.client.agent_errors import CallRejected
+    from replica.client.identities import IdentityStore
+    from replica.client.management import fetch_canister_logs
+    from replica.testnet.http_endpoints import agent_for_testnet
+    from replica.testnet.lifecycle import testnet_directory
+
+    try:
+        store = IdentityStore()
+        identity = store.load(args.identity) if args.identity else store.current()
+        with agent_for_testnet(testnet_directory(args.dir), identity.key) as agent:
+            records = fetch_canister_logs(agent, args.canister_id, timeout_s=args.timeout)
+    except CallRejected as exc:
+        print(f"rejected: {exc.code}: {exc.message}", file=sys.stderr)
+        return 1
+    except ReplicaError as exc:
+        print(f"replica canister logs: {type(exc).__name__}: {exc}", file=sys.stderr)
+        return 2
+    for record in records:
+        print(f"[{record.index}] {format_log_time(record.timestamp_nanos)} {record.content}")
+    return 0
+
+
 def register(sub) -> None:
-    """``canister install``."""
-    canister = sub.add_parser("canister", formatter_class=HelpFormatter, help="install your own canisters",
+    """``canister install``, ``canister logs``."""
+    canister = sub.add_parser("canister", formatter_class=HelpFormatter, help="install your own canisters, read their logs",
                               description=plain(__doc__))
     commands = canister.add_subparsers(dest="canister_command", required=True)
     install = commands.add_parser("install", formatter_class=HelpFormatter, description=plain(__doc__),
@@ -92,3 +135,10 @@ def register(sub) -> None:
     install.add_argument("--dir", default=None, help="testnet directory (none: $REPLICA_TESTNET, else .replica/testnet)")
     install.add_argument("--identity", default=None, help="identity to sign with (none: the one in use)")
     install.set_defaults(func=_install)
+    logs = commands.add_parser("logs", formatter_class=HelpFormatter, description=plain(_LOGS_DOC),
+                               help="print a canister's log: [index] time text")
+    logs.add_argument("canister_id", metavar="ID", type=int, help="the canister (you must be its controller)")
+    logs.add_argument("--timeout", type=float, default=60.0, help="seconds to wait for the certified answer")
+    logs.add_argument("--dir", default=None, help="testnet directory (none: $REPLICA_TESTNET, else .replica/testnet)")
+    logs.add_argument("--identity", default=None, help="identity to sign with (none: the one in use)")
+    logs.set_defaults(func=_logs)

@@ -1,13 +1,16 @@
-"""Calls to the management canister through an ``Agent``: create a canister, install code.
+"""Calls to the management canister through an ``Agent``: create a canister, install code,
+read its log.
 
-Both are update calls to ``MANAGEMENT_CANISTER_ID``; the agent waits for their certified,
+All are update calls to ``MANAGEMENT_CANISTER_ID``; the agent waits for their certified,
 verified answers (``Agent.update_call``). ``create_canister`` is executed by the subnet it is
-sent to, ``install_code`` by the subnet that hosts the canister (the registry says which).
+sent to, ``install_code`` and ``fetch_canister_logs`` by the subnet that hosts the canister
+(the registry says which).
 
     canister_id = create_canister(agent, "subnet-0")
     install_code(agent, canister_id, source, "Greeter")            # mode "install"
     install_code(agent, canister_id, new_source, "Greeter", mode="upgrade")
     ids = install_many(agent, [("subnet-0", source, "Greeter", None), ("subnet-1", …)])
+    for record in fetch_canister_logs(agent, canister_id): print(record.index, record.content)
 
 A canister module is Python source; ``read_module("greeter.py:Greeter")`` reads one from a
 file. The module runs on the replicas as it is (no sandbox): install only your own code.
@@ -15,6 +18,7 @@ file. The module runs on the replicas as it is (no sandbox): install only your o
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Sequence
 
@@ -26,6 +30,7 @@ from .agent_errors import AgentError, UnexpectedAnswer
 __all__ = [
     "MANAGEMENT_CANISTER_ID", "ModuleSpecError", "create_canister", "install_code", "read_module",
     "install_many", "install_code_request", "created_canister_id", "installed_module_hash",
+    "CanisterLogRecord", "fetch_canister_logs", "canister_log_records",
 ]
 
 
@@ -102,3 +107,34 @@ def installed_module_hash(answer: Any) -> bytes:
     if not isinstance(module_hash, bytes):
         raise UnexpectedAnswer(f"install_code answered {answer!r}")
     return module_hash
+
+
+@dataclass(frozen=True)
+class CanisterLogRecord:
+    """One record of a canister's log: its index, the batch time it was logged at (ns), its text."""
+
+    index: int
+    timestamp_nanos: int
+    content: str
+
+
+def fetch_canister_logs(agent: Agent, canister_id: int, timeout_s: float = 30.0) -> list[CanisterLogRecord]:
+    """The log of ``canister_id`` (the agent's identity must control it), oldest record first."""
+    answer = agent.update_call(MANAGEMENT_CANISTER_ID, "fetch_canister_logs", {"canister_id": canister_id},
+                               timeout_s, subnet=agent.subnet_of(canister_id))
+    return canister_log_records(answer)
+
+
+def canister_log_records(answer: Any) -> list[CanisterLogRecord]:
+    """The records of a ``fetch_canister_logs`` answer (``UnexpectedAnswer`` if it is not one)."""
+    records = answer.get("canister_log_records") if isinstance(answer, dict) else None
+    if not isinstance(records, (list, tuple)):
+        raise UnexpectedAnswer(f"fetch_canister_logs answered {answer!r}")
+    out = []
+    for record in records:
+        fields = (record.get("idx"), record.get("timestamp_nanos"), record.get("content")) \
+            if isinstance(record, dict) else (None, None, None)
+        if type(fields[0]) is not int or type(fields[1]) is not int or type(fields[2]) is not str:
+            raise UnexpectedAnswer(f"fetch_canister_logs answered a record {record!r}")
+        out.append(CanisterLogRecord(*fields))
+    return out

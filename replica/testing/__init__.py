@@ -13,6 +13,7 @@
 """
 
 from replica.client.identity import UserKey
+from replica.client.management import CanisterLogRecord
 
 from .errors import (
     CallNotAnswered, CallRejected, CanisterSourceError, NotInThisMode, TestingError, TimeRegression, UnknownMessage,
@@ -23,5 +24,5 @@ from .testnet import DEFAULT_MAX_TICKS, SubnetInfo, Testnet, seed_bytes
 __all__ = [
     "Testnet", "SubnetInfo", "UserKey", "CallRejected", "TestingError", "CallNotAnswered", "NotInThisMode",
     "UnknownSubnet", "UnknownNode", "UnknownMessage", "CanisterSourceError", "TimeRegression", "DEFAULT_MAX_TICKS",
-    "seed_bytes",
+    "seed_bytes", "CanisterLogRecord",
 ]

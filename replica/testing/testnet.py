@@ -33,6 +33,7 @@ from consensus_stub.genesis import SubnetSpec
 from message_routing.limits import DEFAULT, Limits
 from replica.client.agent import RequestStatus
 from replica.client.identity import UserKey
+from replica.client.management import CanisterLogRecord, canister_log_records
 from replica.execution.codec import EncodingError, decode_payload
 from replica.testnet.launcher import canister_range
 from replica.testnet.naming import subnet_names
@@ -277,6 +278,16 @@ class Testnet:
     def query_call(self, canister_id: int, method: str, arg: Any = None, *, sender: UserKey | None = None) -> Any:
         """A query on the latest certified state of the canister's subnet (no round is made)."""
         return self._net.query(sender or self.default_sender, canister_id, method, arg, self.get_subnet(canister_id))
+
+    def canister_logs(self, canister_id: int, *, sender: UserKey | None = None,
+                      max_ticks: int = DEFAULT_MAX_TICKS) -> list[CanisterLogRecord]:
+        """The canister's log, oldest record first: ``fetch_canister_logs``, an update call to
+        the management canister of its subnet (certified; deterministic mode makes the rounds
+        it needs). ``sender`` must control the canister (default: ``default_sender``, who
+        installs canisters unless told otherwise)."""
+        answer = self.update_call(MANAGEMENT_CANISTER_ID, "fetch_canister_logs", {"canister_id": canister_id},
+                                  sender=sender, subnet=self.get_subnet(canister_id), max_ticks=max_ticks)
+        return canister_log_records(answer)
 
     def _message(self, message_id: bytes) -> tuple[int, str]:
         try:
