@@ -12,6 +12,7 @@ Modules, one job each:
 * ``query``             read-only queries
 * ``management``        the management canister (create_canister, install_code), direct
                         installs at genesis, stop / start
+* ``management_requests`` canisters' calls to the management canister: ``raw_rand``
 * ``registry``          builtin modules: module names, module hashes, name → class
 * ``source_modules``    modules given as source: hash, load, per-process cache
 * ``codec``             values on the wire
