@@ -128,6 +128,12 @@ fails when a public exception class of ``replica`` is missing here or placed wro
     │       ├── WrongStateHeight
     │       ├── WrongSubnet
     │       └── RootMismatch
+    ├── NodeRefused              a node that must not start: its files would risk finalized data
+    │                            (replica.node.storage; also RuntimeError)
+    ├── FinalizedElsewhere       a block a node refuses: at a height it executed another block at
+    │                            (replica.node.consensus_rules; also consensus_stub's InvalidBlock,
+    │                            which the agreement protocol catches)
+    ├── EmptyBlockMismatch       the same: not its parent's empty successor
     ├── CheckpointFetchError     a peer's checkpoint not fetched (replica.node.agreement_transport;
     │   │                        also RuntimeError)
     │   └── NoCheckpoint
@@ -143,16 +149,10 @@ fails when a public exception class of ``replica`` is missing here or placed wro
     │   └── EnvironmentArchiveError
     ├── TestnetError             a testnet directory or one of its processes is unusable
     │                            (replica.testnet.launcher; also RuntimeError)
-    ├── NodeRefused              a node process that must not start (replica.testnet.node_process;
-    │                            also RuntimeError)
     ├── SubnetError              a subnet in one process cannot go on (replica.testnet.subnet;
     │   │                        also RuntimeError)
     │   ├── DivergenceError
     │   └── NoBlockFinalized
-    ├── FinalizedElsewhere       a block refused by a subnet in one process: at a height finalized
-    │                            already (replica.testnet.subnet; also consensus_stub's InvalidBlock,
-    │                            which the agreement protocol catches)
-    ├── EmptyBlockMismatch       the same: not its parent's empty successor
     ├── MigrationError           a canister migration step (replica.testnet.migration; also RuntimeError)
     ├── LoadFailed               a load run ended by an error, with its report so far
     │                            (replica.testnet.load_report)

@@ -33,7 +33,7 @@ __all__ = [
     "MESSAGE_VERSION", "MAX_MESSAGE_BYTES", "MAX_CATCH_UP_BLOCKS", "MAX_SIGNATURE_BYTES", "MAX_GOSSIP_INGRESS",
     "Kind", "AgreementError", "MalformedMessage", "UnsupportedMessageVersion", "UnknownMessageKind",
     "Proposal", "NotarizationShare", "FinalizationShare", "Status", "CatchUp", "IngressGossip",
-    "CertificationShareGossip", "Message", "encode_message", "decode_message",
+    "CertificationShareGossip", "Message", "encode_message", "decode_message", "artifact_height",
 ]
 
 MESSAGE_VERSION = 1
@@ -190,6 +190,13 @@ class CertificationShareGossip:
 
 Message = Union[Proposal, NotarizationShare, FinalizationShare, Status, CatchUp, IngressGossip,
                 CertificationShareGossip]
+
+
+def artifact_height(message: Message) -> int:
+    """The height a signed artifact (a proposal or a share) is about: once that height is
+    finalized the artifact can never matter again, so a node's record of it may go."""
+    block = getattr(message, "block", None)
+    return block.height if block is not None else message.height  # type: ignore[union-attr]
 
 
 def _value(message: Message) -> tuple:

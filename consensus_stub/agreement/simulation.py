@@ -24,7 +24,7 @@ from typing import Callable, Mapping, Optional
 from ..block import GENESIS_PARENT_HASH, Block
 from ..notary import BlockNotYetValid, TimeRegresses
 from ..registry import SubnetRecord
-from .messages import AgreementError, decode_message, encode_message
+from .messages import AgreementError, artifact_height, decode_message, encode_message
 from .protocol import (
     AgreementConfig, AgreementNode, BlockContext, Broadcast, Finalized, Persist, ProposeFn, Refused, Send,
     ValidateFn, Verifier,
@@ -299,9 +299,4 @@ class Simulation:
             keep = self._configs[node_id].retained_heights
             if len(disk.finalized) > keep:
                 disk.finalized = disk.finalized[-keep:]
-            disk.own = [m for m in disk.own if _artifact_height(m) > output.height]
-
-
-def _artifact_height(message) -> int:
-    block = getattr(message, "block", None)
-    return block.height if block is not None else message.height
+            disk.own = [m for m in disk.own if artifact_height(m) > output.height]

@@ -29,7 +29,7 @@ import logging
 import zlib
 from pathlib import Path
 
-from consensus_stub.agreement.messages import MalformedMessage, Message, decode_message, encode_message
+from consensus_stub.agreement.messages import MalformedMessage, Message, artifact_height, decode_message, encode_message
 from replica.errors import ReplicaError
 from state_manager.codec import CodecError, check_bytes, check_tuple, check_u64
 from state_manager.durable_files import fsync_file, rename_durably, write_atomically
@@ -143,11 +143,6 @@ class RecordFile:
         self._handle.close()
 
 
-def _artifact_height(message: Message) -> int:
-    block = getattr(message, "block", None)
-    return block.height if block is not None else message.height  # type: ignore[union-attr]
-
-
 class AgreementLog:
     """The agreement artifacts this node signed (module docstring)."""
 
@@ -164,7 +159,7 @@ class AgreementLog:
 
     def compact(self, finalized_height: int) -> None:
         """Keep only artifacts above ``finalized_height`` (the rest can never matter again)."""
-        kept = [m for m in self.artifacts if _artifact_height(m) > finalized_height]
+        kept = [m for m in self.artifacts if artifact_height(m) > finalized_height]
         if len(kept) != len(self.artifacts):
             self._file.rewrite([encode_message(m) for m in kept])
             self.artifacts = kept

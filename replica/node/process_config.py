@@ -10,7 +10,7 @@ A node's directory (``NodeFiles``) holds only what that node wrote:
     config.json        this config
     endpoints.json     {"xnet", "agreement", "http": "127.0.0.1:port"} once bound
     ports.json         {"xnet", "agreement", "http": port}: what it bound last, asked for
-                       again when it restarts (``replica.testnet.node_ports``)
+                       again when it restarts (``replica.node.ports``)
     status.json        heights, streams and app numbers, rewritten every tick
     blocks.log         its finalized blocks (``consensus_stub.block_store``)
     agreement.log      the agreement artifacts it signed (``replica.node.node_store``)

@@ -1,13 +1,20 @@
 """State sync: a node too far behind installs a peer's certified checkpoint instead of blocks.
 
 Peers keep ``AgreementConfig.retained_heights`` finalized blocks; a node that was down longer
-cannot catch up block by block. It asks a peer for its latest checkpoint
-(``AgreementClient.fetch_checkpoint``, the ``FetchCheckpoint`` method of the agreement gRPC
-service), gets a ``CheckpointOffer`` and checks it with ``verify_offer`` against the subnet's
-public key: the state must decode strictly, be of the offered height and of this subnet, and
-its certified root must be what the subnet's threshold signature certifies at that height.
-Then the caller installs the state and starts agreement from the offered tip
-(``AgreementNode.from_synced_tip(height=offer.height, block_hash=offer.block_hash)``).
+cannot catch up block by block. This module holds all of it:
+
+* **deciding** (``StateSyncer.reason``): peers report heights more than they keep above ours,
+  or we have been behind without finalizing for a while;
+* **fetching and verifying** (``StateSyncer.sync``): ask a peer for its latest checkpoint
+  (``AgreementClient.fetch_checkpoint``, the ``FetchCheckpoint`` method of the agreement gRPC
+  service), get a ``CheckpointOffer`` and check it with ``verify_offer`` against the subnet's
+  public key: the state must decode strictly, be of the offered height and of this subnet, and
+  its certified root must be what the subnet's threshold signature certifies at that height;
+* **installing**: the node takes the state, a block log starting at the offered block and a
+  new agreement from the offered tip (``Node.install_synced``:
+  ``AgreementNode.from_synced_tip(height=offer.height, block_hash=offer.block_hash)``);
+* **serving** (``CheckpointServer``): the newest checkpoint a node keeps with its
+  certification, encoded once per height for its peers' ``FetchCheckpoint``.
 
 An offer is canonical msgpack (version 1)::
 
@@ -26,9 +33,13 @@ state. A fetch request is empty or the msgpack-encoded request version (``1``).
 
 from __future__ import annotations
 
+import logging
+import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any, Callable, Optional
+
+from consensus_stub.agreement.messages import CatchUp, Message, Status
 
 from state_manager.certification import (
     Certification, CertificationError, InvalidPublicKey, SignatureMemo, decode_certification, encode_certification,
@@ -42,6 +53,7 @@ from state_manager.state_tree import build_state_trees
 from state_manager.store import CheckpointStore, CorruptCheckpoint, read_checkpoint_bytes
 
 from ..errors import ReplicaError
+from .checkpoints import NodeCheckpoints
 
 __all__ = [
     "OFFER_VERSION", "FETCH_REQUEST_VERSION", "MAX_OFFER_BYTES", "MAX_STATE_BYTES",
@@ -50,8 +62,10 @@ __all__ = [
     "WrongStateHeight", "WrongSubnet", "RootMismatch",
     "CheckpointOffer", "encode_offer", "decode_offer", "verify_offer",
     "encode_fetch_request", "check_fetch_request",
-    "offer_from_checkpoint_dir", "offer_from_checkpoint",
+    "offer_from_checkpoint_dir", "offer_from_checkpoint", "CheckpointServer", "StateSyncer",
 ]
+
+_log = logging.getLogger(__name__)
 
 OFFER_VERSION = 1
 FETCH_REQUEST_VERSION = 1
@@ -275,3 +289,97 @@ def offer_from_checkpoint(store: CheckpointStore, height: int, *, block_hash: by
     """``offer_from_checkpoint_dir`` of ``store``'s checkpoint of ``height``."""
     return offer_from_checkpoint_dir(store.root / f"{height:020d}", block_hash=block_hash,
                                      certification=certification)
+
+
+class CheckpointServer:
+    """The offer a node serves to peers that sync state from it: its newest checkpoint kept
+    with its certification, encoded once per height (a checkpoint never changes once renamed
+    into place, so reading it needs no lock)."""
+
+    def __init__(self, checkpoints: NodeCheckpoints) -> None:
+        self._checkpoints = checkpoints
+        self._cache: tuple[int, bytes] | None = None
+
+    def offer(self) -> bytes | None:
+        for height in reversed(self._checkpoints.heights()):
+            cached = self._cache
+            if cached is not None and cached[0] == height:
+                return cached[1]
+            kept = self._checkpoints.kept_certification(height)
+            if kept is None:
+                continue
+            try:
+                offer = offer_from_checkpoint(self._checkpoints.store, height, block_hash=kept[0],
+                                              certification=kept[1])
+            except (OSError, CorruptCheckpoint, StateSyncError) as exc:
+                _log.warning("checkpoint %d not offered: %s", height, exc)
+                continue
+            data = encode_offer(offer)
+            self._cache = (height, data)
+            return data
+        return None
+
+
+#: Behind peers by more than a checkpoint interval without finalizing for this long: sync.
+STALLED_S = 10.0
+
+
+class StateSyncer:
+    """When a node syncs state from a peer, and the sync itself (module docstring).
+
+    ``heard`` notes the heights peers report (their ``Status``, the last block of a
+    ``CatchUp``); ``reason`` says why to sync now, or ``None``; ``sync`` fetches, verifies and
+    has the node install the newest checkpoint a peer offers."""
+
+    def __init__(self, node_id: str, subnet_id: str, *, retained_heights: int, checkpoint_interval: int,
+                 clock: Callable[[], float] = time.monotonic) -> None:
+        self.node_id, self.subnet_id = node_id, subnet_id
+        self.retained_heights, self.checkpoint_interval = retained_heights, checkpoint_interval
+        self._clock = clock
+        #: The finalized height each peer last reported.
+        self.peer_heights: dict[str, int] = {}
+        self._progress: tuple[int, float] = (0, clock())
+        #: ``(peer, height)`` of the last state sync.
+        self.synced_from: tuple[str, int] | None = None
+
+    def heard(self, sender: str, message: Message) -> None:
+        if isinstance(message, Status) and message.sender == sender:
+            self.peer_heights[sender] = message.finalized_height
+        elif isinstance(message, CatchUp):   # the sender has finalized at least that far
+            self.peer_heights[sender] = max(self.peer_heights.get(sender, 0), message.last.height)
+
+    def reason(self, finalized_height: int) -> str | None:
+        """Why this node should sync state from a peer now, or ``None``: peers are further
+        ahead than they keep blocks, or it has been behind without finalizing for ``STALLED_S``."""
+        if not self.peer_heights:
+            return None
+        ahead = max(self.peer_heights.values())
+        if finalized_height != self._progress[0]:
+            self._progress = (finalized_height, self._clock())
+        if ahead - finalized_height >= self.retained_heights:
+            return f"peers are at height {ahead}, {ahead - finalized_height} above us: more than they keep"
+        if ahead - finalized_height > self.checkpoint_interval and self._clock() - self._progress[1] > STALLED_S:
+            return f"no progress for {STALLED_S:g} s at height {finalized_height} while peers are at {ahead}"
+        return None
+
+    def sync(self, fetch: Callable[[str], bytes], fetch_errors: tuple[type[Exception], ...], subnet_public_key: bytes,
+             height: int, install: Callable[[CheckpointOffer, ReplicatedState], bool], reason: str) -> bool:
+        """Fetch the newest checkpoint a peer offers (``fetch(peer)``, peers furthest ahead
+        first), verify it against the subnet's certification of its height and ``install`` it
+        (which may decline: the node caught up meanwhile); whether it was installed. A peer
+        whose fetch fails (one of ``fetch_errors``) or whose offer is refused is logged and the
+        next one asked."""
+        for peer in sorted(self.peer_heights, key=lambda n: (-self.peer_heights[n], n)):
+            try:
+                offer = decode_offer(fetch(peer))
+                state = verify_offer(offer, subnet_public_key, expected_subnet=self.subnet_id, min_height=height + 1)
+            except (StateSyncError, *fetch_errors) as exc:
+                _log.warning("%s: state sync from %s failed: %s", self.node_id, peer, exc)
+                continue
+            if not install(offer, state):
+                return False   # the node caught up on its own meanwhile
+            _log.warning("%s: state sync from %s: continuing from its checkpoint at height %d (%s)",
+                         self.node_id, peer, offer.height, reason)
+            self.synced_from = (peer, offer.height)
+            return True
+        return False

@@ -37,16 +37,15 @@ from typing import Callable, Optional, Sequence
 from consensus_stub.agreement.messages import Message, decode_message, encode_message
 from consensus_stub.agreement.protocol import AgreementNode, Broadcast, Output, Send
 from consensus_stub.agreement.simulation import Partition, Schedule, SplitMix64
+from replica.node.node import SEC, NodeTiming
 
 __all__ = ["SEC", "AgreementTiming", "MemoVerifier", "AgreementNetwork", "Schedule", "Partition"]
-
-SEC = 1_000_000_000
 
 _DELIVER, _TIMER, _CRASH, _RESTART = 0, 1, 2, 3
 
 
 @dataclass(frozen=True, slots=True)
-class AgreementTiming:
+class AgreementTiming(NodeTiming):
     """The protocol's timing inside a ``Subnet`` (agreement time: simulated, free in wall time).
 
     ``block_interval_ns`` paces heights: a round's first proposal comes that long after it
@@ -58,11 +57,6 @@ class AgreementTiming:
     ``step`` (``None``: enough for every rank's timeout and two rebroadcasts).
     """
 
-    round_timeout_ns: int = 1 * SEC
-    block_interval_ns: int = 1 * SEC
-    rebroadcast_interval_ns: int = 3 * SEC
-    absent_after_ns: int = 6 * SEC
-    retained_heights: int = 64
     max_wait_ns: Optional[int] = None
 
     def __post_init__(self) -> None:

@@ -37,7 +37,7 @@ and in the node model, per node (``replica.node.process_config.NodeFiles``)::
     nodes/<node>/endpoints.json {"xnet", "agreement", "http": "127.0.0.1:port"}, written by the
                                 node once bound (the launcher removes it before each start)
     nodes/<node>/ports.json     the ports the node bound last, which it asks for again when it
-                                restarts (``replica.testnet.node_ports``)
+                                restarts (``replica.node.ports``)
     nodes/<node>/status.json    the node's status (as status/<subnet>.json, plus node_id;
                                 removed by the launcher before each start)
     logs/<node>.log, pids/<node>.pid

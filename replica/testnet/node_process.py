@@ -13,7 +13,7 @@ blocks is re-executed):
    blocks at one height, across crashes);
 4. its XNet endpoint, agreement endpoint (gRPC, mutual TLS against the registry's node
    certificates) and ingress HTTP API bind on 127.0.0.1, on the ports of its last life when
-   it can have them (``replica.testnet.node_ports``), and are published (``endpoints.json``); once the
+   it can have them (``replica.node.ports``), and are published (``endpoints.json``); once the
    launcher has put its XNet address into ``registry.bin`` it starts pulling slices, and the
    agreement starts: a ``Status`` to its peers brings back the finalized blocks it missed
    (``CatchUp``, verified: the hash chain and the finalization signatures).
@@ -33,10 +33,10 @@ Then the ``AgreementRunner`` drives the protocol; this module supplies its callb
 A node far behind (its peers no longer keep the blocks it needs) syncs state: it fetches
 a peer's latest checkpoint, verifies it against the subnet's certification of that height
 and continues from it (``replica.node.state_sync``); it serves its own the same way
-(``replica.testnet.node_checkpoints``).
+(``replica.node.checkpoints``).
 
 Every tick (or every ``registry_poll_s``) the main thread re-reads the registry if it
-changed (``replica.testnet.registry_file``: a failed read is logged and retried), writes
+changed (``replica.node.registry_file``: a failed read is logged and retried), writes
 ``status.json`` (with the registry version of the latest executed batch and the newest
 version read), and on the subnet's first node submits the demo traffic. SIGTERM/SIGINT stop it cleanly;
 SIGKILL at any instant loses nothing committed (the files above are written so that a
@@ -72,9 +72,9 @@ from replica.errors import ReplicaError
 from replica.execution import ExecutionEnvironment
 from replica.node.http_api import HttpApiServer, NodeBackend
 from .demo_traffic import DemoTraffic, subnet_status
-from .node_checkpoints import NodeCheckpoints
-from .node_ports import bind_again, read_ports, write_ports
-from .registry_file import RegistryFile
+from replica.node.checkpoints import NodeCheckpoints
+from replica.node.ports import bind_again, read_ports, write_ports
+from replica.node.registry_file import RegistryFile
 from .launcher import EXIT_REFUSED, LAUNCHER_PID_ENV, LIMIT_PRESETS, TestnetLayout, has_genesis_apps
 from state_manager.certification import Certification, SignatureMemo
 from state_manager.encoding import decode
@@ -84,11 +84,12 @@ from xnet.xnet_payload import DecodedXNetPayload
 
 from replica.node.agreement_runner import AgreementRunner
 from replica.node.agreement_transport import AgreementClient, AgreementServer, CheckpointFetchError, PeerAddress
-from replica.node.state_sync import StateSyncError, decode_offer, verify_offer
+from replica.node.state_sync import CheckpointServer, StateSyncError, decode_offer, verify_offer
 from replica.node.batch_processor import canister_classes
 from replica.node.node_store import AgreementLog, ExecutedLog, NodeStoreError, ProofFile, move_aside
 from replica.node.process_config import NodeConfigError, NodeFiles, NodeProcessConfig
 from replica.node.replica_node import NodeConfig, ReplicaNode
+from replica.node.storage import NodeRefused
 
 __all__ = ["NodeProcess", "main"]
 
@@ -103,10 +104,6 @@ def _process_age_s() -> float | None:
         return uptime - start_ticks / os.sysconf("SC_CLK_TCK")
     except (OSError, ValueError, IndexError):
         return None
-
-
-class NodeRefused(ReplicaError, RuntimeError):
-    """The node cannot start without risking finalized data: it exits with ``EXIT_REFUSED``."""
 
 
 class _PeerBook:
@@ -163,7 +160,8 @@ class NodeProcess:
         self._identity = secrets.identity
         self.limits = LIMIT_PRESETS[self.manifest["limits"]]
         self.environment = ExecutionEnvironment(canister_classes(self.manifest["canister_modules"]))
-        self.checkpoints = NodeCheckpoints(self.files, config)
+        self.checkpoints = NodeCheckpoints(self.files.checkpoints, self.files.certifications,
+                                           interval=config.checkpoint_interval, keep=config.checkpoints_kept)
         started = time.monotonic()
         checkpoint = self.checkpoints.load_newest()
         try:
@@ -571,7 +569,7 @@ class NodeProcess:
 
         def agreement_server(p: int) -> tuple[AgreementServer, int]:
             server = AgreementServer(self._identity, peers, self._deliver, port=p,
-                                     serve_checkpoint=self.checkpoints.offer)
+                                     serve_checkpoint=CheckpointServer(self.checkpoints).offer)
             return server, server.start()
         server, port = bind_again("agreement", previous.get("agreement"), agreement_server)
         self._servers.append(server)

@@ -1,6 +1,8 @@
 """One subnet in one process (shell): its n nodes with the agreement protocol between them.
 
-``Subnet.step()`` makes one height:
+Each node is a ``replica.node.node.Node`` in memory (``MemoryStorage``), the same ``Node`` a
+node process runs; this driver carries its agreement messages and decides when its nodes
+execute. ``Subnet.step()`` makes one height:
 
 1. agreement: every online node runs an ``AgreementNode`` (``consensus_stub.agreement``) on
    a deterministic in-process network (``agreement_network``): the maker of rank 0 at that
@@ -12,9 +14,10 @@
    wall time), to the block of the next rank — at once for makers not heard from for
    ``absent_after_ns``. The step runs the network until every online node has finalized the
    height, or a bound of agreement time passes (``NoBlockFinalized`` if no node finalized it);
-2. the final block goes to the block store; every node decodes its XNet payload into a
-   batch, runs ``execute_round`` and commits. Every node must reach the same certified
-   root and full state hash — a mismatch raises ``DivergenceError`` at once;
+2. the final block goes to the block store; every node executes it (``Node.execute_next``:
+   its XNet payload decoded into a batch, ``execute_round``, commit), all at once when the
+   step ends. Every node must reach the same certified root and full state hash — a mismatch
+   raises ``DivergenceError`` at once;
 3. every node signs a certification share; the certification pool aggregates ``t`` of
    them; the certification goes to every node, whose XNet endpoint then serves the new
    state to peer subnets.
@@ -26,8 +29,8 @@ step finalizes its height before anyone proposes the next, and a block holds the
 submitted before the step that makes it. Only when finalization lags behind that pacing
 (messages lost or delayed by an adversarial ``agreement_schedule``; a height notarized that
 only its successor can finalize) do makers build on a parent not yet executed here: such a
-block is empty (no ingress, no XNet payload, its parent's registry version), and one step
-then executes every height finalized.
+block is its parent's empty successor (``replica.node.consensus_rules``), and one step then
+executes every height finalized.
 
 ``offline`` nodes are crashed on the agreement network: they neither send nor receive;
 their state still follows the finalized chain (as a node catching up from the block store
@@ -49,23 +52,17 @@ import threading
 import time
 from collections import Counter
 from dataclasses import dataclass, field
-from functools import partial
 from pathlib import Path
 from typing import Any, Callable, Iterable, Mapping
 
-from consensus_stub.agreement.messages import Message
-from consensus_stub.agreement.protocol import (
-    AgreementConfig, AgreementNode, BlockContext, Finalized, Output, Persist, Refused,
-)
-from consensus_stub.agreement.signing import NodeKeyVerifier, node_key_signer
+from consensus_stub.agreement.protocol import AgreementNode, Finalized, Output, Persist, Refused
+from consensus_stub.agreement.signing import NodeKeyVerifier
 from consensus_stub.agreement.simulation import SafetyViolation, Schedule
-from consensus_stub.block import Block, block_hash
-from consensus_stub.block_maker import ChainTip
+from consensus_stub.block import Block
 from consensus_stub.block_store import BlockStore, open_block_store
 from consensus_stub.certification_pool import CertificationPool
 from consensus_stub.genesis import NodeSecrets
 from consensus_stub.ingress_pool import Admission
-from consensus_stub.notary import DEFAULT_MAX_CLOCK_SKEW_NS, BlockNotYetValid, InvalidBlock, TimeInFuture
 from message_routing.batch import encode_batch
 from message_routing.executor import Executor
 from message_routing.limits import Limits
@@ -79,7 +76,9 @@ from xnet.grpc.tls import TlsIdentity
 
 from replica.client import decode_signed_ingress, refusal_for
 from replica.errors import ReplicaError
-from replica.node.replica_node import NodeConfig, RegistryHolder, ReplicaNode
+from replica.node.consensus_rules import EmptyBlockMismatch, FinalizedElsewhere
+from replica.node.node import Node
+from replica.node.replica_node import NodeConfig, RegistryHolder
 
 from .agreement_network import AgreementNetwork, AgreementTiming, MemoVerifier
 
@@ -101,16 +100,6 @@ class DivergenceError(SubnetError):
 
 class NoBlockFinalized(SubnetError):
     """No node finalized a block at the next height within the step's bound of agreement time."""
-
-
-class FinalizedElsewhere(InvalidBlock, ReplicaError):
-    """A proposal at a height this subnet has already finalized (and executed) another block at
-    (an ``InvalidBlock``: the agreement protocol refuses the block)."""
-
-
-class EmptyBlockMismatch(InvalidBlock, ReplicaError):
-    """A block on a parent not yet executed that is not its parent's empty successor (an
-    ``InvalidBlock``: the agreement protocol refuses the block)."""
 
 
 @dataclass
@@ -167,15 +156,18 @@ class Subnet:
         missing = [n for n in record.node_ids if n not in by_id]
         if missing:
             raise SubnetError(f"no secrets for nodes {missing}")
-        self.nodes: dict[str, ReplicaNode] = {}
-        self.offline: set[str] = set()
         #: The nodes of one process verify the same shares and certifications: once is enough.
         self.signature_memo = SignatureMemo()
+        self._verifier = MemoVerifier(NodeKeyVerifier.for_subnet(registry.get().latest(), subnet_id))
+        self.agreement_timing = agreement_timing
+        self.nodes: dict[str, Node] = {}
+        self.offline: set[str] = set()
         for node_id in record.node_ids:
             hook = hooks.pop(node_id, NodeHooks())
-            self.nodes[node_id] = ReplicaNode(
-                by_id[node_id], registry, genesis_state, environment, limits, config,
-                serve_with=hook.serve_with, server_identity=hook.server_identity, signature_memo=self.signature_memo)
+            self.nodes[node_id] = Node(
+                by_id[node_id], registry, genesis_state, environment, limits, config=config, timing=agreement_timing,
+                clock=clock, execute_at_once=False, verifier=self._verifier, signature_memo=self.signature_memo,
+                serve_with=hook.serve_with, server_identity=hook.server_identity)
             if hook.offline:
                 self.offline.add(node_id)
         if hooks:
@@ -183,8 +175,9 @@ class Subnet:
         self.block_store: BlockStore = open_block_store(block_log)
         self.certification_pool = CertificationPool(record, self.signature_memo)
         self.recording = SubnetRecording(subnet_id, genesis_state)
-        #: Refused proposals per reason (error class name), and heights that needed a fallback maker.
-        self.refusals: Counter[str] = Counter()
+        #: Refused proposals per reason (error class name); ``refusals`` adds the nodes' not-yet-valid counts.
+        self._refused: Counter[str] = Counter()
+        #: Heights that needed a fallback maker.
         self.fallback_heights = 0
         #: Admitted ingress that a later node refused (it already held it, its pool is full), per reason.
         self.ingress_disagreements: Counter[str] = Counter()
@@ -192,26 +185,9 @@ class Subnet:
         self._stop = threading.Event()
         self.failure: BaseException | None = None
         self._catch_up()
-        # agreement: one AgreementNode per node, on a deterministic in-process network
-        self.agreement_timing = agreement_timing
-        self._verifier = MemoVerifier(NodeKeyVerifier.for_subnet(registry.get().latest(), subnet_id))
-        self._signers = {node_id: node_key_signer(by_id[node_id].identity) for node_id in record.node_ids}
-        self._agreement_configs = {
-            node_id: AgreementConfig(
-                record, node_id, round_timeout_ns=agreement_timing.round_timeout_ns,
-                rebroadcast_interval_ns=agreement_timing.rebroadcast_interval_ns,
-                retained_heights=agreement_timing.retained_heights,
-                block_interval_ns=agreement_timing.block_interval_ns,
-                absent_after_ns=agreement_timing.absent_after_ns)
-            for node_id in record.node_ids
-        }
         self._step_budget_ns = agreement_timing.step_budget_ns(record.size, agreement_schedule)
-        #: Per node, the artifacts it signed above the executed height (what a restart restores).
-        self._signed: dict[str, list[Message]] = {node_id: [] for node_id in record.node_ids}
         #: Blocks finalized above the executed height (the first node's ``Finalized`` of each).
         self._decided: dict[int, Finalized] = {}
-        #: Per node, the blocks it validated at the next height and their decoded XNet payloads.
-        self._validated: dict[str, list[tuple[Block, Any]]] = {node_id: [] for node_id in record.node_ids}
         #: The agreement network (its ``nodes`` are the running ``AgreementNode``s).
         self.agreement = AgreementNetwork(record.node_ids, boot=self._boot_agreement,
                                           on_output=self._on_agreement_output, schedule=agreement_schedule)
@@ -222,7 +198,7 @@ class Subnet:
         them from genesis, hashes are checked per height, and the last height is certified."""
         blocks = self.block_store.blocks_from(1)
         for block in blocks:
-            self._execute(block, self.block_store.hash_at(block.height), {})
+            self._execute(block, self.block_store.hash_at(block.height))
         if blocks:
             self._certify(blocks[-1].height)
 
@@ -250,7 +226,7 @@ class Subnet:
         """Stop the timer thread (if any), every refresher, client and endpoint."""
         self.stop_fetching()
         for node in self.nodes.values():
-            node.stop()
+            node.close()
         self.block_store.close()
 
     def run_in_background(self, interval_s: float) -> None:
@@ -291,7 +267,7 @@ class Subnet:
 
     def submit_ingress(self, ingress: Ingress) -> Ingress:
         """Hand an authenticated message to every online node, each of which checks it itself
-        (``ReplicaNode.add_ingress``); return it, or raise the ``IngressRefused`` subclass of
+        (``Node.add_ingress``); return it, or raise the ``IngressRefused`` subclass of
         the refusal.
 
         The first online node's verdict is the caller's — it plays the node whose API the
@@ -316,13 +292,13 @@ class Subnet:
                               ingress.message_id.hex(), first.node_id, verdict.description)
             return ingress
 
-    def _reader(self) -> ReplicaNode:
+    def _reader(self) -> Node:
         for node_id, node in self.nodes.items():
             if node_id not in self.offline:
                 return node
         raise SubnetError("no node is online")
 
-    def online_node(self) -> ReplicaNode:
+    def online_node(self) -> Node:
         """The first online node: the one that answers reads (``SubnetError`` if none is online)."""
         with self._lock:
             return self._reader()
@@ -347,11 +323,7 @@ class Subnet:
         """Run a query on ``node_id``'s latest state if that height is certified: ``(answer,
         height)``, else ``None`` (the ingress API's queries: answers at a certified height)."""
         with self._lock:
-            node = self.nodes[node_id]
-            latest = node.state_manager.latest_certified()
-            if latest is None or latest[0].height != node.state_manager.latest_height:
-                return None
-            return node.environment.run_query(node.state, canister_id, method, arg, caller), latest[0].height
+            return self.nodes[node_id].query_certified(canister_id, method, arg, caller)
 
     def read(self, reader: Callable[[Any], Any]) -> Any:
         """``reader(state)`` on the latest state of the first online node, under the lock."""
@@ -375,23 +347,21 @@ class Subnet:
         driver that certifies only what someone reads: ``replica.testing``)."""
         with self._lock:
             trees = None
-            for block, digest, decoded in self._agree():
+            for block, digest in self._agree():
                 self.block_store.append(block, digest)
-                trees = self._execute(block, digest, decoded)
-                self._forget_below(block.height)
+                trees = self._execute(block, digest)
             assert trees is not None
             if certify:
                 self._certify(trees.height)
             return trees
 
-    def _forget_below(self, executed: int) -> None:
-        """Drop the agreement bookkeeping of heights up to ``executed``."""
-        for node_id, entries in self._validated.items():
-            if entries:
-                self._validated[node_id] = [e for e in entries if e[0].height > executed]
-        for node_id, signed in self._signed.items():
-            if signed:
-                self._signed[node_id] = [m for m in signed if _artifact_height(m) > executed]
+    @property
+    def refusals(self) -> Counter[str]:
+        """Refused proposals per reason, and the blocks a node could not judge yet per reason."""
+        counts = Counter(self._refused)
+        for node in self.nodes.values():
+            counts.update(node.not_yet_valid)
+        return counts
 
     def certify_latest(self) -> bool:
         """Certify the latest height unless it is certified already; whether it signed now."""
@@ -403,13 +373,12 @@ class Subnet:
             self._certify(height)
             return True
 
-    def _online(self) -> list[ReplicaNode]:
+    def _online(self) -> list[Node]:
         return [node for node_id, node in self.nodes.items() if node_id not in self.offline]
 
-    def _agree(self) -> list[tuple[Block, bytes, dict]]:
+    def _agree(self) -> list[tuple[Block, bytes]]:
         """Run the agreement network until every online node finalized the next height (or
-        the step's bound passes); every height finalized meanwhile, in order, with the
-        decoded XNet payloads of the nodes that validated it."""
+        the step's bound passes); every height finalized meanwhile, in order."""
         height = self.block_store.height + 1
         self._sync_offline()
         network = self.agreement
@@ -427,12 +396,9 @@ class Subnet:
         finalized = []
         while height in self._decided:
             output = self._decided.pop(height)
-            block = output.block
-            decoded = {node_id: payload for node_id, entries in self._validated.items()
-                       for seen, payload in entries if seen.height == height and seen == block}
-            if block.rank:
+            if output.block.rank:
                 self.fallback_heights += 1
-            finalized.append((block, output.block_hash, decoded))
+            finalized.append((output.block, output.block_hash))
             height += 1
         return finalized
 
@@ -445,27 +411,18 @@ class Subnet:
                 self.agreement.start(node_id)
 
     def _boot_agreement(self, node_id: str, now: int) -> AgreementNode:
-        """``node_id``'s agreement state at the executed tip, with the artifacts it signed above it."""
-        height, tip_hash = self.block_store.height, self.block_store.tip_hash
-        signed = [m for m in self._signed[node_id] if _artifact_height(m) > height]
-        self._signed[node_id] = signed
-        common: dict[str, Any] = dict(
-            propose=partial(self._propose, node_id), validate=partial(self._validate, node_id),
-            sign=self._signers[node_id], verifier=self._verifier, now=now, own_artifacts=list(signed))
-        config = self._agreement_configs[node_id]
-        if height == 0:
-            return AgreementNode(config, **common)
-        return AgreementNode.from_synced_tip(config, height=height, block_hash=tip_hash, **common)
+        """``node_id``'s agreement at the executed tip, with the artifacts it signed above it."""
+        return self.nodes[node_id].boot_agreement(now)
 
     def _on_agreement_output(self, node_id: str, output: Output) -> None:
         kind = type(output)
         if kind is Persist:
-            self._signed[node_id].append(output.message)  # type: ignore[union-attr]
+            self.nodes[node_id].storage.persist(output.message)  # type: ignore[union-attr]
         elif kind is Finalized:
             self._on_finalized(node_id, output)  # type: ignore[arg-type]
         elif kind is Refused:
             reason = output.reason  # type: ignore[union-attr]
-            self.refusals[reason.split(":", 1)[0]] += 1
+            self._refused[reason.split(":", 1)[0]] += 1
             _log.warning("%s refused block %s at height %d: %s", node_id, output.block_hash.hex()[:16],  # type: ignore[union-attr]
                          output.height, reason)  # type: ignore[union-attr]
         # IngressReceived / Certified do not occur: ingress reaches every pool through
@@ -481,71 +438,21 @@ class Subnet:
                 raise SafetyViolation(f"subnet {self.subnet_id} height {height}: {node_id} finalized "
                                       f"{output.block_hash.hex()}, the chain has {known.hex()}")
             return
-        seen = self._decided.setdefault(height, output)
-        if seen.block_hash != output.block_hash:
+        seen = self._decided.get(height)
+        if seen is None:
+            self._decided[height] = output
+            for node in self.nodes.values():   # each finds it as a parent it has not executed yet
+                node.decide(output)
+        elif seen.block_hash != output.block_hash:
             raise SafetyViolation(f"subnet {self.subnet_id} height {height}: {node_id} finalized "
                                   f"{output.block_hash.hex()}, another node {seen.block_hash.hex()}")
 
-    def _propose(self, node_id: str, context: BlockContext, now: int) -> Block:
-        """The maker's block: from its pools on the executed tip, stamped with the subnet's clock
-        (``now`` is agreement time); on a parent not executed yet, its empty successor."""
-        node = self.nodes[node_id]
-        executed = self.block_store.height
-        if context.height == executed + 1 and context.parent_hash == self.block_store.tip_hash:
-            return node.make_block(ChainTip(executed, context.parent_hash), self._clock(), context.rank,
-                                   self.registry.get().latest_version)
-        parent = self._parent_of(context)
-        if parent is None:
-            state = node.state
-            parent_time, version = state.metadata.batch_time, state.metadata.network_topology.registry_version
-        else:
-            parent_time, version = parent.time, parent.registry_version
-        return Block(context.height, context.parent_hash, max(self._clock(), parent_time), version, (), (),
-                     node_id, context.rank)
-
-    def _parent_of(self, context: BlockContext) -> Block | None:
-        if context.parent is not None:
-            return context.parent
-        decided = self._decided.get(context.height - 1)
-        if decided is not None and decided.block_hash == context.parent_hash:
-            return decided.block
-        return None
-
-    def _validate(self, node_id: str, block: Block, context: BlockContext, now: int) -> None:
-        """``validate_block`` against the node's state for a block on the executed tip (its
-        decoded payload is kept for execution); the empty-successor rule above it."""
-        node = self.nodes[node_id]
-        executed = self.block_store.height
-        clock = self._clock()
-        if block.height == executed + 1:
-            try:
-                decoded = node.validate_block(block, ChainTip(executed, self.block_store.tip_hash), clock)
-            except BlockNotYetValid as exc:
-                self.refusals[type(exc).__name__] += 1
-                _log.info("%s cannot judge the block of %s at height %d yet: %s", node_id, block.maker,
-                          block.height, exc)
-                raise
-            self._validated[node_id].append((block, decoded))
-            return
-        if block.height <= executed:
-            if self.block_store.hash_at(block.height) != block_hash(block):
-                raise FinalizedElsewhere(f"height {block.height} is final with another block")
-            return
-        parent = self._parent_of(context)
-        if parent is None:
-            raise BlockNotYetValid(f"the parent of height {block.height} is not known here yet")
-        if block.ingress or block.xnet_payload:
-            raise BlockNotYetValid(f"height {block.height - 1} is not executed here yet: only an empty block "
-                                   f"can be judged on it")
-        if block.time < parent.time or block.registry_version != parent.registry_version:
-            raise EmptyBlockMismatch("an empty block keeps its parent's registry version and does not go back in time")
-        if block.time > clock + DEFAULT_MAX_CLOCK_SKEW_NS:
-            raise TimeInFuture(f"block time {block.time} is ahead of the local clock {clock}")
-
-    def _execute(self, block: Block, digest: bytes, decoded: dict) -> StateTrees:
+    def _execute(self, block: Block, digest: bytes) -> StateTrees:
+        """Every node executes the block (offline ones too: they follow the finalized chain);
+        their hashes must agree; the first node's batch and hashes are recorded."""
         results = {}
         for node in self.nodes.values():
-            results[node.node_id] = node.execute(block, digest, decoded.get(node.node_id))
+            results[node.node_id] = node.execute_next(block, digest)
         (first_id, (batch, trees)), *others = results.items()
         for node_id, (_, other) in others:
             if (other.certified_root, other.full_hash) != (trees.certified_root, trees.full_hash):
@@ -569,7 +476,3 @@ class Subnet:
             node.deliver_certification(certification)
         self.certification_pool.purge_below(height)
 
-
-def _artifact_height(message: Message) -> int:
-    block = getattr(message, "block", None)
-    return block.height if block is not None else message.height  # type: ignore[union-attr]

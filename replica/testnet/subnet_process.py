@@ -13,7 +13,7 @@ A block log it must not start on (corrupt, or behind its finalized height: see
 the launcher does not restart.
 
 Each tick it also re-reads ``registry.bin`` if the file changed
-(``replica.testnet.registry_file``: a failed read is logged and retried): the launcher
+(``replica.node.registry_file``: a failed read is logged and retried): the launcher
 rewrites it with the new addresses of a subnet process it restarted, and the peers fetch
 from those; a migration publishes new versions. Its nodes run in this one process, so they
 take a new version together, before the next height. The status file says the registry
@@ -40,7 +40,7 @@ from replica.node.batch_processor import canister_classes
 from replica.node.replica_node import NodeConfig
 from replica.testnet.demo_traffic import DemoTraffic, subnet_status
 from replica.testnet.recording import encode_recording
-from replica.testnet.registry_file import RegistryFile
+from replica.node.registry_file import RegistryFile
 from replica.testnet.http_endpoints import SubnetHttpApis
 from replica.testnet.subnet import Subnet
 from replica.testnet.launcher import (

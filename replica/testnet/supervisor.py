@@ -15,7 +15,7 @@ themselves when the launcher dies.
 
 In the node model a node is restarted the same way (a fresh ``endpoints.json``, then the
 registry and ``http/<subnet>.json`` rewritten; the node binds the ports of its last life again
-when it can, ``replica.testnet.node_ports``, so its addresses usually stay), except that a node with a hold
+when it can, ``replica.node.ports``, so its addresses usually stay), except that a node with a hold
 (``control/hold/<node>``) stays down until the hold is removed, and a death that was asked
 for (``kill-node``, ``restart-node``, chaos: ``replica.testnet.chaos``) is restarted without
 counting toward ``RESTART_LIMIT`` — also with ``restart=False`` (``--no-restart``), which

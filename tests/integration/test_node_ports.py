@@ -1,4 +1,4 @@
-"""A node's addresses outlive its restarts (``replica.testnet.node_ports``).
+"""A node's addresses outlive its restarts (``replica.node.ports``).
 
 Real ``replica node run`` processes: a node SIGKILLed while peers, a client and its own
 servers hold connections comes back on exactly the ports it had (XNet, agreement, ingress
@@ -15,7 +15,7 @@ import socket
 import httpx
 import pytest
 
-from replica.testnet.node_ports import bind_again, read_ports, write_ports
+from replica.node.ports import bind_again, read_ports, write_ports
 from tests.integration.node_processes import NodeProcesses
 
 pytestmark = pytest.mark.timeout(240)
@@ -34,7 +34,7 @@ def test_bind_again_asks_for_the_old_port_and_takes_a_new_one_only_if_it_is_take
 
     assert bind_again("http", 40_001, bind) == 40_001 and asked == [40_001]
     assert bind_again("http", None, bind) == 50_001 and asked[-1] == 0
-    with caplog.at_level(logging.WARNING, logger="replica.testnet.node_ports"):
+    with caplog.at_level(logging.WARNING, logger="replica.node.ports"):
         assert bind_again("xnet", 40_000, bind) == 50_001
     assert asked[-2:] == [40_000, 0] and "xnet port 40000 is taken" in caplog.text
 

@@ -29,7 +29,7 @@ from replica.node.process_config import NodeProcessConfig
 from replica.testnet import launcher as tn
 from replica.testnet.node_process import NodeProcess
 from replica.testnet.migration import ADOPTION_ROUNDS, MigrationError, migrate_canister
-from replica.testnet.registry_file import RegistryFile
+from replica.node.registry_file import RegistryFile
 from replica.testnet.registry_status import NodeRegistryStatus, node_registry_statuses
 from state_manager.routing_table import CanisterIdRange
 from state_manager.streams import StreamHeader
@@ -58,7 +58,7 @@ def test_a_changed_registry_file_is_taken_and_a_bad_one_is_refused_with_its_reas
     tn.write_atomically(path, encode_registry(newer))
     assert follower.poll() is True and follower.registry.latest_version == 2 and follower.error is None
 
-    caplog.set_level(logging.WARNING, logger="replica.testnet.registry_file")
+    caplog.set_level(logging.WARNING, logger="replica.node.registry_file")
     tn.write_atomically(path, b"not a registry")
     assert follower.poll() is False and follower.poll() is False   # tried again, logged once
     assert follower.registry.latest_version == 2 and "is not a registry" in follower.error

@@ -19,11 +19,11 @@ import logging
 from pathlib import Path
 from typing import Callable, TypeVar
 
-from .launcher import write_atomically
+from state_manager.durable_files import write_atomically
 
 __all__ = ["SERVICES", "read_ports", "write_ports", "bind_again"]
 
-_log = logging.getLogger("replica.testnet.node_ports")
+_log = logging.getLogger(__name__)
 
 #: The services a node binds, each on a port of its own.
 SERVICES = ("xnet", "agreement", "http")

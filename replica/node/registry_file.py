@@ -23,11 +23,11 @@ import time
 from pathlib import Path
 
 from consensus_stub.registry import MalformedRegistry, Registry, decode_registry
-from replica.node.replica_node import RegistryHolder
+from .replica_node import RegistryHolder
 
 __all__ = ["RegistryFile"]
 
-_log = logging.getLogger("replica.testnet.registry_file")
+_log = logging.getLogger(__name__)
 
 #: The same failure is logged again after this many seconds (a new one at once).
 _RELOG_S = 10.0

@@ -1,4 +1,4 @@
-"""A node process's checkpoints and what is kept beside them (shell).
+"""A node's checkpoints on disk and what is kept beside them (shell).
 
 * ``checkpoints/<height>/`` — the state every ``checkpoint_interval`` heights
   (``state_manager.store.CheckpointStore``: written to a temporary directory, fsynced,
@@ -8,9 +8,8 @@
   that height and the hash of its finalized block: what a peer's state sync checks the
   checkpoint against and continues the chain from. Written when the certification arrives,
   removed with its checkpoint.
-* ``offer()`` — the newest checkpoint that has both, encoded as a ``CheckpointOffer``
-  (``replica.node.state_sync``) for a peer's ``FetchCheckpoint``; cached per height, since a
-  checkpoint never changes once renamed into place (so no lock is needed to read it).
+  The newest checkpoint with both is what a peer's ``FetchCheckpoint`` is offered
+  (``replica.node.state_sync.CheckpointServer``).
 """
 
 from __future__ import annotations
@@ -19,9 +18,6 @@ import logging
 from pathlib import Path
 from typing import Callable
 
-from replica.node.node_store import move_aside
-from replica.node.process_config import NodeFiles, NodeProcessConfig
-from replica.node.state_sync import encode_offer, offer_from_checkpoint
 from state_manager.certification import Certification, decode_certification, encode_certification
 from state_manager.codec import CodecError, check_bytes, check_tuple
 from state_manager.durable_files import write_atomically
@@ -29,19 +25,20 @@ from state_manager.encoding import EncodingError, decode, encode
 from state_manager.replicated_state import ReplicatedState
 from state_manager.store import Checkpoint, CheckpointStore, CorruptCheckpoint
 
+from .node_store import move_aside
+
 __all__ = ["NodeCheckpoints"]
 
 _log = logging.getLogger(__name__)
 
 
 class NodeCheckpoints:
-    """The checkpoints of one node process (module docstring)."""
+    """The checkpoints of one node in ``root`` every ``interval`` heights, the newest ``keep``
+    kept, with their certifications in ``certifications`` (module docstring)."""
 
-    def __init__(self, files: NodeFiles, config: NodeProcessConfig) -> None:
-        self.store = CheckpointStore(files.checkpoints, interval=config.checkpoint_interval,
-                                     keep=config.checkpoints_kept)
-        self._certifications = files.certifications
-        self._offer_cache: tuple[int, bytes] | None = None
+    def __init__(self, root: Path, certifications: Path, *, interval: int, keep: int) -> None:
+        self.store = CheckpointStore(root, interval=interval, keep=keep)
+        self._certifications = certifications
 
     def heights(self) -> list[int]:
         return self.store.heights()
@@ -87,21 +84,13 @@ class NodeCheckpoints:
             if old.stem.isdigit() and int(old.stem) not in kept:
                 old.unlink(missing_ok=True)
 
-    def offer(self) -> bytes | None:
-        """The newest checkpoint with its certification, as a peer's state sync asks for it."""
-        for height in reversed(self.store.heights()):
-            cached = self._offer_cache
-            if cached is not None and cached[0] == height:
-                return cached[1]
-            try:
-                block_hash, certification = check_tuple(decode(self._certification_path(height).read_bytes()),
-                                                        "checkpoint certification", 2)
-                offer = offer_from_checkpoint(self.store, height, block_hash=check_bytes(block_hash, "hash", 32),
-                                              certification=decode_certification(certification))
-            except (OSError, EncodingError, CodecError, ValueError) as exc:
-                _log.debug("checkpoint %d not offered: %s", height, exc)
-                continue
-            data = encode_offer(offer)
-            self._offer_cache = (height, data)
-            return data
-        return None
+    def kept_certification(self, height: int) -> tuple[bytes, Certification] | None:
+        """The block hash and certification kept beside checkpoint ``height``; ``None`` if there
+        is no usable record (not certified yet, or unreadable: logged)."""
+        try:
+            block_hash, certification = check_tuple(decode(self._certification_path(height).read_bytes()),
+                                                    "checkpoint certification", 2)
+            return check_bytes(block_hash, "hash", 32), decode_certification(certification)
+        except (OSError, EncodingError, CodecError, ValueError) as exc:
+            _log.debug("checkpoint %d has no usable certification: %s", height, exc)
+            return None
