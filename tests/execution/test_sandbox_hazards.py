@@ -116,6 +116,7 @@ def test_unbounded_recursion_traps_at_a_counted_depth(net):
     "return len('x'.ljust(10**12))",
     "return len('ab' * 10**12)",
     "return len(', '.join(['x'] * 10**9))",
+    "return len(dict.fromkeys(range(10**12)))",
 ])
 def test_work_that_grows_with_arguments_is_charged_before_it_runs(net, body):
     cid = _install(net, _method(body))

@@ -283,6 +283,12 @@ class Sandbox(Meter):
         sequence, mapping or set and the method's work grows with sizes."""
         if isinstance(receiver, (str, bytes, bytearray, list, tuple, dict, OrderedSet, OrderedFrozenSet, int)):
             args = self._charge_method(receiver, name, args)
+        elif isinstance(receiver, type) and hasattr(receiver, "_sandbox_call"):   # a builtin name's proxy
+            real = receiver._sandbox_type   # ``str.join(sep, items)``: the unbound form
+            if args and isinstance(args[0], real):
+                return self.method(args[0], name, *args[1:], **kwargs)
+            if args:
+                args = (self.sized(args[0]), *args[1:])   # ``dict.fromkeys(items)``
         return getattr(receiver, name)(*args, **kwargs)
 
     def _charge_method(self, receiver: Any, name: str, args: tuple) -> tuple:
