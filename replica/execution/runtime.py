@@ -77,14 +77,21 @@ def sandbox_of(spec: MethodSpec) -> Sandbox | None:
     return meter if isinstance(meter, Sandbox) else None
 
 
-def _stable_size(sandbox: Sandbox, api: SystemApi) -> int:
-    """The canister's stable size before this message (recomputed when the cache is stale)."""
+def _cached_stable_size(sandbox: Sandbox, api: SystemApi) -> int:
+    """The canister's stable size before this message if the sandbox's cache knows it for
+    this very map, else -1 (a query's older state, a restart: measured only if needed)."""
     stable = api.canister.stable
     entry = sandbox.stable_sizes.get(api.canister_id)
     if entry is None or entry[0] is not stable or entry[2] != len(stable):
-        entry = (stable, stable_state_bytes(stable), len(stable))
-        sandbox.stable_sizes[api.canister_id] = entry
+        return -1
     return entry[1]
+
+
+def _stable_size_after(api: SystemApi, growth: int) -> int:
+    """The stable size with this message's writes: from the cache, or measured."""
+    if api.stable_before >= 0:
+        return api.stable_before + growth
+    return stable_state_bytes(api.canister.stable)
 
 
 def run_method(api: SystemApi, cls: type, spec: MethodSpec, args: tuple, limits: Limits = DEFAULT,
@@ -104,7 +111,7 @@ def run_method(api: SystemApi, cls: type, spec: MethodSpec, args: tuple, limits:
             return False, _describe(exc)
     api.sandbox = sandbox
     api.stable_limit = limits.max_stable_state_bytes
-    api.stable_before = _stable_size(sandbox, api)
+    api.stable_before = _cached_stable_size(sandbox, api)
     api.stable_view = StableView(api.stable, sandbox)
     limit = limits.max_instructions_per_message if instruction_limit is None else instruction_limit
     sandbox.begin(max(limit, 0), limits.max_message_memory_bytes)
@@ -122,7 +129,7 @@ def run_method(api: SystemApi, cls: type, spec: MethodSpec, args: tuple, limits:
             return False, _Fault(fault)
 
 
-def _outcome(api: SystemApi, ok: bool, result: Any, return_is_reply: bool) -> tuple[bool, Any]:
+def _outcome(api: SystemApi, ok: bool, result: Any, return_is_reply: bool, read_only: bool) -> tuple[bool, Any]:
     """Encode the reply (metered, for a sandboxed canister) and check the sandbox's limits."""
     if ok and return_is_reply and api.answer is None and not api.calls:
         try:
@@ -135,8 +142,9 @@ def _outcome(api: SystemApi, ok: bool, result: Any, return_is_reply: bool) -> tu
         if fault is not None:
             return False, _Fault(fault)
         view = api.stable_view
-        if ok and view is not None and view.growth > 0:
-            size = api.stable_before + view.growth
+        if ok and not read_only and view is not None and view.growth > 0:
+            size = _stable_size_after(api, view.growth)
+            api.stable_before = size - view.growth   # known now, for the cache at commit
             if size > api.stable_limit:
                 return False, f"stable state of {size} bytes exceeds the limit of {api.stable_limit} bytes"
     return ok, result
@@ -164,7 +172,7 @@ def finish_method(
     """Apply the reply rules (module docstring); return the answer this message gives."""
     sandbox = api.sandbox
     try:
-        ok, result = _outcome(api, ok, result, return_is_reply)
+        ok, result = _outcome(api, ok, result, return_is_reply, read_only)
     except SandboxFault as fault:
         ok, result = False, _Fault(fault)
     finally:
@@ -183,8 +191,9 @@ def finish_method(
     if read_only:
         api.discard()
     else:
-        if sandbox is not None and api.stable_view is not None:
+        view = api.stable_view
+        if sandbox is not None and view is not None and api.stable_before >= 0:
             stable = api.canister.stable
-            sandbox.stable_sizes[api.canister_id] = (stable, api.stable_before + api.stable_view.growth, len(stable))
+            sandbox.stable_sizes[api.canister_id] = (stable, api.stable_before + view.growth, len(stable))
         api.commit(call_context_id)
     return api.answer

@@ -110,3 +110,37 @@ def test_the_shipped_canisters_are_in_the_subset(module, class_name):
     source = Path(inspect.getfile(module)).read_text()
     loaded = load_sandboxed(source, "canister_shipped", "<shipped>", 10**8, 2**30)
     assert issubclass(getattr(loaded.module, class_name), Canister)
+
+
+BLOB = '''
+from replica.sdk import Canister, update
+
+
+class Blob(Canister):
+    @update
+    def put(self, arg):
+        key, size = arg
+        self.stable[key] = "x" * size
+        return len(self.stable)
+'''
+
+
+def test_the_stable_limit_holds_for_a_replica_that_never_saw_the_state_grow():
+    """A fresh environment (a restarted replica) has no cached size: it measures the state
+    when a message grows it, and decides as the replica that cached it all along."""
+    limits = DEFAULT.with_(max_stable_state_bytes=3000)
+    env = ExecutionEnvironment()
+    state = new_state()
+    state.add_canister(CanisterState(1, "", b"", controller=USER))
+    install_code(state, env.modules, USER, 1, "install", BLOB, "Blob")
+    first = submit(state, 1, "put", ("a", 1000), n=1)
+    run(env, state, limits)
+    assert status(state, first).state is IngressState.REPLIED
+    fresh = ExecutionEnvironment()
+    for env_now, n in ((fresh, 2), (env, 3)):
+        mid = submit(state, 1, "put", ("b", 2500), n=n)
+        run(env_now, state, limits)
+        assert "exceeds the limit of 3000 bytes" in status(state, mid).reject_message
+    fits = submit(state, 1, "put", ("b", 1900), n=4)
+    run(fresh, state, limits)
+    assert status(state, fits).state is IngressState.REPLIED
