@@ -108,10 +108,11 @@ def test_recorded_runs_carry_the_recording_build():
 def test_a_version_1_run_directory_still_loads_without_a_build(tmp_path):
     write_run_log(small_run(batches=2), tmp_path)
     manifest = list(decode((tmp_path / MANIFEST_FILE).read_bytes()))
-    # A version-1 manifest also predates the bounded-wait limit (added in version 3) and the
-    # sandbox's limits (version 4).
+    # A version-1 manifest also predates the bounded-wait limit (added in version 3), the
+    # sandbox's limits (version 4) and the canister log's (version 5).
     manifest[5] = tuple(p for p in manifest[5] if p[0] != "bounded_wait_message_memory_capacity"
-                        and not p[0].startswith(("max_instructions_", "max_message_memory", "max_stable_state")))
+                        and not p[0].startswith(("max_instructions_", "max_message_memory", "max_stable_state",
+                                                 "max_canister_log")))
     (tmp_path / MANIFEST_FILE).write_bytes(encode(tuple([manifest[0], 1, *manifest[2:9]])))
     old = load_run_log(tmp_path)
     assert old.build is None and old.subnet_ids() == ("subnet-0", "subnet-1")

@@ -101,7 +101,7 @@ def _rewrite_manifest(tmp_path, position, value):
 
 
 @pytest.mark.parametrize("position, value, message", [
-    (1, 5, "unsupported version"),
+    (1, 6, "unsupported version"),
     (0, "something-else", "not a replica-run-log"),
     (4, "MINIMAL", "differ from the MINIMAL preset"),
     (4, "HUGE", "unknown preset"),
@@ -118,6 +118,20 @@ def test_bad_manifest(log, tmp_path, position, value, message):
 #: The limits run log version 4 added (the canister sandbox's).
 SANDBOX_LIMITS = ("max_instructions_per_message", "max_instructions_per_query", "max_instructions_per_install",
                   "max_instructions_per_round", "max_message_memory_bytes", "max_stable_state_bytes")
+#: The limit run log version 5 added (canister logs).
+LOG_LIMITS = ("max_canister_log_bytes",)
+
+
+def test_version_4_manifest_decodes_with_the_preset_log_limit(log, tmp_path):
+    """Run logs written before canister logs have no ``max_canister_log_bytes``: version 4
+    decodes with its preset's value; version 5 must list it."""
+    write_run_log(log, tmp_path)
+    manifest = list(decode((tmp_path / MANIFEST_FILE).read_bytes()))
+    _rewrite_manifest(tmp_path, 5, tuple(p for p in manifest[5] if p[0] not in LOG_LIMITS))
+    with pytest.raises(RunLogError, match="expected the fields"):
+        load_run_log(tmp_path)
+    _rewrite_manifest(tmp_path, 1, 4)
+    assert load_run_log(tmp_path).limits == log.limits
 
 
 def test_version_3_manifest_decodes_with_the_preset_sandbox_limits(log, tmp_path):
@@ -125,7 +139,7 @@ def test_version_3_manifest_decodes_with_the_preset_sandbox_limits(log, tmp_path
     decodes with its preset's values; version 4 must list them."""
     write_run_log(log, tmp_path)
     manifest = list(decode((tmp_path / MANIFEST_FILE).read_bytes()))
-    _rewrite_manifest(tmp_path, 5, tuple(p for p in manifest[5] if p[0] not in SANDBOX_LIMITS))
+    _rewrite_manifest(tmp_path, 5, tuple(p for p in manifest[5] if p[0] not in SANDBOX_LIMITS + LOG_LIMITS))
     with pytest.raises(RunLogError, match="expected the fields"):
         load_run_log(tmp_path)
     _rewrite_manifest(tmp_path, 1, 3)
@@ -138,7 +152,7 @@ def test_version_2_manifest_decodes_with_the_preset_budget(log, tmp_path):
     write_run_log(log, tmp_path)
     manifest = list(decode((tmp_path / MANIFEST_FILE).read_bytes()))
     old_limits = tuple(p for p in manifest[5]
-                       if p[0] != "bounded_wait_message_memory_capacity" and p[0] not in SANDBOX_LIMITS)
+                       if p[0] != "bounded_wait_message_memory_capacity" and p[0] not in SANDBOX_LIMITS + LOG_LIMITS)
     _rewrite_manifest(tmp_path, 5, old_limits)
     with pytest.raises(RunLogError, match="expected the fields"):
         load_run_log(tmp_path)
