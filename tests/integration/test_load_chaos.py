@@ -17,6 +17,7 @@ from replica.client.identity import UserKey
 from replica.testnet import launcher as tn
 from replica.testnet.http_endpoints import agent_for_testnet
 from replica.testnet.load import LoadOptions, install_load_canisters, run_load
+from replica.testnet.load_report import CLIENT_LIMIT
 from tests.integration.test_load import _replica, _stop
 
 pytestmark = [pytest.mark.timeout(300), pytest.mark.slow]
@@ -61,8 +62,12 @@ def test_load_and_agent_calls_through_chaos_kills_are_each_answered_once(tmp_pat
     assert kills >= 4, launcher_log[-3000:]
     # every offered call submitted and answered exactly once; nothing refused that no node refused
     assert report.lost == 0 and report.duplicated == 0, report.as_json()
-    assert report.refused == {} and report.not_submitted == {}, report.as_json()
-    assert report.offered == report.submitted == report.answered == report.replied >= 800
+    assert report.refused == {}, report.as_json()
+    # The one cause a call may go unsubmitted for is the client's own pace on a loaded machine
+    # (a submitter that could not start it within a second of its due time), never a node.
+    skipped = report.not_submitted.get(CLIENT_LIMIT, 0)
+    assert set(report.not_submitted) <= {CLIENT_LIMIT} and skipped <= report.offered // 50, report.as_json()
+    assert report.offered - skipped == report.submitted == report.answered == report.replied >= 800
     totals = report.canister_totals
     assert totals["relayed"] == totals["echoed"] == totals["replied"] == report.replied and totals["violations"] == 0
     # the agent's own calls: each answered once (its sequence number), queries answered
