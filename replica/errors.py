@@ -148,7 +148,7 @@ fails when a public exception class of ``replica`` is missing here or placed wro
     │   ├── WorkloadError
     │   └── EnvironmentArchiveError
     ├── TestnetError             a testnet directory or one of its processes is unusable
-    │                            (replica.testnet.launcher; also RuntimeError)
+    │                            (replica.node.testnet_dir; also RuntimeError)
     ├── SubnetError              a subnet in one process cannot go on (replica.testnet.subnet;
     │   │                        also RuntimeError)
     │   ├── DivergenceError

@@ -2,7 +2,8 @@
 
 The testnet's launcher starts one such process per node (``replica testnet up``) and
 restarts it when it dies; run it by hand only to debug a node of a stopped testnet.
-The node and its files are described in ``replica.testnet.node_process``.
+The node and its files are described in ``replica.node.process``; the testnet's demo adds its
+traffic and app numbers (``replica.testnet.demo_traffic.DemoNode``).
 """
 
 from __future__ import annotations
@@ -15,9 +16,10 @@ __all__ = ["register"]
 
 
 def _run(args: argparse.Namespace) -> int:
-    from replica.testnet.node_process import main
+    from replica.node.process import main
+    from replica.testnet.demo_traffic import DemoNode
 
-    return main(["--config", args.config])
+    return main(["--config", args.config], extension=DemoNode())
 
 
 def register(sub) -> None:

@@ -272,6 +272,12 @@ class Node(ReplicaNode):
 
     # -- execution ------------------------------------------------------------------------
 
+    def execute_finalized(self) -> None:
+        """Execute what the agreement has finalized and this node has not (blocks that waited
+        for a registry version it had not read)."""
+        if self.agreement is not None:
+            self._apply_finalized_through(self.agreement.finalized_height)
+
     def _apply_finalized_through(self, height: int) -> None:
         """Execute the finalized blocks the agreement holds up to ``height``."""
         agreement = self.agreement

@@ -2,6 +2,8 @@
 
 Shared by the subnet process and the node process: ``sub`` is anything with
 ``submit(envelope)`` (traffic) or ``read``/``latest_certification``/``query`` (status).
+``DemoNode`` is the demo's part of a node process (``replica.node.process.Extension``): the
+app numbers in its status and, on each subnet's first node, the demo user's traffic.
 """
 
 from __future__ import annotations
@@ -13,9 +15,9 @@ from collections import Counter
 
 from examples.ledger import account_of
 from replica.client import IngressRefused, sign_ingress
-from replica.testnet.launcher import COUNTER, LEDGER, PINGER, canister_range, user_key
+from replica.testnet.launcher import COUNTER, LEDGER, PINGER, TestnetLayout, canister_range, has_genesis_apps, user_key
 
-__all__ = ["DemoTraffic", "subnet_status"]
+__all__ = ["DemoTraffic", "subnet_status", "app_status", "DemoNode"]
 
 _log = logging.getLogger("replica.testnet.demo_traffic")
 _TTL_NS = 120 * 10**9
@@ -77,10 +79,42 @@ def subnet_status(sub, position: int, apps: bool) -> dict:
     certification = sub.latest_certification()
     status["certified_height"] = certification.height if certification else 0
     status["certified_root"] = certification.root.hex() if certification else ""
-    if not apps:
-        return status
-    status["balances"] = sum(amount for _, amount in sub.query(base + LEDGER, "accounts"))
-    status["escrow"] = sub.query(base + LEDGER, "escrow")
-    status["pings"] = sub.query(base + PINGER, "stats")
-    status["counter"] = sub.query(base + COUNTER, "get")
+    if apps:
+        status.update(app_status(sub, position))
     return status
+
+
+def app_status(sub, position: int) -> dict:
+    """The example apps' numbers on the subnet at ``position`` (``sub`` answers ``query``)."""
+    base = canister_range(position)[0]
+    return {
+        "balances": sum(amount for _, amount in sub.query(base + LEDGER, "accounts")),
+        "escrow": sub.query(base + LEDGER, "escrow"),
+        "pings": sub.query(base + PINGER, "stats"),
+        "counter": sub.query(base + COUNTER, "get"),
+    }
+
+
+class DemoNode:
+    """The demo's part of a node process, called every tick with the ``NodeProcess``: with the
+    example apps at genesis, their numbers for its status file, and on each subnet's first
+    node the demo user's traffic (unless ``control/traffic-off`` exists)."""
+
+    def __init__(self) -> None:
+        self._traffic: DemoTraffic | None = None
+        self._started = False
+
+    def __call__(self, process) -> dict:
+        manifest = process.manifest
+        if not has_genesis_apps(manifest):
+            return {}
+        subnets = list(manifest["subnets"])
+        subnet = process.config.subnet_id
+        if not self._started:
+            self._started = True
+            first = process.registry.get().latest().subnet(subnet).node_ids[0]
+            if first == process.config.node_id:
+                self._traffic = DemoTraffic(subnet, subnets)
+        if self._traffic is not None and not TestnetLayout(process.directory.root).traffic_off.exists():
+            self._traffic.tick(process)
+        return app_status(process, subnets.index(subnet))

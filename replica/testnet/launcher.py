@@ -7,7 +7,7 @@ on 127.0.0.1, in one of two process models (the manifest's ``process_model``; ab
 * ``"subnet"``: one process per subnet (``replica.testnet.subnet_process``), each running its
   subnet's M nodes;
 * ``"node"``: one process per node (``python -m replica node run --config
-  DIR/nodes/<node>/config.json``, ``replica.testnet.node_process``), N x M processes.
+  DIR/nodes/<node>/config.json``, ``replica.node.process``), N x M processes.
 
 The directory::
 
@@ -71,7 +71,6 @@ from __future__ import annotations
 
 import datetime
 import fcntl
-import json
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -82,10 +81,9 @@ from consensus_stub.registry import Registry, RegistryError, decode_registry, en
 from examples.counter import Counter
 from examples.ledger import Ledger, account_of
 from examples.ping_pong import PingPong
-from message_routing.limits import DEFAULT, MINIMAL
 from replica.execution import install_canister, module_name_of
 from replica.client import UserKey
-from replica.errors import ReplicaError
+from replica.node.testnet_dir import EXIT_REFUSED, LAUNCHER_PID_ENV, LIMIT_PRESETS, TestnetDirectory, TestnetError
 from replica.testnet.naming import subnet_names
 from state_manager import durable_files
 from state_manager.replicated_state import ReplicatedState
@@ -103,34 +101,15 @@ LEDGER, PINGER, COUNTER = 1, 2, 3
 INITIAL_BALANCE = 1_000_000
 CANISTERS_PER_SUBNET = 1_000
 APPS = (Ledger, PingPong, Counter)
-#: ``TINY_QUEUES``: ``MINIMAL``'s queues, streams, slices and round budgets (back-pressure on
-#: every path), with ingress, blocks and expiries large enough to install canisters.
-LIMIT_PRESETS = {
-    "DEFAULT": DEFAULT, "MINIMAL": MINIMAL,
-    "TINY_QUEUES": MINIMAL.with_(max_ingress_bytes=DEFAULT.max_ingress_bytes // 64,
-                                 max_block_payload_bytes=DEFAULT.max_block_payload_bytes // 32,
-                                 max_ingress_ttl_ns=DEFAULT.max_ingress_ttl_ns,
-                                 ingress_history_retention_ns=DEFAULT.ingress_history_retention_ns),
-}
-
-#: A subnet process exiting with this code refused to start (e.g. a corrupt block log):
-#: restarting it would only fail again, so the launcher stops the testnet instead.
-EXIT_REFUSED = 3
 #: A subnet process that dies this many times within ``RESTART_WINDOW_S`` is not restarted.
 RESTART_LIMIT = 3
 RESTART_WINDOW_S = 30.0
 #: Seconds a subnet process gets to stop after SIGTERM before it is SIGKILLed.
 STOP_TIMEOUT_S = 20.0
-#: Set in a subnet process's environment: the launcher's pid (the process stops when it dies).
-LAUNCHER_PID_ENV = "REPLICA_TESTNET_LAUNCHER_PID"
 #: ``"subnet"``: one process per subnet; ``"node"``: one process per node (module docstring).
 PROCESS_MODELS = ("subnet", "node")
 #: The process model of a new testnet when none is asked for.
 DEFAULT_PROCESS_MODEL = "node"
-
-
-class TestnetError(ReplicaError, RuntimeError):
-    """The testnet directory or one of its processes is not usable."""
 
 
 def canister_range(position: int) -> tuple[int, int]:
@@ -149,24 +128,9 @@ def write_atomically(path: Path, data: bytes, mode: int | None = None) -> None:
 
 
 @dataclass(frozen=True)
-class TestnetLayout:
-    """Paths inside a testnet directory."""
-
-    root: Path
-
-    @property
-    def manifest(self) -> Path:
-        return self.root / "manifest.json"
-
-    @property
-    def registry(self) -> Path:
-        return self.root / "registry.bin"
-
-    def genesis(self, subnet: str) -> Path:
-        return self.root / "genesis" / f"{subnet}.bin"
-
-    def secrets(self, node: str) -> Path:
-        return self.root / "secrets" / f"{node}.bin"
+class TestnetLayout(TestnetDirectory):
+    """Paths inside a testnet directory: what its nodes read (``TestnetDirectory``) and what
+    the launcher and its tools keep there."""
 
     def addresses(self, subnet: str) -> Path:
         return self.root / "addresses" / f"{subnet}.json"
@@ -204,12 +168,6 @@ class TestnetLayout:
         """``pids/<name>.pid``: the pid of the launcher (``"launcher"``), a subnet or a node process."""
         return self.root / "pids" / f"{name}.pid"
 
-    def node_files(self, node: str):
-        """``nodes/<node>/``: a node process's files (``replica.node.process_config.NodeFiles``)."""
-        from replica.node.process_config import NodeFiles
-
-        return NodeFiles(self.root / "nodes" / node)
-
     def hold(self, node: str) -> Path:
         """``control/hold/<node>``: present, the node is not restarted when it dies."""
         return self.root / "control" / "hold" / node
@@ -224,21 +182,6 @@ class TestnetLayout:
     @property
     def run(self) -> Path:
         return self.root / "run"
-
-    def read_manifest(self) -> dict[str, Any]:
-        try:
-            return json.loads(self.manifest.read_text())
-        except (OSError, ValueError) as exc:
-            raise TestnetError(f"{self.root} is not a testnet directory: {exc}") from exc
-
-    def write_json(self, path: Path, value: Any) -> None:
-        write_atomically(path, json.dumps(value, sort_keys=True).encode())
-
-    def read_json(self, path: Path) -> Any | None:
-        try:
-            return json.loads(path.read_text())
-        except (OSError, ValueError):
-            return None
 
 
 def _genesis_state(registry, subnet: str, position: int, genesis_time: int, apps: bool) -> bytes:

@@ -27,7 +27,7 @@ from consensus_stub.genesis import SubnetSpec, genesis_registry
 from consensus_stub.registry import Registry, encode_registry
 from replica.node.process_config import NodeProcessConfig
 from replica.testnet import launcher as tn
-from replica.testnet.node_process import NodeProcess
+from replica.node.process import NodeProcess
 from replica.testnet.migration import ADOPTION_ROUNDS, MigrationError, migrate_canister
 from replica.node.registry_file import RegistryFile
 from replica.testnet.registry_status import NodeRegistryStatus, node_registry_statuses
@@ -153,24 +153,25 @@ def test_status_files_say_which_version_each_node_runs(tmp_path):
 def test_a_node_executes_a_finalized_block_of_an_unread_registry_version_only_once_it_has_read_it(tmp_path):
     layout = tn.create_testnet(tmp_path / "net", 1, 1, seed=b"\x02" * 32, genesis_apps=False, process_model="node")
     config = NodeProcessConfig(str(layout.root), "subnet-0-node-1", "subnet-0", tick_s=0.1)
-    node = NodeProcess(config)   # not started: its callbacks are driven by hand
+    process = NodeProcess(config)   # not started: its node's callbacks are driven by hand
+    node = process.node
     try:
         published = tn.update_registry_file(layout, lambda r: r.with_next_version())   # version 2 ...
         good = layout.registry.read_bytes()
         tn.write_atomically(layout.registry, b"torn")             # ... then unreadable for a while
-        start = node.node.state.metadata.batch_time
+        start = node.state.metadata.batch_time
         first = Block(1, node.block_store.tip_hash, start + 1, 2, (), (), "subnet-0-node-1")
         second = Block(2, block_hash(first), start + 2, 2, (), (), "subnet-0-node-1")
-        node._on_finalized(Finalized(first, block_hash(first)))
-        node._on_finalized(Finalized(second, block_hash(second)))
+        node.on_finalized(Finalized(first, block_hash(first)))
+        node.on_finalized(Finalized(second, block_hash(second)))
         assert (node.block_store.height, node.height, node.awaiting_registry) == (0, 0, (1, 2))
-        assert "is not a registry" in node.registry_file.error
+        assert "is not a registry" in process.registry_file.error
 
         tn.write_atomically(layout.registry, good)
         for block in (first, second):   # what the agreement's finalized chain hands back
-            assert node._apply(block, block_hash(block)) is True
+            assert node.apply(block, block_hash(block)) is True
         assert (node.block_store.height, node.height, node.awaiting_registry) == (2, 2, None)
-        assert node.node.state.metadata.network_topology.registry_version == published.latest_version == 2
-        assert node.registry_file.error is None
+        assert node.state.metadata.network_topology.registry_version == published.latest_version == 2
+        assert process.registry_file.error is None
     finally:
-        node.stop()
+        process.stop()
