@@ -39,6 +39,11 @@ TEMPLATES = (
     "while acc > {n}:\n    acc = acc // 2",
     "out.append(len([c for c in text if c in 'aeiou']))",
     "s = set()\nfor w in reversed(words):\n    s.add(w * 2)\nout.append(s.pop())",
+    "out.append(text[:{k}] + text[{k}:] + text[::{k}])",
+    "out.append(f'{{acc}}-{{len(d)}}-{{acc % {k}}}')",
+    "out.append(tuple(sorted(words, key=lambda w: (len(w), w))))",
+    "for ch in text:\n    acc = (acc * {k} + ord(ch)) % 1000003",
+    "try:\n    for i in range({n}):\n        if i == {k}:\n            raise ValueError(i)\nexcept ValueError as e:\n    out.append(str(e))",
 )
 
 
@@ -72,7 +77,7 @@ def _in_child(batch: list, seed: str) -> list[dict]:
     return [json.loads(line) for line in done.stdout.splitlines()]
 
 
-@settings(max_examples=6, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+@settings(max_examples=10, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 @given(st.lists(programs(), min_size=4, max_size=4))
 def test_generated_programs_agree_across_hash_seeds(batch):
     payload = [[source, "Gen", calls] for source, calls in batch]

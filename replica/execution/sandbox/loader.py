@@ -22,7 +22,7 @@ from dataclasses import dataclass
 
 from ..errors import ModuleLoadError
 from .meter import SandboxFault
-from .metering import INT, METER, STR, instrument
+from .metering import INT, LEN, METER, STR, instrument
 from .operations import Sandbox
 from .safe_builtins import make_builtins
 from .subset import check_module
@@ -66,6 +66,7 @@ def load_sandboxed(source: str, name: str, file_name: str, instruction_limit: in
     namespace[METER] = sandbox
     namespace[INT] = int
     namespace[STR] = str
+    namespace[LEN] = len
     sandbox.begin(instruction_limit, memory_limit)
     try:
         exec(code, namespace)

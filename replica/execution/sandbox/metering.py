@@ -31,6 +31,8 @@ canister code may not use, so it cannot reach or forge them.
 from __future__ import annotations
 
 import ast
+import copy
+
 from .meter import FUNCTION_CALL, LOOP_ITERATION
 
 __all__ = ["instrument", "node_cost", "SIZED_METHODS", "METER"]
@@ -111,8 +113,20 @@ def _tree_nodes(node: ast.expr) -> list[ast.expr]:
     return []
 
 
-def _multiplies(node: ast.expr) -> bool:
-    return any(isinstance(n.op, ast.Mult) for n in _tree_nodes(node))
+def _runs_to_the_end(loop: ast.For) -> bool:
+    """Whether ``loop`` is innermost and leaves only at the end of its iterable (or by an
+    exception): no nested loop, ``break``, ``return``, ``yield`` or ``await`` in its body
+    (nested functions and classes aside)."""
+    pending: list[ast.AST] = list(loop.body)
+    while pending:
+        node = pending.pop()
+        if isinstance(node, (ast.For, ast.While, ast.AsyncFor, ast.Break, ast.Return, ast.Yield, ast.YieldFrom,
+                             ast.Await)):
+            return False
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef)):
+            continue
+        pending.extend(ast.iter_child_nodes(node))
+    return True
 
 
 def _numeric_constant(node: ast.AST) -> bool:
@@ -146,6 +160,7 @@ def _has_own_yield(function: ast.FunctionDef) -> bool:
 #: is the charged constructor), and the bound under which ``*`` of two ints runs inline.
 INT = "__int__"
 STR = "__str_type__"
+LEN = "__len_function__"
 _SMALL = 2**62
 
 
@@ -293,12 +308,36 @@ class _Instrument(ast.NodeTransformer):
             ast.Return(_name("__r__")),
         ]
 
-    def visit_For(self, node: ast.For) -> ast.For:
+    def visit_For(self, node: ast.For) -> ast.stmt | list[ast.stmt]:
+        per_iteration = LOOP_ITERATION + node_cost(node.target)
+        if self.scopes[-1] == "function" and _runs_to_the_end(node):
+            return self.upfront_for(node, per_iteration)
         node.target = self.visit(node.target)
         node.iter = _method(self.meter, "loop", self.visit(node.iter))
-        node.body = self.block(node.body, extra=LOOP_ITERATION + node_cost(node.target))
+        node.body = self.block(node.body, extra=per_iteration)
         node.orelse = self.block(node.orelse)
         return node
+
+    def upfront_for(self, node: ast.For, per_iteration: int) -> list[ast.stmt]:
+        """An innermost loop that runs to the end of its iterable (no ``break``, ``return``
+        or ``yield``) in two versions: over an immutable sized iterable (a ``range``, tuple,
+        str, bytes, frozenset) whose iterations fit in what is left, all of them are charged
+        when it starts and the body runs without its per-iteration charge; otherwise the
+        loop charges each iteration. (A loop left by an exception was charged in full.)"""
+        iterable = self.temporary()
+        own = per_iteration + sum(self.statement_cost(s) for s in node.body)
+        target = self.visit(node.target)
+        charged = ast.For(target, _method(self.meter, "loop", _name(iterable)),
+                          self.block(node.body, charge=False) or [ast.Pass()], [], type_comment=None)
+        stepwise = ast.For(copy.deepcopy(target), _method(self.meter, "loop", _name(iterable)),
+                           _charge(self.meter, own) + copy.deepcopy(charged.body), [], type_comment=None)
+        orelse = self.block(node.orelse)
+        if orelse:
+            charged.orelse, stepwise.orelse = orelse, copy.deepcopy(orelse)
+        return [
+            ast.Assign([_store(iterable)], self.visit(node.iter)),
+            ast.If(_method(self.meter, "upfront", _name(iterable), ast.Constant(own)), [charged], [stepwise]),
+        ]
 
     def visit_While(self, node: ast.While) -> ast.While:
         node.test = self.visit(node.test)
@@ -403,8 +442,9 @@ class _Instrument(ast.NodeTransformer):
         out = []
         for position, generator in enumerate(generators):
             generator.target = self.visit(generator.target)
-            generator.iter = _method(self.meter, "loop", self.visit(generator.iter) if position == 0 else
-                                     self.inside("comprehension", generator.iter))
+            # No walrus temporaries anywhere in a comprehension, its first iterable included
+            # (Python refuses an assignment expression there).
+            generator.iter = _method(self.meter, "loop", self.inside("comprehension", generator.iter))
             ifs = [self.inside("comprehension", i) for i in generator.ifs]
             cost = LOOP_ITERATION + sum(node_cost(i) for i in generator.ifs) + (
                 per_item if position == len(generators) - 1 else 0)
@@ -443,7 +483,11 @@ class _Instrument(ast.NodeTransformer):
     def visit_Lambda(self, node: ast.Lambda) -> ast.expr:
         node.args = self.visit(node.args)
         cost = FUNCTION_CALL + node_cost(node.body)
+        calls = any(isinstance(n, ast.Call) for n in ast.walk(node.body))
         body = self.inside("comprehension", node.body)  # no inline temporaries in a lambda either
+        if not calls:   # it calls nothing, so it cannot recurse: no depth to count
+            node.body = ast.BoolOp(ast.And(), [_method(METER, "step", ast.Constant(cost)), body])
+            return node
         node.body = _method(METER, "leave", ast.BoolOp(ast.And(), [_method(METER, "enter", ast.Constant(cost)), body]))
         return node
 
@@ -482,13 +526,18 @@ class _Instrument(ast.NodeTransformer):
         were evaluated; the result is the same.)"""
         leaves: list[tuple[str, ast.expr]] = []
 
-        def fast(part: ast.expr) -> ast.expr:
+        multiplied: list[str] = []   # leaves under a ``*``: those must be small
+
+        def fast(part: ast.expr, under_mult: bool = False) -> ast.expr:
             if isinstance(part, ast.BinOp) and type(part.op) in _TREE_OPS:
-                return ast.BinOp(fast(part.left), part.op, fast(part.right))
+                under = under_mult or isinstance(part.op, ast.Mult)
+                return ast.BinOp(fast(part.left, under), part.op, fast(part.right, under))
             if _numeric_constant(part):
                 return part
             name = self.temporary()
             leaves.append((name, part))
+            if under_mult:
+                multiplied.append(name)
             return _name(name)
 
         def slow(part: ast.expr) -> ast.expr:
@@ -509,8 +558,8 @@ class _Instrument(ast.NodeTransformer):
         guard: ast.expr = checks[0]
         for check in checks[1:]:
             guard = ast.BinOp(guard, ast.BitAnd(), check)
-        if _multiplies(node):
-            guard = ast.BoolOp(ast.And(), [guard, *(_small(name) for name, _ in leaves)])
+        if multiplied:
+            guard = ast.BoolOp(ast.And(), [guard, *(_small(name) for name in multiplied)])
         return ast.IfExp(guard, fast_expression, slow_expression)
 
     def binop(self, node: ast.BinOp) -> ast.expr:
@@ -528,7 +577,17 @@ class _Instrument(ast.NodeTransformer):
         if isinstance(node.slice, ast.Slice) and isinstance(node.ctx, ast.Load):
             part = node.slice
             bounds = [self.visit(b) if b is not None else ast.Constant(None) for b in (part.lower, part.upper, part.step)]
-            return _method(self.meter, "getslice", node.value, *bounds)
+            if self.scopes[-1] != "function":
+                return _method(self.meter, "getslice", node.value, *bounds)
+            # A slice of a str shorter than 256 characters is at most as small: native.
+            temporary = self.temporary()
+            short = ast.BoolOp(ast.And(), [
+                ast.Compare(ast.Attribute(ast.NamedExpr(_store(temporary), node.value), "__class__", ast.Load()),
+                            [ast.Is()], [_name(STR)]),
+                ast.Compare(ast.Call(_name(LEN), [_name(temporary)], []), [ast.Lt()], [ast.Constant(256)])])
+            native = ast.Subscript(_name(temporary), ast.Slice(*bounds), ast.Load())
+            return ast.IfExp(short, native, _method(self.meter, "getslice", _name(temporary),
+                                                    *copy.deepcopy(bounds)))
         node.slice = self.visit(node.slice)
         return node
 

@@ -132,6 +132,17 @@ class Sandbox(Meter):
             self.charge(len(value) + 1)
         return value
 
+    def upfront(self, value: Any, per_iteration: int) -> bool:
+        """Charge all of a loop's iterations now if ``value`` is an immutable sized iterable
+        and they fit in what is left (``metering``'s two-version loops); else ``False``."""
+        kind = value.__class__
+        if kind is Range or kind is tuple or kind is str or kind is bytes or kind is OrderedFrozenSet:
+            cost = len(value) * per_iteration
+            if cost <= self.left:
+                self.left -= cost
+                return True
+        return False
+
     def loop(self, value: Any) -> Any:
         """A loop's iterable (each iteration is charged by the loop itself)."""
         kind = value.__class__
