@@ -82,11 +82,14 @@ class ExecutionEnvironment:
     """Runs canisters on a subnet's state: builtin classes (see ``CanisterRegistry``) and
     source canisters (loaded from the state, cached in ``modules``)."""
 
-    __slots__ = ("registry", "modules")
+    __slots__ = ("registry", "modules", "limits")
 
     def __init__(self, canisters: RegistryLike = ()) -> None:
         self.registry = as_registry(canisters)
         self.modules = SourceModules()
+        #: The limits of the latest round: a module loaded again (after a restart, for a
+        #: replay) runs its body under the install limit it was installed with.
+        self.limits = DEFAULT
 
     def resolve(self, canister: CanisterState) -> type[Canister] | None:
         """The class that runs ``canister``: loaded from its source if the state holds one,
@@ -94,7 +97,7 @@ class ExecutionEnvironment:
         source = canister.module_source
         if source:
             try:
-                return self.modules.load(source, canister.module_name, canister.module_hash)
+                return self.modules.load(source, canister.module_name, canister.module_hash, self.limits)
             except ModuleLoadError:
                 return None  # it loaded at install; a replica that cannot load it now is broken
         return self.registry.resolve(canister)
@@ -107,6 +110,7 @@ class ExecutionEnvironment:
         own limit, and the scheduler's rotation lets the next canister start first next
         round. Last, the calls to the management canister that the canisters which ran made
         are answered (``management_requests``; ``raw_rand`` draws on ``randomness``)."""
+        self.limits = limits
         remaining = limits.max_messages_per_round
         instructions = limits.max_instructions_per_round
         executed, used = execute_management_messages(state, self.modules, remaining, limits, instructions)

@@ -79,6 +79,7 @@ from .codec import EncodingError, decode_payload, encode_value
 from .errors import InstallError, ManagementError, ModuleLoadError
 from .registry import check_canister_class, module_hash, module_name_of
 from .runtime import finish_method, run_method
+from .sandbox import InstructionLimitExceeded
 from .source_modules import SourceModules, source_module_hash
 from .system_api import SystemApi
 
@@ -251,7 +252,11 @@ def install_code(
         raise InstallError("source and class_name are text")
     digest = source_module_hash(source)
     cls = modules.load(source, class_name, digest, limits)
-    usage.instructions += modules.module_instructions(digest)
+    module_instructions = modules.module_instructions(digest)
+    if module_instructions > limits.max_instructions_per_install:
+        # Cached from a load under a larger limit: refuse it as a fresh load would.
+        raise ModuleLoadError(f"the module {InstructionLimitExceeded.description} while it ran")
+    usage.instructions += module_instructions
     if mode == "upgrade":
         trap = _run_lifecycle(state, canister, cls, cls.__canister_post_upgrade__, arg, caller, limits, usage)
         if trap is not None:

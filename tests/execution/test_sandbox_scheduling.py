@@ -144,3 +144,34 @@ def test_the_stable_limit_holds_for_a_replica_that_never_saw_the_state_grow():
     fits = submit(state, 1, "put", ("b", 1900), n=4)
     run(fresh, state, limits)
     assert status(state, fits).state is IngressState.REPLIED
+
+
+SLOW_BODY = '''
+from replica.sdk import Canister, update
+
+TABLE = tuple(i * i for i in range(20000))
+
+
+class Slow(Canister):
+    @update
+    def size(self):
+        return len(TABLE)
+'''
+
+
+def test_an_install_refuses_a_module_body_over_its_limit_whether_or_not_it_is_cached():
+    small = DEFAULT.with_(max_instructions_per_install=50_000)
+
+    def install(env, state, cid, limits):
+        state.add_canister(CanisterState(cid, "", b"", controller=USER))
+        try:
+            install_code(state, env.modules, USER, cid, "install", SLOW_BODY, "Slow", limits=limits)
+            return "installed"
+        except Exception as exc:  # noqa: BLE001 - the refusal's text is what is compared
+            return str(exc)
+
+    cached_env, cached_state = ExecutionEnvironment(), new_state()
+    assert install(cached_env, cached_state, 1, DEFAULT) == "installed"   # now cached
+    fresh = install(ExecutionEnvironment(), new_state(), 2, small)
+    assert fresh == "the module exceeded the instruction limit for single message execution while it ran"
+    assert install(cached_env, cached_state, 2, small) == fresh
