@@ -72,6 +72,10 @@ ALLOWED = "__future__, functools, hashlib, math, replica.sdk, string"
     (_method("def g():", "    yield from range(3)", "return 1"), "line 8: yield from is not allowed"),
     (_method("def g():", "    try:", "        yield 1", "    finally:", "        pass"),
      "line 9: yield inside try/finally or with is not allowed"),
+    (_method("f = len", "for f.x in (1, 2):", "    pass"),
+     "line 8: setting the attribute 'x' is allowed only as a whole target"),
+    (_method("a, arg.x = 1, 2"), "line 7: setting the attribute 'x' is allowed only as a whole target"),
+    (_method("del (arg.x, arg.y)"), "line 7: setting the attribute 'x' is allowed only as a whole target"),
     # state that would outlive a message
     ("CACHE = {}\n", "line 1: a dict as a module-level value is not allowed"),
     ("SEEN = [1, 2]\n", "line 1: a list as a module-level value is not allowed"),

@@ -18,6 +18,9 @@ What is refused, and why:
   internals (``_sys``, anything ``_sandbox_...``), frame, code and generator internals
   (``gi_frame``, ``f_globals``, ``tb_frame``, ...), ``mro`` and ``format``/``format_map``
   (a format string reaches attributes by name at run time);
+* an attribute set or deleted other than as a whole target (``a.x, b = ...``, ``for a.x in``,
+  ``with ... as a.x``, ``del (a.x, b)``): the sandbox checks ``x.a = v``, ``x.a += v`` and
+  ``del x.a`` (classes, functions and modules outlive a message);
 * ``global`` and ``nonlocal`` (module state and closures would outlive a message),
   ``async``/``await``, ``yield from``, a ``yield`` inside ``try ... finally`` or ``with``
   (a generator dropped there would run canister code whenever it is collected);
@@ -171,6 +174,15 @@ class _Checker:
             return
         if scope in ("module", "class") and isinstance(node, (ast.Assign, ast.AnnAssign, ast.AugAssign)):
             self.shared_value(node, scope)
+        # An attribute is set or deleted only as a whole target (the sandbox checks it there).
+        if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Attribute):
+            node.targets[0].whole_target = True
+        elif isinstance(node, (ast.AugAssign, ast.AnnAssign)) and isinstance(node.target, ast.Attribute):
+            node.target.whole_target = True
+        elif isinstance(node, ast.Delete):
+            for target in node.targets:
+                if isinstance(target, ast.Attribute):
+                    target.whole_target = True
         if isinstance(node, ast.AnnAssign):
             self.annotation(node.annotation)
             for part in (node.target, node.value):
@@ -282,6 +294,9 @@ class _Checker:
             elif isinstance(node, ast.Attribute):
                 if is_forbidden_attribute(node.attr):
                     self.refuse(node, f"access to the attribute {node.attr!r} is not allowed")
+                elif not isinstance(node.ctx, ast.Load) and not getattr(node, "whole_target", False):
+                    self.refuse(node, f"setting the attribute {node.attr!r} is allowed only as a whole target "
+                                      f"(x.{node.attr} = ..., x.{node.attr} += ..., del x.{node.attr})")
             elif isinstance(node, ast.Await):
                 self.refuse(node, "async code is not allowed")
             elif isinstance(node, ast.YieldFrom):
