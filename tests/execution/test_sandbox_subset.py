@@ -76,6 +76,9 @@ ALLOWED = "__future__, functools, hashlib, math, replica.sdk, string"
      "line 8: setting the attribute 'x' is allowed only as a whole target"),
     (_method("a, arg.x = 1, 2"), "line 7: setting the attribute 'x' is allowed only as a whole target"),
     (_method("del (arg.x, arg.y)"), "line 7: setting the attribute 'x' is allowed only as a whole target"),
+    (_method("keys = arg.keys", "return tuple(keys() - {1})"),
+     "line 7: x.keys is allowed only called where it is named (x.keys())"),
+    (_method("return tuple(map(dict.items, arg))"), "line 7: x.items is allowed only called where it is named"),
     # state that would outlive a message
     ("CACHE = {}\n", "line 1: a dict as a module-level value is not allowed"),
     ("SEEN = [1, 2]\n", "line 1: a list as a module-level value is not allowed"),

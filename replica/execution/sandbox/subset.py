@@ -21,6 +21,8 @@ What is refused, and why:
 * an attribute set or deleted other than as a whole target (``a.x, b = ...``, ``for a.x in``,
   ``with ... as a.x``, ``del (a.x, b)``): the sandbox checks ``x.a = v``, ``x.a += v`` and
   ``del x.a`` (classes, functions and modules outlive a message);
+* ``x.keys`` or ``x.items`` other than called in place (``x.keys()``): the view's set
+  operations would give a hash-ordered ``set``; called in place the sandbox orders them;
 * ``global`` and ``nonlocal`` (module state and closures would outlive a message),
   ``async``/``await``, ``yield from``, a ``yield`` inside ``try ... finally`` or ``with``
   (a generator dropped there would run canister code whenever it is collected);
@@ -102,6 +104,9 @@ _FORBIDDEN_ATTRIBUTES = frozenset({
     "f_trace_lines", "f_trace_opcodes", "tb_frame", "tb_next", "tb_lasti", "tb_lineno",
 })
 
+#: Methods whose views have set operations (``d.keys() - other``): called in place only, so
+#: the sandbox can give an ordered view (``metering``).
+_VIEWS = ("keys", "items")
 _MUTABLE_DISPLAYS = (ast.List, ast.Dict, ast.Set, ast.ListComp, ast.DictComp, ast.SetComp, ast.GeneratorExp)
 
 
@@ -288,12 +293,17 @@ class _Checker:
     # -- expressions ---------------------------------------------------------------------------
 
     def expressions(self, root: ast.AST, *, guard: bool = False) -> None:
-        for node in _walk_expression(root):
+        for node in _walk_expression(root):   # a parent before its children
+            if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr in _VIEWS:
+                node.func.called_here = True
             if isinstance(node, ast.Name):
                 self.name(node, node.id)
             elif isinstance(node, ast.Attribute):
                 if is_forbidden_attribute(node.attr):
                     self.refuse(node, f"access to the attribute {node.attr!r} is not allowed")
+                elif node.attr in _VIEWS and isinstance(node.ctx, ast.Load) and not getattr(node, "called_here", False):
+                    self.refuse(node, f"x.{node.attr} is allowed only called where it is named (x.{node.attr}()): "
+                                      f"the sandbox orders the set operations of the view it returns")
                 elif not isinstance(node.ctx, ast.Load) and not getattr(node, "whole_target", False):
                     self.refuse(node, f"setting the attribute {node.attr!r} is allowed only as a whole target "
                                       f"(x.{node.attr} = ..., x.{node.attr} += ..., del x.{node.attr})")
