@@ -29,7 +29,7 @@ from ..registry import RegistryRecord
 
 __all__ = [
     "compute_proposal_message", "compute_notarization_message", "compute_finalization_message",
-    "node_key_signer", "NodeKeyVerifier",
+    "node_key_signer", "NodeKeyVerifier", "MemoVerifier",
 ]
 
 _PROPOSAL = domain_sep("ic-block-proposal")
@@ -92,3 +92,26 @@ class NodeKeyVerifier:
         except (InvalidSignature, ValueError):
             return False
         return True
+
+
+class MemoVerifier:
+    """A ``Verifier`` that checks each ``(node, message, signature)`` once: the nodes of one
+    process receive the same artifacts, and a signature check is a pure function of them.
+    Bounded: the memo is emptied when it holds ``limit`` entries."""
+
+    def __init__(self, inner, limit: int = 8192) -> None:
+        self._inner = inner
+        self._memo: dict[tuple[str, bytes, bytes], bool] = {}
+        self._limit = limit
+        self.checks = 0
+
+    def is_valid_signature(self, node_id: str, message: bytes, signature: bytes) -> bool:
+        key = (node_id, message, signature)
+        verdict = self._memo.get(key)
+        if verdict is None:
+            self.checks += 1
+            verdict = self._inner.is_valid_signature(node_id, message, signature)
+            if len(self._memo) >= self._limit:
+                self._memo.clear()
+            self._memo[key] = verdict
+        return verdict

@@ -5,7 +5,7 @@ node process runs; this driver carries its agreement messages and decides when i
 execute. ``Subnet.step()`` makes one height:
 
 1. agreement: every online node runs an ``AgreementNode`` (``consensus_stub.agreement``) on
-   a deterministic in-process network (``agreement_network``): the maker of rank 0 at that
+   a deterministic in-process network (``consensus_stub.agreement.network``): the maker of rank 0 at that
    height (round-robin) builds a block from its ingress pool and its slice pool
    (``get_xnet_payload``); every node validates it against its own state
    (``validate_block``) and notarization-signs it, then finalization-signs it, with its node
@@ -53,11 +53,12 @@ import time
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Iterable, Mapping
+from typing import Any, Callable, Iterable, Mapping, Optional
 
+from consensus_stub.agreement.network import AgreementNetwork, Schedule
 from consensus_stub.agreement.protocol import AgreementNode, Finalized, Output, Persist, Refused
-from consensus_stub.agreement.signing import NodeKeyVerifier
-from consensus_stub.agreement.simulation import SafetyViolation, Schedule
+from consensus_stub.agreement.signing import MemoVerifier, NodeKeyVerifier
+from consensus_stub.agreement.simulation import SafetyViolation
 from consensus_stub.block import Block
 from consensus_stub.block_store import BlockStore, open_block_store
 from consensus_stub.certification_pool import CertificationPool
@@ -77,14 +78,13 @@ from xnet.grpc.tls import TlsIdentity
 from replica.client import decode_signed_ingress, refusal_for
 from replica.errors import ReplicaError
 from replica.node.consensus_rules import EmptyBlockMismatch, FinalizedElsewhere
-from replica.node.node import Node
+from replica.node.node import SEC, Node, NodeTiming
 from replica.node.replica_node import NodeConfig, RegistryHolder
 
-from .agreement_network import AgreementNetwork, AgreementTiming, MemoVerifier
 
 __all__ = [
     "SubnetError", "DivergenceError", "NoBlockFinalized", "FinalizedElsewhere", "EmptyBlockMismatch",
-    "SubnetRecording", "NodeHooks", "Subnet", "AgreementTiming", "Schedule", "SafetyViolation",
+    "SubnetRecording", "NodeHooks", "Subnet", "SEC", "AgreementTiming", "Schedule", "SafetyViolation",
 ]
 
 _log = logging.getLogger(__name__)
@@ -100,6 +100,35 @@ class DivergenceError(SubnetError):
 
 class NoBlockFinalized(SubnetError):
     """No node finalized a block at the next height within the step's bound of agreement time."""
+
+
+@dataclass(frozen=True, slots=True)
+class AgreementTiming(NodeTiming):
+    """The protocol's timing inside a ``Subnet`` (agreement time: simulated, free in wall time).
+
+    ``block_interval_ns`` paces heights: a round's first proposal comes that long after it
+    starts, so a ``Subnet.step`` that ends as soon as every node finalized its height has
+    made no proposal for the next one (a block carries the ingress submitted before the
+    ``step`` that makes it). It must exceed the time the network takes to finalize a
+    notarized block (message delays); ``absent_after_ns`` must exceed it (or nodes that took
+    part in the last height would count as absent at the next). ``max_wait_ns`` bounds one
+    ``step`` (``None``: enough for every rank's timeout and two rebroadcasts).
+    """
+
+    max_wait_ns: Optional[int] = None
+
+    def __post_init__(self) -> None:
+        if self.block_interval_ns < 1:
+            raise ValueError("block_interval_ns must be positive: it keeps a step to one height")
+        if self.absent_after_ns and self.absent_after_ns <= self.block_interval_ns:
+            raise ValueError("absent_after_ns must exceed block_interval_ns")
+
+    def step_budget_ns(self, nodes: int, schedule: Optional[Schedule]) -> int:
+        if self.max_wait_ns is not None:
+            return self.max_wait_ns
+        delay = 0 if schedule is None else schedule.max_delay_ns
+        return (self.block_interval_ns + (nodes + 1) * self.round_timeout_ns
+                + 2 * self.rebroadcast_interval_ns + 8 * delay)
 
 
 @dataclass

@@ -1,5 +1,5 @@
 """A ``Subnet`` decides its heights with the agreement protocol on a deterministic in-process
-network (``replica.testnet.agreement_network``), also under adversarial schedules.
+network (``consensus_stub.agreement.network``), also under adversarial schedules.
 
 Under seeded random delays, reordering, duplicates (and, separately, losses, partitions and
 crashes) with up to ``f`` nodes offline, the subnet keeps finalizing, every node computes the
@@ -25,7 +25,7 @@ from replica.execution import ExecutionEnvironment
 from replica.node.replica_node import NodeConfig, RegistryHolder
 from replica.testing.clock import ManualClock
 from replica.testing.genesis_cache import dealt_genesis
-from replica.testnet.agreement_network import SEC, AgreementTiming
+from replica.testnet.subnet import SEC, AgreementTiming
 from replica.testnet.subnet import NoBlockFinalized, Subnet
 from state_manager.encoding import decode
 from state_manager.ingress_history import IngressState

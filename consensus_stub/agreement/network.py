@@ -1,29 +1,29 @@
-"""A subnet's agreement nodes on a deterministic in-process network (shell: no threads, no wall clock).
+"""A subnet's agreement nodes on a simulated network (pure: no threads, no wall clock, no ``random``).
 
-``Subnet`` (``replica.testnet.subnet``) runs one ``AgreementNode`` per node and decides
-every height through this network. It is the in-process counterpart of the gRPC transport
-of node processes (``replica.node.agreement_transport``): the same protocol code, the same
-wire format, a different carrier.
+One network carries the protocol's messages wherever a subnet's nodes share a process: the
+agreement simulation behind the protocol's tests (``simulation.Simulation``) and the
+in-process subnet behind ``replica.testing`` (``replica.testnet.subnet.Subnet``). It is the
+counterpart of the gRPC transport of node processes (``replica.node.agreement_transport``):
+the same protocol code, the same wire format, a different carrier.
 
 * **Messages.** Every ``Send`` / ``Broadcast`` is encoded with ``encode_message``; each
   receiver gets ``decode_message`` of those bytes (decoded once per transmission and shared
   by its receivers: decoding is a pure function of the bytes). Deliveries are events on a
   queue ordered by ``(time, sequence number)``, so a run is one fixed order.
-* **Time.** ``now`` is simulated agreement time in nanoseconds (0 when the network is
-  built). ``run_until`` delivers what is due and, when nothing is in flight before a node's
+* **Time.** ``now`` is simulated agreement time in nanoseconds (``start_ns`` when the network
+  is built). ``run_until`` delivers what is due and, when nothing is in flight before a node's
   ``wakeup_at``, moves ``now`` there and calls its ``on_timer``: timeouts cost no wall time.
-  Agreement time is not block time: the ``Subnet`` stamps blocks with its own clock.
 * **Schedules.** Without a ``Schedule`` every message arrives at once, in send order. With
-  one (``consensus_stub.agreement.simulation.Schedule``: a seed, a delay range, duplicates,
-  losses, ``Partition``s, ``Crash``es) each transmission is delayed by a seeded draw from
-  ``[min_delay_ns, max_delay_ns]`` (so messages overtake each other), maybe duplicated or
-  lost; a message crossing a partition when sent or when due is lost; a crashed node neither
-  sends nor receives and restarts (``Crash.restart_ns``) through the ``boot`` callback, which
-  builds it from what it had persisted. The generator is ``SplitMix64``: the same seed and
-  the same calls give the same run.
-* **Down nodes.** ``stop(node)`` / ``start(node)`` (the ``Subnet``'s ``offline`` set): a
-  stopped node is crashed here — its in-memory agreement state is dropped, messages to it
-  are lost — and ``start`` boots it again through ``boot``.
+  one (a seed, a delay range, duplicates, losses, ``Partition``s, ``Crash``es) each
+  transmission is delayed by a seeded draw from ``[min_delay_ns, max_delay_ns]`` (so messages
+  overtake each other), maybe duplicated or lost; a message crossing a partition when sent or
+  when due is lost; a crashed node neither sends nor receives and restarts
+  (``Crash.restart_ns``) through the ``boot`` callback, which builds it from what it had
+  persisted. The generator is ``SplitMix64``: the same seed and the same calls give the same
+  run.
+* **Down nodes.** ``stop(node)`` / ``start(node)``: a stopped node is crashed here — its
+  in-memory agreement state is dropped, messages to it are lost — and ``start`` boots it
+  again through ``boot``.
 
 Outputs other than ``Send`` / ``Broadcast`` go to ``on_output(node_id, output)`` in order.
 """
@@ -34,66 +34,77 @@ import heapq
 from dataclasses import dataclass
 from typing import Callable, Optional, Sequence
 
-from consensus_stub.agreement.messages import Message, decode_message, encode_message
-from consensus_stub.agreement.protocol import AgreementNode, Broadcast, Output, Send
-from consensus_stub.agreement.simulation import Partition, Schedule, SplitMix64
-from replica.node.node import SEC, NodeTiming
+from .interface import Broadcast, Output, Send
+from .messages import Message, decode_message, encode_message
+from .protocol import AgreementNode
 
-__all__ = ["SEC", "AgreementTiming", "MemoVerifier", "AgreementNetwork", "Schedule", "Partition"]
+__all__ = ["MS", "SplitMix64", "Partition", "Crash", "Schedule", "AgreementNetwork"]
+
+MS = 1_000_000
+_MASK = (1 << 64) - 1
 
 _DELIVER, _TIMER, _CRASH, _RESTART = 0, 1, 2, 3
 
 
+class SplitMix64:
+    """A tiny deterministic generator (Steele, Lea, Flood 2014): the same seed, the same numbers."""
+
+    def __init__(self, seed: int) -> None:
+        self._state = seed & _MASK
+
+    def next_u64(self) -> int:
+        self._state = (self._state + 0x9E3779B97F4A7C15) & _MASK
+        z = self._state
+        z = ((z ^ (z >> 30)) * 0xBF58476D1CE4E5B9) & _MASK
+        z = ((z ^ (z >> 27)) * 0x94D049BB133111EB) & _MASK
+        return z ^ (z >> 31)
+
+    def below(self, bound: int) -> int:
+        """A number in ``[0, bound)`` (the modulo bias of a 64-bit draw is negligible here)."""
+        return self.next_u64() % bound
+
+    def chance(self, per_mille: int) -> bool:
+        return per_mille > 0 and self.below(1000) < per_mille
+
+
 @dataclass(frozen=True, slots=True)
-class AgreementTiming(NodeTiming):
-    """The protocol's timing inside a ``Subnet`` (agreement time: simulated, free in wall time).
+class Partition:
+    """During ``[start_ns, end_ns)`` only nodes of the same group reach each other."""
 
-    ``block_interval_ns`` paces heights: a round's first proposal comes that long after it
-    starts, so a ``Subnet.step`` that ends as soon as every node finalized its height has
-    made no proposal for the next one (a block carries the ingress submitted before the
-    ``step`` that makes it). It must exceed the time the network takes to finalize a
-    notarized block (message delays); ``absent_after_ns`` must exceed it (or nodes that took
-    part in the last height would count as absent at the next). ``max_wait_ns`` bounds one
-    ``step`` (``None``: enough for every rank's timeout and two rebroadcasts).
-    """
+    start_ns: int
+    end_ns: int
+    groups: tuple[tuple[str, ...], ...]
 
-    max_wait_ns: Optional[int] = None
+    def separates(self, a: str, b: str, now: int) -> bool:
+        if not self.start_ns <= now < self.end_ns:
+            return False
+        return not any(a in group and b in group for group in self.groups)
+
+
+@dataclass(frozen=True, slots=True)
+class Crash:
+    """``node_id`` stops at ``at_ns``; it restarts from its disk at ``restart_ns`` unless ``None``."""
+
+    node_id: str
+    at_ns: int
+    restart_ns: Optional[int] = None
+
+
+@dataclass(frozen=True, slots=True)
+class Schedule:
+    """A seeded adversarial network (module docstring)."""
+
+    seed: int
+    min_delay_ns: int = 1 * MS
+    max_delay_ns: int = 50 * MS
+    duplicate_per_mille: int = 0
+    drop_per_mille: int = 0
+    partitions: tuple[Partition, ...] = ()
+    crashes: tuple[Crash, ...] = ()
 
     def __post_init__(self) -> None:
-        if self.block_interval_ns < 1:
-            raise ValueError("block_interval_ns must be positive: it keeps a step to one height")
-        if self.absent_after_ns and self.absent_after_ns <= self.block_interval_ns:
-            raise ValueError("absent_after_ns must exceed block_interval_ns")
-
-    def step_budget_ns(self, nodes: int, schedule: Optional[Schedule]) -> int:
-        if self.max_wait_ns is not None:
-            return self.max_wait_ns
-        delay = 0 if schedule is None else schedule.max_delay_ns
-        return (self.block_interval_ns + (nodes + 1) * self.round_timeout_ns
-                + 2 * self.rebroadcast_interval_ns + 8 * delay)
-
-
-class MemoVerifier:
-    """A ``Verifier`` that checks each ``(node, message, signature)`` once: the nodes of one
-    process receive the same artifacts, and a signature check is a pure function of them.
-    Bounded: the memo is emptied when it holds ``limit`` entries."""
-
-    def __init__(self, inner, limit: int = 8192) -> None:
-        self._inner = inner
-        self._memo: dict[tuple[str, bytes, bytes], bool] = {}
-        self._limit = limit
-        self.checks = 0
-
-    def is_valid_signature(self, node_id: str, message: bytes, signature: bytes) -> bool:
-        key = (node_id, message, signature)
-        verdict = self._memo.get(key)
-        if verdict is None:
-            self.checks += 1
-            verdict = self._inner.is_valid_signature(node_id, message, signature)
-            if len(self._memo) >= self._limit:
-                self._memo.clear()
-            self._memo[key] = verdict
-        return verdict
+        if not 0 <= self.min_delay_ns <= self.max_delay_ns:
+            raise ValueError("need 0 <= min_delay_ns <= max_delay_ns")
 
 
 class _Wire:
