@@ -38,6 +38,7 @@ from .launcher import (
     DEFAULT_PROCESS_MODEL, PROCESS_MODELS, TestnetError, TestnetLayout, canister_range, create_testnet,
     process_model_of, testnet_nodes,
 )
+from .process_models import process_model
 from .supervisor import launch
 
 __all__ = [
@@ -111,25 +112,18 @@ def status(directory: Path) -> list[SubnetStatus]:
     if not layout.manifest.exists():
         raise TestnetError(f"{directory} holds no testnet; start one with `replica testnet up`")
     manifest = layout.read_manifest()
-    model = process_model_of(manifest)
-    nodes_of = testnet_nodes(layout, list(manifest["subnets"])) if model == "node" else {}
+    model = process_model(layout, list(manifest["subnets"]))
     rows = []
     for position, subnet in enumerate(manifest["subnets"]):
         current = layout.read_json(layout.status(subnet)) or {}
         endpoints = layout.read_json(layout.http(subnet)) or {}
-        if model == "node":
-            nodes = nodes_of[subnet]
-            running = sum(1 for node in nodes if _pid_of(layout, node) is not None)
-            held = tuple(node for node in nodes if layout.hold(node).exists())
-            log = layout.log(nodes[0])
-        else:
-            running = manifest["nodes"] if _pid_of(layout, subnet) is not None else 0
-            held = ()
-            log = layout.log(subnet)
+        units = model.units_of(subnet)
+        running = sum(model.nodes_in(unit) for unit in units if _pid_of(layout, unit) is not None)
+        held = tuple(unit for unit in units if model.is_held(unit))
         rows.append(SubnetStatus(
             subnet, manifest["nodes"], canister_range(position), running > 0,
             current.get("height"), current.get("certified_height"), current.get("certified_root"),
-            dict(endpoints), log, model, running, held))
+            dict(endpoints), layout.log(units[0]), model.name, running, held))
     return rows
 
 
@@ -249,21 +243,9 @@ def log_lines(directory: Path, name: str | None, follow: bool) -> Iterator[str]:
     (node model: node ``name``'s own log; a subnet has none there); with ``follow`` keep
     yielding new lines until interrupted."""
     layout = TestnetLayout(directory)
-    manifest = layout.read_manifest()
     which = _LAUNCHER_LOG
-    if name is not None and process_model_of(manifest) == "node":
-        nodes_of = testnet_nodes(layout, list(manifest["subnets"]))
-        if name in nodes_of:
-            raise TestnetError(f"{name} is a subnet; each of its nodes runs in its own process with its own log: "
-                               f"{', '.join(nodes_of[name])}")
-        if not any(name in nodes for nodes in nodes_of.values()):
-            raise TestnetError(f"no node {name!r}; the nodes are "
-                               f"{', '.join(node for nodes in nodes_of.values() for node in nodes)}")
-        which = name
-    elif name is not None:
-        which = next((s for s in manifest["subnets"] if name == s or name.startswith(f"{s}-node")), "")
-        if not which:
-            raise TestnetError(f"no subnet or node {name!r}; the subnets are {', '.join(manifest['subnets'])}")
+    if name is not None:
+        which = process_model(layout, list(layout.read_manifest()["subnets"])).log_unit(name)
     path = layout.log(which)
     if not path.exists():
         raise TestnetError(f"{path} does not exist (yet): {name or 'the launcher'} has not run in {directory}")

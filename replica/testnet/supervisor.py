@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import collections
 import datetime
-import json
 import os
 import signal
 import subprocess
@@ -41,23 +40,16 @@ from replica.node.batch_processor import canister_classes
 from replica.progress import Progress
 
 from .launcher import (
-    EXIT_REFUSED, INITIAL_BALANCE, LAUNCHER_PID_ENV, LIMIT_PRESETS, PROCESS_MODELS, RESTART_LIMIT, RESTART_WINDOW_S,
-    STOP_TIMEOUT_S, TestnetError, TestnetLayout, has_genesis_apps, process_model_of, quiescent, read_statuses,
-    testnet_nodes, total_supply, update_registry_file, write_atomically,
+    EXIT_REFUSED, INITIAL_BALANCE, LAUNCHER_PID_ENV, LIMIT_PRESETS, RESTART_LIMIT, RESTART_WINDOW_S,
+    STOP_TIMEOUT_S, TestnetError, TestnetLayout, has_genesis_apps, quiescent, read_statuses, total_supply,
+    update_registry_file, write_atomically,
 )
+from .process_models import ProcessModel, process_model
 
 __all__ = ["Supervisor", "launch"]
 
 class _Terminated(BaseException):
     """Raised in the launcher's main thread by SIGTERM (like ``KeyboardInterrupt`` for SIGINT)."""
-
-
-def _child_command(layout: TestnetLayout, subnet: str) -> list[str]:
-    return [sys.executable, "-m", "replica.testnet.subnet_process", str(layout.root), subnet]
-
-
-def _node_command(layout: TestnetLayout, node: str) -> list[str]:
-    return [sys.executable, "-m", "replica.cli", "node", "run", "--config", str(layout.node_files(node).config)]
 
 
 def _describe_exit(code: int) -> str:
@@ -69,41 +61,23 @@ def _describe_exit(code: int) -> str:
     return f"exit code {code}"
 
 
-def _read_endpoints(path: Path) -> dict[str, str] | None:
-    """A node's ``endpoints.json`` once it names at least its XNet and HTTP addresses."""
-    try:
-        value = json.loads(path.read_text())
-    except (OSError, ValueError):
-        return None
-    if not isinstance(value, dict) or not all(isinstance(value.get(k), str) for k in ("xnet", "http")):
-        return None
-    return value
-
-
 class Supervisor:
     """The launcher's processes, one per unit (a subnet, or a node in the node model): start
     each, notice one that died and restart it (module docstring), publish restarted
     processes' addresses, keep the subnets' ``status`` and ``http`` files, stop them all."""
 
     def __init__(self, layout: TestnetLayout, subnets: list[str], out, *, restart: bool = True,
-                 publish_timeout_s: float = 120.0, process_model: str | None = None) -> None:
+                 publish_timeout_s: float = 120.0, process_model_name: str | None = None) -> None:
         self.layout = layout
         self.subnets = list(subnets)
         self.out = out
         self.restart = restart
         self.publish_timeout_s = publish_timeout_s
-        self.model = process_model or process_model_of(layout.read_manifest())
-        if self.model not in PROCESS_MODELS:
-            raise TestnetError(f"no process model {self.model!r}; the models are {', '.join(PROCESS_MODELS)}")
-        #: ``{subnet: [node, ...]}`` in registry order (node model; empty lists otherwise).
-        self.nodes_by_subnet: dict[str, list[str]] = (
-            testnet_nodes(layout, self.subnets) if self.model == "node" else {s: [] for s in self.subnets})
+        #: How the directory runs (``replica.testnet.process_models``).
+        self.model: ProcessModel = process_model(layout, self.subnets, process_model_name)
         #: The supervised units: the subnets, or every node of every subnet.
-        self.units: list[str] = (
-            [n for s in self.subnets for n in self.nodes_by_subnet[s]] if self.model == "node" else list(self.subnets))
-        self.subnet_of: dict[str, str] = (
-            {n: s for s, nodes in self.nodes_by_subnet.items() for n in nodes} if self.model == "node"
-            else {s: s for s in self.subnets})
+        self.units: list[str] = self.model.units
+        self.subnet_of: dict[str, str] = self.model.subnet_of
         self.processes: dict[str, subprocess.Popen] = {}
         #: Restarts per unit (for the summary and tests).
         self.restarts: collections.Counter[str] = collections.Counter()
@@ -114,10 +88,13 @@ class Supervisor:
         self.held: set[str] = set()
         #: Deaths the launcher itself asked for (chaos), with the cause.
         self._expected: dict[str, str] = {}
-        #: Node model: the endpoints of each running, published node.
+        #: What each running, published unit bound.
         self._endpoints: dict[str, dict[str, str]] = {}
-        self._http_written: dict[str, dict[str, str]] = {}
-        self._status_written: dict[str, dict] = {}
+
+    @property
+    def nodes_by_subnet(self) -> dict[str, list[str]]:
+        """``{subnet: [node, ...]}`` of the node processes (chaos picks its victims there)."""
+        return self.model.nodes_by_subnet
 
     def restarts_of(self, subnet: str) -> int:
         """Restarts of the subnet's process, or of its nodes' processes."""
@@ -126,14 +103,9 @@ class Supervisor:
     # -- starting and publishing ------------------------------------------------------------
 
     def start_all(self) -> None:
-        if self.model == "node":
-            for subnet in self.subnets:   # the launcher writes these from the nodes' files
-                self.layout.http(subnet).unlink(missing_ok=True)
-                self.layout.status(subnet).unlink(missing_ok=True)
-            for node in self.units:      # deaths asked of a previous launcher's processes
-                self.layout.expected_death(node).unlink(missing_ok=True)
+        self.model.clear()
         for unit in self.units:
-            if self.model == "node" and self.layout.hold(unit).exists():
+            if self.model.is_held(unit):
                 self.held.add(unit)
                 self.note(unit, f"{unit} is held ({self.layout.hold(unit)}): not starting it "
                                 f"(`replica testnet restart-node {unit}` starts it)")
@@ -142,13 +114,7 @@ class Supervisor:
 
     def _start(self, unit: str) -> None:
         layout = self.layout
-        if self.model == "node":
-            command = self._prepare_node(unit)
-        else:
-            layout.addresses(unit).unlink(missing_ok=True)
-            layout.http(unit).unlink(missing_ok=True)
-            layout.status(unit).unlink(missing_ok=True)
-            command = _child_command(layout, unit)
+        command = self.model.command(unit)
         layout.log(unit).parent.mkdir(parents=True, exist_ok=True)
         env = dict(os.environ)
         env[LAUNCHER_PID_ENV] = str(os.getpid())
@@ -160,21 +126,6 @@ class Supervisor:
         self.processes[unit] = process
         write_atomically(layout.pid(unit), f"{process.pid}\n".encode())
         self._unpublished[unit] = time.monotonic()
-
-    def _prepare_node(self, node: str) -> list[str]:
-        """Write the node's config unless it has one; remove what its last run bound and said."""
-        from replica.node.process_config import NodeProcessConfig
-
-        files = self.layout.node_files(node)
-        if not files.config.exists():
-            tick_s = float(self.layout.read_manifest().get("tick_s", 0.5))
-            config = NodeProcessConfig(testnet_dir=str(self.layout.root.resolve()), node_id=node,
-                                       subnet_id=self.subnet_of[node], tick_s=tick_s, block_interval_s=tick_s,
-                                       round_timeout_s=max(1.0, 2 * tick_s))
-            write_atomically(files.config, config.to_json().encode())
-        files.endpoints.unlink(missing_ok=True)   # stale ports are never published
-        files.status.unlink(missing_ok=True)      # nor a stale status taken for this run's
-        return _node_command(self.layout, node)
 
     @property
     def published(self) -> bool:
@@ -188,33 +139,23 @@ class Supervisor:
             if not self.published:
                 time.sleep(0.05)
 
-    def _bound(self, unit: str) -> dict[str, str] | None:
-        """What ``unit`` bound: ``{node: xnet address}`` (subnet model), or its endpoints."""
-        if self.model == "node":
-            return _read_endpoints(self.layout.node_files(unit).endpoints)
-        return self.layout.read_json(self.layout.addresses(unit))
-
     def _publish(self) -> None:
         """Once every (re)started process has written its addresses, put them into the registry."""
         if not self._unpublished:
             return
         now = time.monotonic()
-        bound = {unit: self._bound(unit) for unit in sorted(self._unpublished)}
+        bound = {unit: self.model.bound(unit) for unit in sorted(self._unpublished)}
         late = [unit for unit, b in bound.items()
                 if b is None and now - self._unpublished[unit] > self.publish_timeout_s]
         if late:
-            kind = "nodes" if self.model == "node" else "subnets"
+            kind = "nodes" if self.model.has_node_processes else "subnets"
             raise TestnetError(f"{kind} {late} did not bind their endpoints in {self.publish_timeout_s} s; "
                                f"see {self.layout.log(late[0])}")
         if any(b is None for b in bound.values()):
             return
-        if self.model == "node":
-            found = {node: endpoints["xnet"] for node, endpoints in bound.items()}
-        else:
-            found = {node: address for addresses in bound.values() for node, address in addresses.items()}
+        found = self.model.xnet_addresses(bound)   # type: ignore[arg-type]
         update_registry_file(self.layout, lambda registry: registry.with_node_addresses(found))
-        if self.model == "node":
-            self._endpoints.update(bound)
+        self._endpoints.update(bound)   # type: ignore[arg-type]
         self._unpublished.clear()
 
     # -- supervision ------------------------------------------------------------------------
@@ -234,16 +175,11 @@ class Supervisor:
                 self.restarts[node] += 1
                 self.note(node, f"started {node} as pid {self.processes[node].pid}")
         self._publish()
-        if self.model == "node":
-            self._write_http()
-            self._write_status()
+        self.model.keep_files(set(self.processes), self._endpoints)
 
     def down_units(self) -> set[str]:
         """Units not serving: not running, not yet re-published, or held (chaos's view)."""
-        down = {u for u in self.units if u not in self.processes or u in self._unpublished}
-        if self.model == "node":
-            down |= {u for u in self.units if self.layout.hold(u).exists()}
-        return down
+        return {u for u in self.units if u not in self.processes or u in self._unpublished or self.model.is_held(u)}
 
     def note(self, unit: str, message: str) -> None:
         """Tell the launcher's output stream and the unit's log."""
@@ -279,7 +215,7 @@ class Supervisor:
             raise TestnetError(f"{what}: it refused to start (exit code {EXIT_REFUSED}: do not restart); "
                                f"see {log}")
         expected = self._consume_expected(unit)
-        if self.model == "node" and self.layout.hold(unit).exists():
+        if self.model.is_held(unit):
             self.held.add(unit)
             self.note(unit, f"{what}; {unit} is held ({self.layout.hold(unit)}): not restarting it until "
                             f"the hold is removed (`replica testnet restart-node {unit}`)")
@@ -299,10 +235,7 @@ class Supervisor:
                 self.note(unit, f"{what}, the {len(deaths)}th time within {RESTART_WINDOW_S:.0f} s: not restarting")
                 raise TestnetError(f"{what}; it died {len(deaths)} times within {RESTART_WINDOW_S:.0f} s, "
                                    f"so it is not restarted; see {log}")
-            if self.model == "node":
-                self.note(unit, f"{what}; restarting it (it resumes from {self.layout.node_files(unit).root})")
-            else:
-                self.note(unit, f"{what}; restarting it (it re-executes {self.layout.blocks(unit)})")
+            self.note(unit, f"{what}; restarting it ({self.model.resumes_from(unit)})")
         self._start(unit)
         self.restarts[unit] += 1
         self.note(unit, f"restarted {unit} as pid {self.processes[unit].pid}")
@@ -319,37 +252,6 @@ class Supervisor:
         process.wait()
         self._died(unit, process)
         return True
-
-    # -- the subnets' files (node model) ----------------------------------------------------
-
-    def _write_http(self) -> None:
-        """``http/<subnet>.json``: the ingress addresses of the subnet's running, published nodes."""
-        for subnet, nodes in self.nodes_by_subnet.items():
-            serving = {n: self._endpoints[n]["http"] for n in nodes if n in self._endpoints}
-            if serving == self._http_written.get(subnet):
-                continue
-            if serving:
-                self.layout.write_json(self.layout.http(subnet), serving)
-            else:
-                self.layout.http(subnet).unlink(missing_ok=True)
-            self._http_written[subnet] = serving
-
-    def _write_status(self) -> None:
-        """``status/<subnet>.json``: the status of the subnet's running node with the highest
-        certified height (the first in registry order on a tie)."""
-        for subnet, nodes in self.nodes_by_subnet.items():
-            best: dict | None = None
-            for node in nodes:
-                if node not in self.processes:
-                    continue
-                current = self.layout.read_json(self.layout.node_files(node).status)
-                if not isinstance(current, dict):
-                    continue
-                if best is None or (current.get("certified_height") or 0) > (best.get("certified_height") or 0):
-                    best = current
-            if best is not None and best != self._status_written.get(subnet):
-                self.layout.write_json(self.layout.status(subnet), best)
-                self._status_written[subnet] = best
 
     # -- stopping ---------------------------------------------------------------------------
 
@@ -376,10 +278,7 @@ class Supervisor:
             self.layout.pid(unit).unlink(missing_ok=True)
             del self.processes[unit]
             self._endpoints.pop(unit, None)
-        if self.model == "node":
-            for subnet in self.subnets:
-                self.layout.http(subnet).unlink(missing_ok=True)
-                self._http_written[subnet] = {}
+        self.model.stopped()
 
 
 def _install_handlers() -> dict[int, Any] | None:
@@ -433,14 +332,13 @@ def launch(
         layout.traffic_off.unlink(missing_ok=True)
     else:
         write_atomically(layout.traffic_off, b"")
-    model = process_model_of(manifest)
-    kind = "subnet process" if model == "subnet" else "node process"
     if chaos_kill < 0:
         raise TestnetError(f"--chaos-kill is kills per second, not {chaos_kill!r}")
-    if chaos_kill and model != "node":
+    supervisor = Supervisor(layout, subnets, out, restart=restart)
+    model = supervisor.model
+    if chaos_kill and not model.has_node_processes:
         raise TestnetError(f"--chaos-kill kills nodes: the testnet in {layout.root} runs one process per subnet "
                            f"(process model 'subnet'); use a testnet of process model 'node'")
-    supervisor = Supervisor(layout, subnets, out, restart=restart, process_model=model)
     chaos = None
     previous = _install_handlers()
     write_atomically(layout.pid("launcher"), f"{os.getpid()}\n".encode())
@@ -449,7 +347,7 @@ def launch(
             supervisor.start_all()
             supervisor.wait_published()
             status = Progress(f"testnet: {len(subnets)} subnets x {manifest['nodes']} nodes in {layout.root}"
-                              + (", one process per node" if model == "node" else ""))
+                              + (", one process per node" if model.has_node_processes else ""))
             if chaos_kill:
                 from replica.testnet.chaos import DEFAULT_CHAOS_SEED, Chaos
 
@@ -485,10 +383,10 @@ def launch(
             _hold_signals(previous)
             supervisor.stop()
     except _Terminated:
-        print(f"\nterminated: stopped every {kind}", file=out)
+        print(f"\nterminated: stopped every {model.kind}", file=out)
         return 128 + signal.SIGTERM
     except KeyboardInterrupt:
-        print(f"\ninterrupted: stopped every {kind}", file=out)
+        print(f"\ninterrupted: stopped every {model.kind}", file=out)
         return 128 + signal.SIGINT
     finally:
         _hold_signals(previous)
@@ -518,36 +416,14 @@ def launch(
     return 0 if ok else 1
 
 
-def _node_recordings(layout: TestnetLayout, subnets: list[str]) -> list:
-    """Per subnet, the recording of the node that executed the most batches from genesis
-    (the first in registry order on a tie); a node whose log does not start at genesis
-    (e.g. after a state sync) has none. ``TestnetError`` for a subnet without one."""
-    from replica.testnet.recording import read_node_recording
-
-    recordings = []
-    for subnet, nodes in testnet_nodes(layout, subnets).items():
-        best = None
-        for node in nodes:
-            recording = read_node_recording(layout.node_files(node))
-            if recording is not None and (best is None or len(recording.batches) > len(best.batches)):
-                best = recording
-        if best is None:
-            raise TestnetError(f"no node of {subnet} holds its executed log from genesis: no run log is written")
-        recordings.append(best)
-    return recordings
-
-
 def _write_run_log(layout: TestnetLayout, subnets: list[str], out) -> None:
-    """Assemble the recordings into ``DIR/run`` (checked by replaying): the subnet processes',
-    or per subnet the longest of its nodes' (``_node_recordings``)."""
+    """Assemble the recordings of the directory's process model into ``DIR/run`` (checked by
+    replaying)."""
     from replica.audit.run_log import write_run_log
-    from replica.testnet.recording import decode_recording, run_log_from_recordings
+    from replica.testnet.recording import run_log_from_recordings
 
     manifest = layout.read_manifest()
-    if process_model_of(manifest) == "node":
-        recordings = _node_recordings(layout, subnets)
-    else:
-        recordings = [decode_recording(layout.recording(subnet).read_bytes()) for subnet in subnets]
+    recordings = process_model(layout, subnets).recordings()
     registry = decode_registry(layout.registry.read_bytes())
     classes = canister_classes(manifest["canister_modules"])
     limits = LIMIT_PRESETS[manifest["limits"]]

@@ -21,6 +21,7 @@ from hypothesis import given, settings, strategies as st
 from consensus_stub.registry import decode_registry
 from replica.testnet import chaos as chaos_mod
 from replica.testnet import launcher as tn
+from replica.testnet import process_models
 from replica.testnet import supervisor as sv
 from replica.testnet import lifecycle
 
@@ -76,7 +77,7 @@ def fake_nodes(tmp_path, monkeypatch):
         mode, certified = tuning.get(node, ("ok", 5))
         return [sys.executable, str(script), str(layout.node_files(node).config), mode, str(certified)]
 
-    monkeypatch.setattr(sv, "_node_command", command)
+    monkeypatch.setattr(process_models, "node_command", command)
     return tuning
 
 
@@ -375,11 +376,11 @@ def test_the_run_log_takes_each_subnets_longest_node_recording(tmp_path, monkeyp
 
     import replica.testnet.recording as recording
     monkeypatch.setattr(recording, "read_node_recording", read_recording)
-    assert [r.node for r in sv._node_recordings(layout, ["subnet-0", "subnet-1"])] == ["subnet-0-node-2",
-                                                                                       "subnet-1-node-3"]
+    model = process_models.NodeModel(layout, ["subnet-0", "subnet-1"])
+    assert [r.node for r in model.recordings()] == ["subnet-0-node-2", "subnet-1-node-3"]
     lengths["subnet-1-node-3"] = None
     with pytest.raises(tn.TestnetError, match="no node of subnet-1"):
-        sv._node_recordings(layout, ["subnet-0", "subnet-1"])
+        model.recordings()
 
 
 def test_the_command_line_takes_the_node_options():

@@ -16,6 +16,7 @@ import pytest
 
 from consensus_stub.registry import decode_registry
 from replica.testnet import launcher as tn
+from replica.testnet import process_models
 from replica.testnet import supervisor as sv
 from replica.audit.run_log import load_run_log
 
@@ -187,7 +188,7 @@ def test_stopping_the_launcher_stops_every_node_process(tmp_path, sig):
 
 def _fake_children(monkeypatch, scripts: dict[str, str]) -> None:
     """Replace the subnet processes by tiny Python scripts (per subnet)."""
-    monkeypatch.setattr(sv, "_child_command", lambda layout, subnet: [sys.executable, "-c", scripts[subnet]])
+    monkeypatch.setattr(process_models, "subnet_command", lambda layout, subnet: [sys.executable, "-c", scripts[subnet]])
 
 
 def test_a_subnet_process_that_refuses_to_start_is_not_restarted(tmp_path, monkeypatch):
