@@ -34,13 +34,13 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
 os.environ.setdefault("PYTHONHASHSEED", "0")  # workers of both kinds run with the seed Spark gives its own
 
-from replica.testnet.workload import generate_isolated  # noqa: E402
+from replica.inprocess.workload import generate_isolated  # noqa: E402
 from replica.audit.job import AuditOptions, run_audit, spark_session  # noqa: E402
 from replica.progress import Progress  # noqa: E402
 from replica.audit.replicas import assign_partitions, plan_replicas  # noqa: E402
 from replica.audit.run_log import decode_run_log  # noqa: E402
 from replica.audit.worker import init_local_worker, local_replay_chunk  # noqa: E402
-from replica.testnet.workload import WorkloadConfig  # noqa: E402
+from replica.inprocess.workload import WorkloadConfig  # noqa: E402
 from floor import in_floor_units, measure_floor_us  # noqa: E402
 
 

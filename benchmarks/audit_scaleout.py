@@ -39,7 +39,7 @@ from replica.audit.job import AuditOptions, run_audit, spark_session  # noqa: E4
 from replica.audit.run_log import decode_run_log  # noqa: E402
 from replica.cluster import ClusterConfig, cluster_down, cluster_up  # noqa: E402
 from replica.progress import Progress  # noqa: E402
-from replica.testnet.workload import WorkloadConfig, generate_isolated  # noqa: E402
+from replica.inprocess.workload import WorkloadConfig, generate_isolated  # noqa: E402
 from floor import measure_floor_us  # noqa: E402
 
 

@@ -38,7 +38,7 @@ from message_routing.shedding import enforce_bounded_wait_message_limit  # noqa:
 from message_routing.timeouts import time_out_callbacks, time_out_messages  # noqa: E402
 from replica.execution import ExecutionEnvironment, install_canister  # noqa: E402
 from replica.sdk import CallError, Canister, RejectCode, callback, encode_value, update  # noqa: E402
-from replica.testnet.simulation import Simulation  # noqa: E402
+from replica.inprocess.simulation import Simulation  # noqa: E402
 from state_manager.canister_state import CanisterState  # noqa: E402
 from state_manager.messages import Ingress, Request  # noqa: E402
 from state_manager.replicated_state import ReplicatedState  # noqa: E402

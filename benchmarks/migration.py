@@ -34,11 +34,11 @@ from floor import in_floor_units, measure_floor_us
 
 from replica.client.management import install_many
 from replica.progress import Progress
-from replica.testnet import load_canister
+from replica.load import load_canister
 from replica.testnet.http_endpoints import agent_for_testnet
 from replica.testnet.launcher import user_key
-from replica.testnet.lifecycle import down, up
-from replica.testnet.load import LoadFailed, LoadOptions, run_load
+from replica.processes.lifecycle import down, up
+from replica.load.load import LoadFailed, LoadOptions, run_load
 from replica.testnet.migration import AgentDriver, MigrationError, migrate_canister
 
 TARGETS = {"migration_rounds": 20, "lost": 0, "duplicated": 0}

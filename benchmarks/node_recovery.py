@@ -46,7 +46,7 @@ import httpx
 from floor import in_floor_units, measure_floor_us
 from replica.node.process_config import NodeProcessConfig
 from replica.progress import Progress
-from replica.testnet import lifecycle
+from replica.processes import lifecycle
 from replica.testnet.launcher import TestnetLayout, create_testnet, testnet_nodes
 
 SEED = b"node-recovery-benchmark-seed-32b"

@@ -35,8 +35,8 @@ from floor import in_floor_units, measure_floor_us
 from replica.client.identity import UserKey
 from replica.progress import Progress
 from replica.testnet.http_endpoints import agent_for_testnet
-from replica.testnet.example_apps import install_example_apps
-from replica.testnet.lifecycle import down, up
+from replica.demo.example_apps import install_example_apps
+from replica.processes.lifecycle import down, up
 
 TARGETS = {"up_to_ready_s": 5.0, "update_call_median_rounds": 3, "xnet_rtt_median_rounds": 4}
 

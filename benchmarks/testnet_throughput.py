@@ -1,7 +1,7 @@
 """Benchmark: sustained cross-subnet calls on a 2 x 4 testnet, through the public API.
 
 ``replica testnet up`` (a fresh directory), then ``replica load``'s engine
-(``replica.testnet.load.run_load``) offers ``--rate`` cross-subnet calls per second for
+(``replica.load.load.run_load``) offers ``--rate`` cross-subnet calls per second for
 ``--minutes`` minutes: each is a user call to a load canister that calls a canister on the
 other subnet and answers when the echo is back (request + response through the streams),
 and each answer is read from certified, verified state. Meanwhile the resident memory of
@@ -41,8 +41,8 @@ from replica.client.identity import UserKey
 from replica.progress import Progress
 from replica.testnet.http_endpoints import agent_for_testnet
 from replica.testnet.launcher import TestnetLayout, testnet_nodes
-from replica.testnet.lifecycle import down, up
-from replica.testnet.load import LoadFailed, LoadOptions, run_load
+from replica.processes.lifecycle import down, up
+from replica.load.load import LoadFailed, LoadOptions, run_load
 
 TARGETS = {"calls_per_s": 1000, "rss_growth_pct": 10.0}
 

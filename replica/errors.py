@@ -149,14 +149,14 @@ fails when a public exception class of ``replica`` is missing here or placed wro
     │   └── EnvironmentArchiveError
     ├── TestnetError             a testnet directory or one of its processes is unusable
     │                            (replica.node.testnet_dir; also RuntimeError)
-    ├── SubnetError              a subnet in one process cannot go on (replica.testnet.subnet;
+    ├── SubnetError              a subnet in one process cannot go on (replica.inprocess.subnet;
     │   │                        also RuntimeError)
     │   ├── DivergenceError
     │   └── NoBlockFinalized
     ├── MigrationError           a canister migration step (replica.testnet.migration; also RuntimeError)
     ├── LoadFailed               a load run ended by an error, with its report so far
-    │                            (replica.testnet.load_report)
-    ├── StatusError              a subnet's certified status unreadable (replica.testnet.stream_status;
+    │                            (replica.load.load_report)
+    ├── StatusError              a subnet's certified status unreadable (replica.observe.stream_status;
     │                            also RuntimeError)
     └── TestingError             the Python API for app developers (replica.testing.errors)
         ├── UnknownSubnet        (also LookupError)

@@ -132,8 +132,14 @@ PACKAGES = LAYERS + ["examples"]
 #: knows nothing of audits or replicas.
 #: ``ic`` (the IC's wire format: CBOR, request ids, principals, envelopes, certificates) sits
 #: below every room that speaks it, the node and the client included; of the others it imports only
-#: ``errors``.
-REPLICA_ROOMS = ["cli", "testing", "testnet", "audit", "cluster", "node", "client", "sdk", "execution", "ic", "progress", "errors"]
+#: ``errors``. What runs and watches local testnets is split by job: ``demo`` (``replica demo`` and
+#: ``simulate``), ``load`` (``replica load``), ``processes`` (a testnet directory run as processes:
+#: supervisor, lifecycle, process models, chaos), ``observe`` (status page, stream status, traces),
+#: ``inprocess`` (subnets in one process: the in-process subnet, the hostile-network simulation)
+#: and ``testnet`` (the testnet directory: its layout, genesis apps, recordings, ingress addresses,
+#: registry versions); none of them holds node logic, which is ``node``'s.
+REPLICA_ROOMS = ["cli", "testing", "demo", "load", "processes", "observe", "inprocess", "testnet", "audit", "cluster",
+                 "node", "client", "sdk", "execution", "ic", "progress", "errors"]
 
 #: What the audit may import of the rest of ``replica``: the batch processor (and the progress
 #: display, and the root of its exceptions).

@@ -2,7 +2,7 @@
 
 One network carries the protocol's messages wherever a subnet's nodes share a process: the
 agreement simulation behind the protocol's tests (``simulation.Simulation``) and the
-in-process subnet behind ``replica.testing`` (``replica.testnet.subnet.Subnet``). It is the
+in-process subnet behind ``replica.testing`` (``replica.inprocess.subnet.Subnet``). It is the
 counterpart of the gRPC transport of node processes (``replica.node.agreement_transport``):
 the same protocol code, the same wire format, a different carrier.
 

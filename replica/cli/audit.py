@@ -78,10 +78,10 @@ def register(sub) -> None:
 
 
 def _generate(args, status) -> tuple:
-    from replica.testnet.workload import generate_isolated
+    from replica.inprocess.workload import generate_isolated
     from replica.audit.job import default_worker_hash_seed
     from replica.audit.run_log import decode_run_log, write_run_log
-    from replica.testnet.workload import WorkloadConfig
+    from replica.inprocess.workload import WorkloadConfig
 
     config = WorkloadConfig(subnets=args.subnets, canisters=args.canisters, batches=args.batches,
                             messages=args.messages, seed=args.seed, nondeterministic=args.nondeterministic)

@@ -64,7 +64,7 @@ def to_json(value: Any) -> str:
 def _agent(args: argparse.Namespace):
     from replica.client.identities import IdentityStore
     from replica.testnet.http_endpoints import agent_for_testnet
-    from replica.testnet.lifecycle import testnet_directory
+    from replica.processes.lifecycle import testnet_directory
 
     store = IdentityStore()
     identity = store.load(args.identity) if args.identity else store.current()

@@ -33,7 +33,7 @@ def _install(args: argparse.Namespace) -> int:
     from replica.client.identities import IdentityStore
     from replica.client.management import create_canister, install_code, read_module
     from replica.testnet.http_endpoints import agent_for_testnet
-    from replica.testnet.lifecycle import testnet_directory
+    from replica.processes.lifecycle import testnet_directory
 
     created = None
     try:
@@ -97,7 +97,7 @@ def _logs(args: argparse.Namespace) -> int:
     from replica.client.identities import IdentityStore
     from replica.client.management import fetch_canister_logs
     from replica.testnet.http_endpoints import agent_for_testnet
-    from replica.testnet.lifecycle import testnet_directory
+    from replica.processes.lifecycle import testnet_directory
 
     try:
         store = IdentityStore()

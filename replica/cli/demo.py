@@ -1,4 +1,4 @@
-"""``replica demo`` and ``replica simulate``: the embedded default runs (``replica.testnet.demo``)."""
+"""``replica demo`` and ``replica simulate``: the embedded default runs (``replica.demo.simulate``)."""
 
 from __future__ import annotations
 
@@ -10,13 +10,13 @@ __all__ = ["register"]
 
 
 def _demo(args: argparse.Namespace) -> int:
-    from replica.testnet.live_demo import run_demo
+    from replica.demo.live_demo import run_demo
     return run_demo(args.out, subnets=args.subnets, nodes=args.nodes, duration_s=args.duration,
                     replicas=args.replicas, master=args.master)
 
 
 def _simulate(args: argparse.Namespace) -> int:
-    from replica.testnet.demo import run_simulation
+    from replica.demo.simulate import run_simulation
     return run_simulation(seed=args.seed, ticks=args.ticks, out=args.out)
 
 

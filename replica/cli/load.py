@@ -30,8 +30,8 @@ def _load(args: argparse.Namespace) -> int:
     from replica.client.identities import IdentityStore
     from replica.progress import Progress
     from replica.testnet.http_endpoints import agent_for_testnet
-    from replica.testnet.lifecycle import testnet_directory
-    from replica.testnet.load import LoadFailed, LoadOptions, run_load
+    from replica.processes.lifecycle import testnet_directory
+    from replica.load.load import LoadFailed, LoadOptions, run_load
 
     options = LoadOptions(rate=args.rate, duration_s=args.duration, canisters=args.canisters,
                           cross_subnet=args.cross_subnet, pad_bytes=args.pad, timeout_s=args.timeout_s,

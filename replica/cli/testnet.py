@@ -27,8 +27,8 @@ __all__ = ["register"]
 
 
 def _up(args: argparse.Namespace) -> int:
-    from replica.testnet.lifecycle import testnet_directory, up
-    from replica.testnet.status_page import status_page_url
+    from replica.processes.lifecycle import testnet_directory, up
+    from replica.observe.status_page import status_page_url
 
     directory = testnet_directory(args.dir)
     rows = up(directory, subnets=args.subnets, nodes=args.nodes, round_ms=args.round_ms, fresh=args.fresh,
@@ -47,7 +47,7 @@ def _up(args: argparse.Namespace) -> int:
 
 
 def _down(args: argparse.Namespace) -> int:
-    from replica.testnet.lifecycle import down, testnet_directory
+    from replica.processes.lifecycle import down, testnet_directory
 
     directory = testnet_directory(args.dir)
     if down(directory):
@@ -59,9 +59,9 @@ def _down(args: argparse.Namespace) -> int:
 
 def _status(args: argparse.Namespace) -> int:
     """The directory's view of each subnet, then (while it runs) heights, rates and streams
-    read from certified state (``replica.testnet.stream_status``); ``--watch`` repeats."""
-    from replica.testnet.lifecycle import status, testnet_directory
-    from replica.testnet.stream_status import format_view, reader_for_testnet
+    read from certified state (``replica.observe.stream_status``); ``--watch`` repeats."""
+    from replica.processes.lifecycle import status, testnet_directory
+    from replica.observe.stream_status import format_view, reader_for_testnet
 
     directory = testnet_directory(args.dir)
     reader = None
@@ -99,7 +99,7 @@ def _status(args: argparse.Namespace) -> int:
 
 
 def _logs(args: argparse.Namespace) -> int:
-    from replica.testnet.lifecycle import log_lines, testnet_directory
+    from replica.processes.lifecycle import log_lines, testnet_directory
 
     try:
         for line in log_lines(testnet_directory(args.dir), args.node, args.follow):
@@ -110,14 +110,14 @@ def _logs(args: argparse.Namespace) -> int:
 
 
 def _kill_node(args: argparse.Namespace) -> int:
-    from replica.testnet.lifecycle import kill_node, testnet_directory
+    from replica.processes.lifecycle import kill_node, testnet_directory
 
     print(kill_node(testnet_directory(args.dir), args.node, hold=args.hold))
     return 0
 
 
 def _restart_node(args: argparse.Namespace) -> int:
-    from replica.testnet.lifecycle import restart_node, testnet_directory
+    from replica.processes.lifecycle import restart_node, testnet_directory
 
     print(restart_node(testnet_directory(args.dir), args.node))
     return 0
@@ -126,8 +126,8 @@ def _restart_node(args: argparse.Namespace) -> int:
 def _run(args: argparse.Namespace) -> int:
     """Create the directory (unless it holds a testnet) and run it in the foreground."""
     from replica.testnet.launcher import TestnetLayout, create_testnet, process_model_of
-    from replica.testnet.supervisor import launch
-    from replica.testnet.lifecycle import testnet_directory
+    from replica.processes.supervisor import launch
+    from replica.processes.lifecycle import testnet_directory
 
     layout = TestnetLayout(testnet_directory(args.dir))
     if layout.manifest.exists():
@@ -152,7 +152,7 @@ def _migrate(args: argparse.Namespace) -> int:
     from replica.client.identities import IdentityStore
     from replica.progress import Progress
     from replica.testnet.http_endpoints import agent_for_testnet
-    from replica.testnet.lifecycle import testnet_directory
+    from replica.processes.lifecycle import testnet_directory
     from replica.testnet.migration import AgentDriver, migrate_canister
 
     directory = testnet_directory(args.dir)
@@ -173,7 +173,7 @@ def _registry(args: argparse.Namespace) -> int:
     """Show the registry's versions, or publish a new one (the migration's building blocks)."""
     from consensus_stub.registry import InconsistentRegistry, decode_registry
     from replica.testnet.launcher import TestnetLayout, update_registry_file
-    from replica.testnet.lifecycle import testnet_directory
+    from replica.processes.lifecycle import testnet_directory
     from state_manager.routing_table import CanisterIdRange, RoutingTableError
 
     layout = TestnetLayout(testnet_directory(args.dir))
@@ -231,7 +231,7 @@ def _guarded(command):
 
 def register(sub) -> None:
     """``testnet`` and its subcommands."""
-    from replica.testnet import lifecycle
+    from replica.processes import lifecycle
 
     parser = sub.add_parser("testnet", formatter_class=HelpFormatter, description=plain(__doc__),
                             help="a local multi-subnet testnet: up, status, logs, kill-node, restart-node, migrate, registry, down "
@@ -245,7 +245,7 @@ def register(sub) -> None:
         p.set_defaults(func=_guarded(func))
         return p
 
-    from replica.testnet.chaos import DEFAULT_CHAOS_SEED
+    from replica.processes.chaos import DEFAULT_CHAOS_SEED
     from replica.testnet.launcher import DEFAULT_PROCESS_MODEL, PROCESS_MODELS
 
     def shape(p: argparse.ArgumentParser) -> None:

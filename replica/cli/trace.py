@@ -1,7 +1,7 @@
 """``replica trace MESSAGE_ID``: where a call went, hop by hop, and where it is stuck.
 
 Replays every subnet's recorded blocks (``DIR/blocks/``) from genesis with the replica's
-own round function and follows the message (``replica.testnet.trace``): the block that
+own round function and follows the message (``replica.observe.trace``): the block that
 carried it, its execution, every call it made (output queue → stream index → induction or
 reject signal on the receiving subnet → the callee's execution and calls → the response's
 way back → the callback), and its answer. A call that has not finished says where it is
@@ -37,9 +37,9 @@ def _certified(directory, trace) -> dict | None:
 
 
 def _trace(args: argparse.Namespace) -> int:
-    from replica.testnet.lifecycle import testnet_directory
-    from replica.testnet.trace import format_trace, trace_message
-    from replica.testnet.trace_source import testnet_timelines
+    from replica.processes.lifecycle import testnet_directory
+    from replica.observe.trace import format_trace, trace_message
+    from replica.observe.trace_source import testnet_timelines
 
     try:
         message_id = bytes.fromhex(args.message_id)

@@ -1,7 +1,7 @@
 """The deterministic network: every subnet and node in the test's process, driven by ``tick``.
 
 No socket, no thread, no wall clock. It is built from the replica's own parts — each subnet is
-a ``replica.testnet.subnet.Subnet`` (block making, validation on every node, execution,
+a ``replica.inprocess.subnet.Subnet`` (block making, validation on every node, execution,
 commit, threshold-BLS certification) — with three substitutions:
 
 * the clock is a ``ManualClock`` the test moves (``set_time`` / ``advance_time``);
@@ -45,7 +45,7 @@ from replica.client.identity import UserKey
 from replica.execution import ExecutionEnvironment
 from replica.execution.codec import decode_payload, encode_value
 from replica.node.replica_node import NodeConfig, RegistryHolder
-from replica.testnet.subnet import NoBlockFinalized, Subnet
+from replica.inprocess.subnet import NoBlockFinalized, Subnet
 from xnet.slice_provider import CertifiedSliceProvider
 from state_manager.certification import Certification
 from state_manager.encoding import decode

@@ -25,7 +25,7 @@ from replica.client.identity import UserKey
 from replica.client.refusals import NodeUnavailable, NotCertifiedYet
 from replica.testnet.http_endpoints import agent_for_testnet
 from replica.testnet.launcher import TestnetLayout
-from replica.testnet import lifecycle
+from replica.processes import lifecycle
 from state_manager.messages import MANAGEMENT_CANISTER_ID
 
 from .deterministic import SubnetInfo, subnet_infos

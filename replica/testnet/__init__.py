@@ -1,15 +1,16 @@
-"""Running subnets: in one process for tests, as processes for a local testnet, simulated.
+"""A local testnet as a directory: what it is made of, whoever runs it.
 
-* ``subnet``                a subnet's nodes in one process, the consensus stub between them
-* ``local``                 several subnets in one process over real gRPC (``LocalTestnet``)
-* ``launcher``              the testnet directory, one process per subnet, supervision
-* ``lifecycle``             ``replica testnet up | status | logs | down``: the testnet in the background
-* ``subnet_process``        the entry point of one subnet process
-* ``http_endpoints``        a subnet's nodes' ingress HTTP APIs, and ``agent_for_testnet``
-* ``simulation``            in-process subnets over a deliberately hostile network, no crypto
-* ``workload``              seeded multi-subnet runs generated with the simulation
-* ``recording``             what a testnet or a simulation recorded → the audit's run log
-* ``naming``                the subnet naming scheme (``subnet-<i>``)
-* ``live_demo``             ``replica demo``: a client of ``up`` (traffic, certified answers, supply, audit)
-* ``demo``                  ``replica simulate``: the same apps in the simulation
+* ``launcher``        the directory's layout (``TestnetLayout``), ``create_testnet`` (registry,
+                      secrets, genesis states with the example apps), the registry file's
+                      updates, the manifest's process model, quiescence and supply checks
+* ``naming``          the subnet naming scheme (``subnet-<i>``)
+* ``recording``       what a testnet or a simulation recorded → the audit's run log
+* ``http_endpoints``  the nodes' ingress addresses, and ``agent_for_testnet``
+* ``demo_traffic``    the demo user's traffic and app numbers (``DemoNode``: a node process's part)
+* ``registry_status`` which registry version each node runs, from its status file
+* ``migration``       a canister migration on a running testnet: new registry versions, then
+                      the IC's sequence of management calls
+
+Running it is ``replica.processes``; watching it ``replica.observe``; the node itself is
+``replica.node``.
 """

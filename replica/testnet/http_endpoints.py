@@ -1,119 +1,25 @@
-"""The ingress HTTP APIs of a subnet's nodes, and agents for a testnet (thin shell).
+"""A testnet's ingress addresses, and agents for it (thin shell).
 
-``node_backend(subnet, node_id)`` wires one node of a ``Subnet`` to the HTTP API's
-``NodeBackend``: submissions go through ``Subnet.submit_ingress`` (the stand-in for gossip),
-queries run on that node's latest certified state, ``read_state`` reads its latest certified
-snapshot (immutable: no lock), and ``status`` reports its heights. ``SubnetHttpApis`` starts
-one server per node and stops them. ``agent_for_testnet(directory, identity)`` builds an
-``Agent`` from a testnet directory's ``registry.bin`` and ``http/<subnet>.json`` files, and
-lets it re-read them (``TestnetDirectoryView``) when nodes stop answering: a restarted node
-is back at its old address, or at the new one the launcher wrote there.
+``read_http_endpoints(directory)`` reads the ingress HTTP addresses of a testnet directory's
+nodes (``http/<subnet>.json``). ``agent_for_testnet(directory, identity)`` builds an
+``Agent`` from the directory's ``registry.bin`` and those files, and lets it re-read them
+(``TestnetDirectoryView``) when nodes stop answering: a restarted node is back at its old
+address, or at the new one the launcher wrote there.
 """
 
 from __future__ import annotations
 
 import json
-import time
-from importlib import metadata
 from pathlib import Path
-from typing import Any, Callable, Mapping
+from typing import Any
 
 from consensus_stub.registry import Registry, RegistryError, decode_registry
 from replica.client.agent import Agent
-from replica.client.http_wire import QueryAnswer
 from replica.client.identity import UserKey
-from replica.client.refusals import CanisterNotOnSubnet, UnknownCanister
-from replica.client.refusals import NodeUnavailable, NotCertifiedYet
-from replica.node.http_api import HttpApiServer, NodeBackend
-from state_manager.messages import Reply
-from state_manager.state_manager import StateManager
 
 from .launcher import TestnetError, TestnetLayout
-from .subnet import Subnet, SubnetError
 
-__all__ = ["node_backend", "SubnetHttpApis", "read_http_endpoints", "TestnetDirectoryView", "agent_for_testnet"]
-
-
-def _version() -> str:
-    try:
-        return metadata.version("subnet-replica")
-    except metadata.PackageNotFoundError:
-        return "unknown"
-
-
-def _status(subnet: Subnet, node_id: str, manager: StateManager) -> dict:
-    latest = manager.latest_certified()
-    key = subnet.registry.get().public_key_for(subnet.subnet_id, subnet.registry.get().latest_version)
-    return {
-        "subnet_id": subnet.subnet_id,
-        "node_id": node_id,
-        "finalized_height": manager.latest_height,
-        "certified_height": latest[1].height if latest is not None else None,
-        "certified_root": latest[1].root.hex() if latest is not None else None,
-        "subnet_public_key": key.hex() if key is not None else None,
-        # the registry version of the node's latest executed batch (reading an attribute of
-        # its current state needs no lock; a migration waits for every subnet to reach one)
-        "registry_version": subnet.nodes[node_id].state.metadata.network_topology.registry_version,
-        "replica_version": _version(),
-    }
-
-
-def node_backend(subnet: Subnet, node_id: str, clock: Callable[[], int] = time.time_ns) -> NodeBackend:
-    """The ``NodeBackend`` of node ``node_id`` of ``subnet`` (module docstring)."""
-    manager = subnet.nodes[node_id].state_manager
-
-    def submit(ingress) -> None:
-        try:
-            subnet.submit_ingress(ingress)
-        except SubnetError as exc:
-            raise NodeUnavailable(str(exc)) from exc
-
-    def query(canister_id: int, method: str, arg: Any, caller: bytes) -> QueryAnswer:
-        host = subnet.registry.get().latest().routing_table.lookup(canister_id)
-        if host is None:
-            raise UnknownCanister(f"no subnet hosts canister {canister_id}")
-        if host != subnet.subnet_id:
-            raise CanisterNotOnSubnet(f"canister {canister_id} is on subnet {host}, not {subnet.subnet_id}")
-        result = subnet.query_certified(node_id, canister_id, method, arg, caller)
-        if result is None:
-            raise NotCertifiedYet(f"{node_id}: its latest state is not certified yet")
-        answer, height = result
-        if isinstance(answer, Reply):
-            return QueryAnswer(height, reply=answer.data)
-        return QueryAnswer(height, reject_code=answer.code.name, reject_message=answer.message)
-
-    def certified():
-        latest = manager.latest_certified()
-        return None if latest is None else (latest[0].certified, latest[1])
-
-    return NodeBackend(subnet.subnet_id, node_id, subnet.limits, submit, query, certified,
-                       lambda: _status(subnet, node_id, manager), clock, subnet.nodes[node_id].metrics)
-
-
-class SubnetHttpApis:
-    """One ``HttpApiServer`` per node of ``subnet``; ``wrap`` may replace a node's backend
-    (tests: a node that tampers with its answers)."""
-
-    def __init__(self, subnet: Subnet, *, workers: int = 2,
-                 wrap: Mapping[str, Callable[[NodeBackend], NodeBackend]] | None = None) -> None:
-        self.subnet = subnet
-        wrap = dict(wrap or {})
-        self.servers = {
-            node_id: HttpApiServer(wrap.get(node_id, lambda b: b)(node_backend(subnet, node_id)), workers=workers)
-            for node_id in subnet.nodes
-        }
-
-    def start(self) -> dict[str, str]:
-        """Bind every node's API on 127.0.0.1; ``{node id: "127.0.0.1:port"}``."""
-        try:
-            return {node_id: server.start() for node_id, server in self.servers.items()}
-        except BaseException:
-            self.stop()
-            raise
-
-    def stop(self) -> None:
-        for server in self.servers.values():
-            server.stop()
+__all__ = ["read_http_endpoints", "TestnetDirectoryView", "agent_for_testnet"]
 
 
 def read_http_endpoints(directory: Path | str) -> dict[str, dict[str, str]]:

@@ -1,10 +1,10 @@
 """A local multi-process testnet: ``replica testnet --subnets N --nodes M --dir DIR``.
 
-``create_testnet`` writes a testnet directory; ``launch`` (``replica.testnet.supervisor``) starts its processes, all endpoints
+``create_testnet`` writes a testnet directory; ``launch`` (``replica.processes.supervisor``) starts its processes, all endpoints
 on 127.0.0.1, in one of two process models (the manifest's ``process_model``; absent:
 ``"subnet"``):
 
-* ``"subnet"``: one process per subnet (``replica.testnet.subnet_process``), each running its
+* ``"subnet"``: one process per subnet (``replica.processes.subnet_process``), each running its
   subnet's M nodes;
 * ``"node"``: one process per node (``python -m replica node run --config
   DIR/nodes/<node>/config.json``, ``replica.node.process``), N x M processes.
@@ -64,7 +64,7 @@ acknowledged, checks that the genesis ledgers (if any) kept their total supply, 
 the processes; then it writes the run log a determinism audit replays. A
 restarted launch on the same directory resumes from the block logs.
 
-Running the directory — the supervisor and ``launch`` — is ``replica.testnet.supervisor``.
+Running the directory — the supervisor and ``launch`` — is ``replica.processes.supervisor``.
 """
 
 from __future__ import annotations

@@ -19,6 +19,7 @@ A subnet process keeps its recording in a file (canonical msgpack)::
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
@@ -31,20 +32,28 @@ from replica.audit.run_log import RunLog, SubnetLog, limits_preset_name, write_r
 from replica.execution import module_name_of
 from replica.node.node_store import ExecutedLog
 from replica.node.process_config import NodeFiles, NodeProcessConfig
-from replica.testnet.simulation import Simulation
-from replica.testnet.subnet import SubnetRecording
 from state_manager.codec import CodecError, check_bytes, check_str, check_tuple, check_u64
 from state_manager.encoding import EncodingError, decode, encode
 from state_manager.routing_table import NetworkTopology
 
 __all__ = [
-    "DEFAULT_CHECKPOINT_INTERVAL", "encode_recording", "decode_recording", "run_log_from_recordings",
+    "SubnetRecording", "DEFAULT_CHECKPOINT_INTERVAL", "encode_recording", "decode_recording", "run_log_from_recordings",
     "run_log_from_simulation", "record_run", "read_node_recording",
 ]
 
 DEFAULT_CHECKPOINT_INTERVAL = 10
 _TAG = "replica-subnet-recording"
 _VERSION = 1
+
+
+@dataclass
+class SubnetRecording:
+    """What a determinism audit replays: genesis, every batch, and the hashes committed."""
+
+    subnet_id: str
+    genesis: bytes
+    batches: list[bytes] = field(default_factory=list)
+    hashes: list[tuple[int, bytes, bytes]] = field(default_factory=list)   # (height, full hash, certified root)
 
 
 def encode_recording(recording: SubnetRecording) -> bytes:
@@ -116,7 +125,7 @@ def run_log_from_recordings(
 
 
 def run_log_from_simulation(
-    simulation: Simulation,
+    simulation: Any,
     *,
     checkpoint_interval: int = DEFAULT_CHECKPOINT_INTERVAL,
     checkpoints: Mapping[str, Mapping[int, bytes]] | None = None,
@@ -140,7 +149,7 @@ def run_log_from_simulation(
                   checkpoint_interval, (simulation.topology,), build or current_build())
 
 
-def record_run(simulation: Simulation, directory: Path | str, **options) -> RunLog:
+def record_run(simulation: Any, directory: Path | str, **options) -> RunLog:
     """Write the simulation's recording to ``directory`` as a run log; return the log."""
     log = run_log_from_simulation(simulation, **options)
     write_run_log(log, directory)

@@ -7,10 +7,10 @@ from examples.ledger import Ledger
 from examples.ping_pong import PingPong
 from replica.testnet.recording import run_log_from_simulation
 from replica.audit.run_log import RunLog
-from replica.testnet.workload import WorkloadConfig, generate_run
+from replica.inprocess.workload import WorkloadConfig, generate_run
 from replica.execution import ExecutionEnvironment, install_canister
 from replica.sdk import encode_value
-from replica.testnet.simulation import GENESIS_TIME_NS, Simulation
+from replica.inprocess.simulation import GENESIS_TIME_NS, Simulation
 from state_manager.messages import Ingress
 
 A, B = "subnet-a", "subnet-b"

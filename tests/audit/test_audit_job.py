@@ -7,12 +7,12 @@ import pytest
 
 from replica.audit.faults import batch_messages, destination_of
 from replica.audit.inputs import prepare_run
-from replica.testnet.workload import generate_isolated
+from replica.inprocess.workload import generate_isolated
 from replica.audit.job import AuditOptions, analysis_partitions, default_worker_hash_seed, run_audit
 from replica.audit.perturbation import Fault
 from replica.audit.report import render_html, render_text
 from replica.audit.run_log import decode_run_log
-from replica.testnet.workload import NONDETERMINISTIC_FIRST, NONDETERMINISTIC_PERIOD, SUBNET_SPAN, WorkloadConfig
+from replica.inprocess.workload import NONDETERMINISTIC_FIRST, NONDETERMINISTIC_PERIOD, SUBNET_SPAN, WorkloadConfig
 from state_manager.messages import Request
 
 from .runs import recorded_run, small_run

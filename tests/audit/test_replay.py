@@ -11,12 +11,12 @@ from replica.audit.errors import ReplayError
 from replica.audit.executor import replay_replica
 from replica.audit.inputs import prepare_run
 from replica.audit.isolation import run_isolated
-from replica.testnet.workload import generate_isolated
+from replica.inprocess.workload import generate_isolated
 from replica.audit.perturbation import Fault, Perturbation, parse_perturbation
 from replica.audit.run_log import decode_run_log, encode_run_log
 from replica.audit.shuffle import present_xnet_payload, shuffle_state_value, shuffled_state
 from replica.audit.tree_diff import diff_tries
-from replica.testnet.workload import NONDETERMINISTIC_FIRST, WorkloadConfig
+from replica.inprocess.workload import NONDETERMINISTIC_FIRST, WorkloadConfig
 from state_manager.encoding import decode
 from state_manager.state_codec import decode_state
 from state_manager.state_tree import build_state_trees

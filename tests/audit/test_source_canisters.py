@@ -19,7 +19,7 @@ from replica.audit.run_log import load_run_log, write_run_log
 from replica.execution import MANAGEMENT_CANISTER_ID, ExecutionEnvironment
 from replica.sdk import decode_payload, encode_value
 from replica.testnet.recording import run_log_from_simulation
-from replica.testnet.simulation import GENESIS_TIME_NS, Simulation
+from replica.inprocess.simulation import GENESIS_TIME_NS, Simulation
 from state_manager.ingress_history import IngressState
 from state_manager.messages import Ingress
 

@@ -14,7 +14,7 @@ from examples.ping_pong import PingPong
 from message_routing.limits import DEFAULT, MINIMAL
 from replica.execution import ExecutionEnvironment, install_canister
 from replica.sdk import encode_value
-from replica.testnet.simulation import GENESIS_TIME_NS, Simulation
+from replica.inprocess.simulation import GENESIS_TIME_NS, Simulation
 from state_manager.encoding import decode
 from state_manager.ingress_history import IngressState
 from state_manager.messages import Ingress, RejectCode

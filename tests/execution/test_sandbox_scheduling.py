@@ -14,7 +14,7 @@ from replica.execution import ExecutionEnvironment, install_canister
 from replica.execution.management import install_code
 from replica.execution.sandbox import load_sandboxed
 from replica.sdk import Canister, update
-from replica.testnet import load_canister
+from replica.load import load_canister
 from state_manager.canister_state import CanisterState
 from state_manager.ingress_history import IngressState
 

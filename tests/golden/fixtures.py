@@ -36,7 +36,7 @@ from replica.client.envelope import compute_message_id, sign_ingress
 from replica.client.identity import UserKey, source_of
 from replica.execution.codec import encode_value
 from replica.sdk import Canister
-from replica.testnet.subnet import SubnetRecording
+from replica.testnet.recording import SubnetRecording
 from state_manager import certification as cm
 from state_manager import threshold_bls as bls
 from state_manager.canister_log import CanisterLog, LogRecord

@@ -20,9 +20,9 @@ from message_routing.limits import DEFAULT
 from message_routing.state_machine import execute_round
 from replica.execution import ExecutionEnvironment, install_canister
 from replica.client import UserKey, sign_ingress
-from replica.testnet.local import LocalTestnet
+from replica.inprocess.local import LocalTestnet
 from replica.node.replica_node import NodeConfig
-from replica.testnet.subnet import NodeHooks
+from replica.inprocess.subnet import NodeHooks
 from state_manager.ingress_history import IngressState
 from state_manager.state_codec import decode_state
 from state_manager.state_manager import StateManager

@@ -21,7 +21,7 @@ from replica.client import UserKey, sign_ingress
 from replica.client.agent import Agent
 from replica.execution import ExecutionEnvironment, install_canister
 from replica.sdk import Canister, callback, query, update
-from replica.testnet.local import LocalTestnet
+from replica.inprocess.local import LocalTestnet
 from tests.integration.harness import CONFIG, LIMITS, SEED
 
 ALPHA, BETA = "alpha", "beta"

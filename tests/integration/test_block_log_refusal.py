@@ -13,7 +13,7 @@ import pytest
 
 from consensus_stub.block_store import BlockLogBehind, CorruptBlockLog
 from replica.testnet import launcher as tn
-from replica.testnet import supervisor as sv
+from replica.processes import supervisor as sv
 from tests.integration.harness import ALPHA, make_testnet
 
 pytestmark = pytest.mark.timeout(120)
@@ -64,7 +64,7 @@ def test_the_subnet_process_exits_with_exit_refused_and_says_why(tmp_path):
     path.parent.mkdir(parents=True, exist_ok=True)
     damaged = b"blocklog" + (2).to_bytes(4, "big") + b"garbage, not a record"
     path.write_bytes(damaged)
-    result = subprocess.run([sys.executable, "-m", "replica.testnet.subnet_process", str(layout.root), "subnet-0"],
+    result = subprocess.run([sys.executable, "-m", "replica.processes.subnet_process", str(layout.root), "subnet-0"],
                             capture_output=True, text=True, timeout=60)
     assert result.returncode == tn.EXIT_REFUSED == 3
     assert "refused to start" in result.stderr and f"block log {path} is corrupt at record 0" in result.stderr

@@ -16,7 +16,7 @@ from consensus_stub.node_keys import generate_node_identity
 from xnet.errors import PeerRejected, PeerUnavailable
 from xnet.grpc.client import PeerEndpoint, XNetClient
 from xnet.grpc.messages import GetStreamSliceRequest
-from replica.testnet.subnet import NodeHooks, Subnet
+from replica.inprocess.subnet import NodeHooks, Subnet
 from tests.integration.harness import ALPHA, BETA, check_invariants, drive, make_testnet, run_to_settlement
 from tests.integration.hostile import MODES, Forger, HostileProvider
 

@@ -21,7 +21,7 @@ from replica.client.refusals import (
     UnknownCanister, refusal_class,
 )
 from replica.node.http_api import HttpApiServer
-from replica.testnet.http_endpoints import node_backend
+from replica.inprocess.http_apis import node_backend
 from state_manager.encoding import decode, encode
 from tests.integration.http_testnet import (
     ALICE, ALPHA, BETA, GREETER, PINGER, POOL_MESSAGES, SEC, agent_for, canister, envelope,

@@ -18,7 +18,7 @@ from hypothesis import strategies as st
 
 from replica.client.http_wire import canister_url, encode_read_state_request
 from replica.node.http_api import HttpApiServer
-from replica.testnet.http_endpoints import node_backend
+from replica.inprocess.http_apis import node_backend
 from state_manager.encoding import decode, encode
 from tests.integration.http_testnet import (
     ALPHA, GREETER, agent_for, canister, envelope, first_endpoints, get, running_http_testnet, post,

@@ -11,7 +11,7 @@ import pytest
 
 from replica.client import UserKey
 from replica.testnet import launcher as tn
-from replica.testnet import supervisor as sv
+from replica.processes import supervisor as sv
 from replica.testnet.http_endpoints import agent_for_testnet, read_http_endpoints
 
 pytestmark = pytest.mark.timeout(120)

@@ -16,7 +16,7 @@ from replica.client.agent_errors import (
 )
 from replica.client.http_wire import encode_certificate
 from replica.node.http_api import HttpApiServer
-from replica.testnet.http_endpoints import node_backend
+from replica.inprocess.http_apis import node_backend
 from state_manager.certification import Certification
 from state_manager.labeled_trie import LabeledTrie
 from state_manager.trie_witness import plan_paths, witness_tree

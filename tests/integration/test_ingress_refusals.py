@@ -21,7 +21,7 @@ from replica.client import (
     IngressPoolFull, IngressRefused, IngressTooLarge, MalformedIngress, UnknownCanister, compute_message_id,
     decode_signed_ingress, refusal_for, sign_ingress,
 )
-from replica.testnet.subnet import NodeHooks
+from replica.inprocess.subnet import NodeHooks
 from replica.sdk import encode_value
 from state_manager.encoding import decode, encode
 from state_manager.ingress_history import IngressState

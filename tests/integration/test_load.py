@@ -26,9 +26,9 @@ import pytest
 from replica.client.identity import UserKey
 from replica.testnet import launcher as tn
 from replica.testnet.http_endpoints import agent_for_testnet
-from replica.testnet.lifecycle import running_launcher
-from replica.testnet.load import LoadOptions, run_load
-from replica.testnet.load_report import CLIENT_LIMIT
+from replica.processes.lifecycle import running_launcher
+from replica.load.load import LoadOptions, run_load
+from replica.load.load_report import CLIENT_LIMIT
 
 pytestmark = pytest.mark.timeout(300)
 

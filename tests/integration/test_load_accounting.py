@@ -16,9 +16,10 @@ from replica.cli import main
 from replica.client.agent_errors import SubmissionUncertain, TransportError
 from replica.client.refusals import IngressPoolFull
 from replica.errors import ReplicaError
-from replica.testnet import http_endpoints, load
-from replica.testnet.load import LoadFailed, LoadOptions, run_load
-from replica.testnet.load_report import CLIENT_LIMIT, NOT_CONFIRMED
+from replica.testnet import http_endpoints
+from replica.load import load
+from replica.load.load import LoadFailed, LoadOptions, run_load
+from replica.load.load_report import CLIENT_LIMIT, NOT_CONFIRMED
 from tests.golden import fixtures as fx
 
 pytestmark = pytest.mark.timeout(60)

@@ -16,8 +16,8 @@ import pytest
 from replica.client.identity import UserKey
 from replica.testnet import launcher as tn
 from replica.testnet.http_endpoints import agent_for_testnet
-from replica.testnet.load import LoadOptions, install_load_canisters, run_load
-from replica.testnet.load_report import CLIENT_LIMIT
+from replica.load.load import LoadOptions, install_load_canisters, run_load
+from replica.load.load_report import CLIENT_LIMIT
 from tests.integration.test_load import _replica, _stop
 
 pytestmark = [pytest.mark.timeout(300), pytest.mark.slow]

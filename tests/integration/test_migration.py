@@ -21,10 +21,10 @@ import pytest
 from replica.client.agent_errors import CallRejected, RequestRefused
 from replica.client.refusals import IngressRefused
 from replica.testnet import launcher as tn
-from replica.testnet.example_apps import initial_supply, install_example_apps
+from replica.demo.example_apps import initial_supply, install_example_apps
 from replica.testnet.http_endpoints import agent_for_testnet
-from replica.testnet.lifecycle import down, running_launcher, up
-from replica.testnet.load import LoadOptions, install_load_canisters, run_load
+from replica.processes.lifecycle import down, running_launcher, up
+from replica.load.load import LoadOptions, install_load_canisters, run_load
 from replica.testnet.migration import AgentDriver, migrate_canister
 from state_manager.messages import MANAGEMENT_CANISTER_ID
 

@@ -26,10 +26,10 @@ import pytest
 from replica.client.management import install_many
 from replica.node.process_config import NodeProcessConfig
 from replica.testnet import launcher as tn
-from replica.testnet import load_canister
+from replica.load import load_canister
 from replica.testnet.http_endpoints import agent_for_testnet
-from replica.testnet.lifecycle import down, running_launcher, up
-from replica.testnet.load import LoadOptions, run_load
+from replica.processes.lifecycle import down, running_launcher, up
+from replica.load.load import LoadOptions, run_load
 from replica.testnet.migration import AgentDriver, migrate_canister
 from replica.testnet.registry_status import node_registry_statuses
 

@@ -1,7 +1,7 @@
 """The launcher's node process model with fake node processes: one process per node, their
 addresses published into the registry, the subnets' ``http`` and ``status`` files written
 from the nodes' own, ``kill-node`` / ``restart-node`` / holds, deaths asked for not counted
-toward the restart limit, ``--no-restart``, and the chaos policy (``replica.testnet.chaos``)."""
+toward the restart limit, ``--no-restart``, and the chaos policy (``replica.processes.chaos``)."""
 
 from __future__ import annotations
 
@@ -19,11 +19,11 @@ import pytest
 from hypothesis import given, settings, strategies as st
 
 from consensus_stub.registry import decode_registry
-from replica.testnet import chaos as chaos_mod
+from replica.processes import chaos as chaos_mod
 from replica.testnet import launcher as tn
-from replica.testnet import process_models
-from replica.testnet import supervisor as sv
-from replica.testnet import lifecycle
+from replica.processes import process_models
+from replica.processes import supervisor as sv
+from replica.processes import lifecycle
 
 pytestmark = pytest.mark.timeout(120)
 

@@ -25,8 +25,8 @@ from replica.execution import ExecutionEnvironment
 from replica.node.replica_node import NodeConfig, RegistryHolder
 from replica.testing.clock import ManualClock
 from replica.testing.genesis_cache import dealt_genesis
-from replica.testnet.subnet import SEC, AgreementTiming
-from replica.testnet.subnet import NoBlockFinalized, Subnet
+from replica.inprocess.subnet import SEC, AgreementTiming
+from replica.inprocess.subnet import NoBlockFinalized, Subnet
 from state_manager.encoding import decode
 from state_manager.ingress_history import IngressState
 from state_manager.messages import MANAGEMENT_CANISTER_ID
@@ -36,7 +36,7 @@ from state_manager.state_codec import encode_state
 pytestmark = pytest.mark.timeout(300)
 
 SUBNET = "alpha"
-SEED = b"replica.testnet.subnet agreement tests, 32+ bytes"
+SEED = b"replica.inprocess.subnet agreement tests, 32+ bytes"
 USER = UserKey.from_seed(b"subnet agreement tests")
 
 

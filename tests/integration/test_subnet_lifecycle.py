@@ -7,7 +7,7 @@ import time
 
 import pytest
 
-from replica.testnet.subnet import DivergenceError, NodeHooks
+from replica.inprocess.subnet import DivergenceError, NodeHooks
 from tests.integration.harness import ALPHA, BETA, check_invariants, drive, make_testnet, run_to_settlement
 
 pytestmark = pytest.mark.timeout(120)

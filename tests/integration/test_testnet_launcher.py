@@ -16,8 +16,8 @@ import pytest
 
 from consensus_stub.registry import decode_registry
 from replica.testnet import launcher as tn
-from replica.testnet import process_models
-from replica.testnet import supervisor as sv
+from replica.processes import process_models
+from replica.processes import supervisor as sv
 from replica.audit.run_log import load_run_log
 
 pytestmark = pytest.mark.timeout(180)
@@ -64,7 +64,7 @@ def _alive(pid: int) -> bool:
             zombie = f.read().rsplit(b")", 1)[1].split()[0] == b"Z"
     except OSError:
         return False
-    ours = b"replica.testnet.subnet_process" in cmdline or b"replica.cli\x00node\x00run" in cmdline
+    ours = b"replica.processes.subnet_process" in cmdline or b"replica.cli\x00node\x00run" in cmdline
     return ours and not zombie
 
 

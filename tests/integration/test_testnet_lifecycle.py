@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from replica.testnet import launcher as tn
-from replica.testnet.lifecycle import running_launcher
+from replica.processes.lifecycle import running_launcher
 
 pytestmark = pytest.mark.timeout(300)
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 import pytest
 
 from replica.client.agent_errors import CallRejected
-from replica.testnet.stream_status import StatusReader, format_view
+from replica.observe.stream_status import StatusReader, format_view
 from state_manager.codec import encode_message_leaf
 from tests.integration.http_testnet import ALPHA, BETA, PINGER, agent_for, canister, running_http_testnet
 from tests.observe.test_metrics import scrape

@@ -17,9 +17,9 @@ from consensus_stub.genesis import SubnetSpec
 from message_routing.limits import DEFAULT
 from replica.client import sign_ingress
 from replica.execution import ExecutionEnvironment, install_canister
-from replica.testnet.call_events import collect_events
-from replica.testnet.local import LocalTestnet
-from replica.testnet.trace import format_trace, trace_message
+from replica.observe.call_events import collect_events
+from replica.inprocess.local import LocalTestnet
+from replica.observe.trace import format_trace, trace_message
 from state_manager.ingress_history import IngressState
 from tests.integration.harness import CONFIG, SEED
 from tests.integration.http_testnet import ALICE, Greeter

@@ -25,7 +25,7 @@ from examples.ping_pong import PingPong
 from message_routing.limits import MINIMAL
 from replica.execution import ExecutionEnvironment, install_canister
 from replica.sdk import encode_value
-from replica.testnet.simulation import NetworkKnobs, Simulation
+from replica.inprocess.simulation import NetworkKnobs, Simulation
 from state_manager.messages import Ingress
 from state_manager.state_codec import encode_state
 

@@ -34,7 +34,7 @@ from examples.ledger import BALANCE, ESCROW, account_of
 from message_routing.limits import MINIMAL
 from replica.execution import ExecutionEnvironment, install_canister
 from replica.sdk import encode_value
-from replica.testnet.simulation import NetworkKnobs, Simulation
+from replica.inprocess.simulation import NetworkKnobs, Simulation
 from state_manager.deadlines import compute_call_deadline, is_expired
 from state_manager.messages import Ingress, RejectCode, Response
 

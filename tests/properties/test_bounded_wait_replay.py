@@ -12,7 +12,7 @@ from message_routing.batch import decode_batch, encode_batch
 from message_routing.state_machine import execute_round
 from replica.execution import ExecutionEnvironment, install_canister
 from replica.sdk import encode_value
-from replica.testnet.simulation import NetworkKnobs, Simulation
+from replica.inprocess.simulation import NetworkKnobs, Simulation
 from state_manager.encoding import decode
 from state_manager.messages import Ingress
 from state_manager.state_codec import decode_state, encode_state

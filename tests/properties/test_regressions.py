@@ -10,7 +10,7 @@ from message_routing.valid_set_rule import IngressInductionFailure, induct_ingre
 from replica.execution import ExecutionEnvironment, install_canister
 from replica.client import MalformedIngress, UserKey, decode_signed_ingress, sign_ingress
 from replica.sdk import encode_value
-from replica.testnet.simulation import GENESIS_TIME_NS, Simulation
+from replica.inprocess.simulation import GENESIS_TIME_NS, Simulation
 from state_manager.encoding import decode, encode
 from state_manager.messages import Ingress
 from state_manager.streams import ExpectedIndices, RejectReason, RejectSignal, StreamHeader, StreamSlice

@@ -30,7 +30,7 @@ from examples.ledger import BALANCE, ESCROW, Ledger, account_of
 from message_routing.limits import MINIMAL
 from replica.execution import ExecutionEnvironment, install_canister, start_canister, stop_canister
 from replica.sdk import encode_value
-from replica.testnet.simulation import TICK_NS, NetworkKnobs, Simulation
+from replica.inprocess.simulation import TICK_NS, NetworkKnobs, Simulation
 from state_manager.canister_state import CanisterStatus
 from state_manager.messages import Ingress, RejectCode
 from state_manager.state_tree import build_state_trees

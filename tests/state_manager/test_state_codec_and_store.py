@@ -9,7 +9,7 @@ import pytest
 from examples.ledger import Ledger
 from message_routing.limits import MINIMAL
 from replica.execution import ExecutionEnvironment, install_canister
-from replica.testnet.simulation import NetworkKnobs, Simulation
+from replica.inprocess.simulation import NetworkKnobs, Simulation
 from state_manager.certification import CertificationError, sign_certification_share, aggregate_certification
 from state_manager.codec import CodecError
 from state_manager.state_codec import decode_state, encode_state

@@ -2,7 +2,7 @@
 cross-subnet traffic, keeps its id and state, and no call is lost or answered twice; the same
 seed and calls give the same hashes, migrations included.
 
-The load canister (``replica.testnet.load_canister``) relays calls and counts, per caller, any
+The load canister (``replica.load.load_canister``) relays calls and counts, per caller, any
 echo that arrives twice or out of order."""
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 
 from replica.client import UserKey
 from replica.testing import CallRejected, Testnet
-from replica.testnet import load_canister
+from replica.load import load_canister
 from replica.testnet.migration import MigrationError
 
 SOURCE = inspect.getsource(load_canister)

@@ -1,7 +1,7 @@
 """The inputs of ``replica trace`` from a testnet directory (shell): every subnet's genesis
 state and block log (read-only: a running subnet keeps appending), the registry, the
 canister classes and limits of the manifest, and the round time; replayed into
-``Timeline``s (``replica.testnet.call_events``) with a progress line per subnet."""
+``Timeline``s (``replica.observe.call_events``) with a progress line per subnet."""
 
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ from replica.node.batch_processor import canister_classes
 from replica.progress import Progress
 
 from .call_events import Timeline, collect_events
-from .launcher import LIMIT_PRESETS, TestnetError, TestnetLayout
+from replica.testnet.launcher import LIMIT_PRESETS, TestnetError, TestnetLayout
 
 __all__ = ["testnet_timelines"]
 

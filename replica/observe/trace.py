@@ -1,6 +1,6 @@
 """``replica trace MESSAGE_ID``: every hop of a call, and of the calls it made (pure).
 
-From the subnets' ``Timeline``s (``replica.testnet.call_events``: replayed from their
+From the subnets' ``Timeline``s (``replica.observe.call_events``: replayed from their
 recorded blocks) ``trace_message`` follows one ingress message:
 
 1. the block that carried it (subnet, height, maker node, block time) and its status changes;

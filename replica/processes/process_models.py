@@ -1,5 +1,5 @@
 """The two ways a testnet directory runs as processes, one class each (the manifest's
-``process_model``): what the supervisor (``replica.testnet.supervisor``) starts per unit, what
+``process_model``): what the supervisor (``replica.processes.supervisor``) starts per unit, what
 a started unit publishes, and what the launcher keeps for it.
 
 * ``NodeModel`` (``"node"``, the default): one process per node, ``replica node run --config
@@ -9,7 +9,7 @@ a started unit publishes, and what the launcher keeps for it.
   ``status/<subnet>.json`` (its running node with the highest certified height). A node can
   be held down (``control/hold/<node>``) and killed on purpose (chaos, ``kill-node``). Its
   run log is made of, per subnet, the longest executed log of a node from genesis.
-* ``SubnetModel`` (``"subnet"``): one process per subnet (``replica.testnet.subnet_process``),
+* ``SubnetModel`` (``"subnet"``): one process per subnet (``replica.processes.subnet_process``),
   its nodes agreeing in that process; the process writes ``addresses/``, ``http/`` and
   ``status/`` itself and its recording when it stops.
 """
@@ -23,7 +23,7 @@ from typing import Any
 
 from replica.node.process_config import NodeProcessConfig
 
-from .launcher import (
+from replica.testnet.launcher import (
     PROCESS_MODELS, TestnetError, TestnetLayout, process_model_of, testnet_nodes, write_atomically,
 )
 
@@ -37,7 +37,7 @@ def node_command(layout: TestnetLayout, node: str) -> list[str]:
 
 def subnet_command(layout: TestnetLayout, subnet: str) -> list[str]:
     """How a subnet process is started."""
-    return [sys.executable, "-m", "replica.testnet.subnet_process", str(layout.root), subnet]
+    return [sys.executable, "-m", "replica.processes.subnet_process", str(layout.root), subnet]
 
 
 def _read_endpoints(path: Path) -> dict[str, str] | None:

@@ -27,8 +27,8 @@ from state_manager.state_codec import encode_state
 
 from replica.node.replica_node import NodeConfig, RegistryHolder
 from replica.progress import Progress
-from replica.testnet.http_endpoints import SubnetHttpApis
-from replica.testnet.subnet import NodeHooks, Subnet
+from replica.inprocess.http_apis import SubnetHttpApis
+from replica.inprocess.subnet import NodeHooks, Subnet
 
 __all__ = ["LocalTestnet", "GenesisSetup"]
 

@@ -19,7 +19,7 @@ from replica.execution import ExecutionEnvironment, install_canister, run_query
 from replica.client import UserKey, decode_signed_ingress, sign_ingress
 from replica.progress import Progress
 from replica.testnet.naming import subnet_name
-from replica.testnet.simulation import TICK_NS, NetworkKnobs, Simulation
+from replica.inprocess.simulation import TICK_NS, NetworkKnobs, Simulation
 from state_manager.encoding import decode
 from state_manager.ingress_history import IngressState
 from state_manager.messages import Reply

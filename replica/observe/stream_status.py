@@ -271,8 +271,8 @@ def reader_for_testnet(directory) -> StatusReader:
 
     from consensus_stub.registry import RegistryError, decode_registry
 
-    from .http_endpoints import read_http_endpoints
-    from .launcher import TestnetLayout
+    from replica.testnet.http_endpoints import read_http_endpoints
+    from replica.testnet.launcher import TestnetLayout
 
     layout = TestnetLayout(Path(directory))
     try:

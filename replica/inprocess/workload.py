@@ -1,6 +1,6 @@
 """A seeded generator of multi-subnet batch logs, so audits run without a live testnet.
 
-``generate_run(WorkloadConfig(...))`` builds a ``replica.testnet.simulation.Simulation`` of
+``generate_run(WorkloadConfig(...))`` builds a ``replica.inprocess.simulation.Simulation`` of
 ``subnets`` subnets, installs ``canisters`` example canisters on each (counters, ping-pong
 players and ledgers, in turn), and every round submits about ``messages`` messages' worth
 of user traffic per subnet:
@@ -35,7 +35,7 @@ from examples.ping_pong import PingPong
 from replica.execution import ExecutionEnvironment, install_canister
 from replica.sdk import encode_value
 from replica.testnet.naming import subnet_name
-from replica.testnet.simulation import NetworkKnobs, Simulation
+from replica.inprocess.simulation import NetworkKnobs, Simulation
 from state_manager.messages import Ingress
 from state_manager.state_codec import encode_state
 
@@ -176,14 +176,14 @@ def generate_isolated(config: WorkloadConfig, hash_seed: int) -> bytes:
     that runs it; generating under the seed the audit's workers use makes the "live" run
     the one a plain replica reproduces."""
     rows = list(run_isolated(b"", "generate", hash_seed, [astuple(config)],
-                             child_module="replica.testnet.workload", modes=("generate",)))
+                             child_module="replica.inprocess.workload", modes=("generate",)))
     if len(rows) != 1 or not isinstance(rows[0][0], bytes):
         raise IsolationError("the generator child answered no run log")
     return rows[0][0]
 
 
 def _child_main() -> int:
-    """``python -m replica.testnet.workload``: the child of ``generate_isolated``."""
+    """``python -m replica.inprocess.workload``: the child of ``generate_isolated``."""
     _, seed, _, items = decode_request(sys.stdin.buffer.read(), modes=("generate",))
     check_child_hash_seed(seed)
     (config,) = items

@@ -1,4 +1,4 @@
-"""One subnet of a local testnet, as its own process: ``python -m replica.testnet.subnet_process DIR SUBNET``.
+"""One subnet of a local testnet, as its own process: ``python -m replica.processes.subnet_process DIR SUBNET``.
 
 Reads the testnet directory (``replica.testnet.launcher``), builds the subnet's nodes from the
 registry, their secrets and the genesis state, re-executes its block log, binds every
@@ -41,8 +41,8 @@ from replica.node.replica_node import NodeConfig
 from replica.testnet.demo_traffic import DemoTraffic, subnet_status
 from replica.testnet.recording import encode_recording
 from replica.node.registry_file import RegistryFile
-from replica.testnet.http_endpoints import SubnetHttpApis
-from replica.testnet.subnet import Subnet
+from replica.inprocess.http_apis import SubnetHttpApis
+from replica.inprocess.subnet import Subnet
 from replica.testnet.launcher import (
     EXIT_REFUSED, LAUNCHER_PID_ENV, LIMIT_PRESETS, TestnetError, TestnetLayout, has_genesis_apps,
 )
@@ -50,7 +50,7 @@ from state_manager.durable_files import write_atomically
 
 __all__ = ["main"]
 
-_log = logging.getLogger("replica.testnet.subnet_process")
+_log = logging.getLogger("replica.processes.subnet_process")
 
 
 def _published(registry: Registry, addresses: dict[str, str]) -> bool:
@@ -158,7 +158,7 @@ def run(root: Path, subnet: str) -> int:
 def main(argv: list[str] | None = None) -> int:
     args = sys.argv[1:] if argv is None else argv
     if len(args) != 2:
-        print("usage: python -m replica.testnet.subnet_process DIR SUBNET", file=sys.stderr)
+        print("usage: python -m replica.processes.subnet_process DIR SUBNET", file=sys.stderr)
         return 2
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     return run(Path(args[0]), args[1])

@@ -30,9 +30,9 @@ from replica.errors import ReplicaError
 from replica.progress import Progress
 
 from .example_apps import ExampleApps, initial_supply, install_example_apps
-from .http_endpoints import agent_for_testnet
-from .launcher import TestnetLayout, user_key
-from .lifecycle import down, up
+from replica.testnet.http_endpoints import agent_for_testnet
+from replica.testnet.launcher import TestnetLayout, user_key
+from replica.processes.lifecycle import down, up
 
 __all__ = ["run_demo"]
 

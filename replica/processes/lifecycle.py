@@ -1,7 +1,7 @@
 """A testnet that runs in the background: ``replica testnet up | status | logs | down``.
 
 ``up`` creates the directory with empty subnets (canisters come by ``install_code``), or
-resumes the stopped testnet it holds (``fresh`` starts over), starts the launcher as a detached process (``python -m replica.testnet.lifecycle DIR``: the
+resumes the stopped testnet it holds (``fresh`` starts over), starts the launcher as a detached process (``python -m replica.processes.lifecycle DIR``: the
 ``launch`` supervisor with no demo traffic, its output in ``logs/launcher.log``) and returns
 once every subnet has finalized and certified a block after the start and published its
 ingress endpoints. A second ``up`` on a running testnet is refused. ``down`` interrupts the
@@ -34,7 +34,7 @@ from typing import Iterator, TextIO
 
 from replica.progress import Progress
 
-from .launcher import (
+from replica.testnet.launcher import (
     DEFAULT_PROCESS_MODEL, PROCESS_MODELS, TestnetError, TestnetLayout, canister_range, create_testnet,
     process_model_of, testnet_nodes,
 )
@@ -187,7 +187,7 @@ def up(directory: Path, *, subnets: int = 2, nodes: int = 4, round_ms: int = 500
         layout.status(name).unlink(missing_ok=True)
     log_path = layout.log(_LAUNCHER_LOG)
     log_path.parent.mkdir(parents=True, exist_ok=True)
-    command = [sys.executable, "-m", "replica.testnet.lifecycle", str(directory.resolve())]
+    command = [sys.executable, "-m", "replica.processes.lifecycle", str(directory.resolve())]
     if not restart:
         command.append("--no-restart")
     if chaos_kill:
@@ -328,13 +328,13 @@ def restart_node(directory: Path, node: str) -> str:
 
 
 def _serve(argv: list[str]) -> int:
-    """``python -m replica.testnet.lifecycle DIR [--no-restart] [--chaos-kill R] [--chaos-seed N]``:
+    """``python -m replica.processes.lifecycle DIR [--no-restart] [--chaos-kill R] [--chaos-seed N]``:
     the background launcher, and the testnet's live status page (its URL in ``DIR/status-page.url``)."""
     import argparse
 
-    from .status_page import StatusPage, page_url_path
+    from replica.observe.status_page import StatusPage, page_url_path
 
-    parser = argparse.ArgumentParser(prog="python -m replica.testnet.lifecycle")
+    parser = argparse.ArgumentParser(prog="python -m replica.processes.lifecycle")
     parser.add_argument("directory", type=Path)
     parser.add_argument("--no-restart", action="store_true")
     parser.add_argument("--chaos-kill", type=float, default=0.0)

@@ -30,7 +30,7 @@ from consensus_stub.block_store import BlockStoreError, read_block_log
 from replica.errors import ReplicaError
 from replica.node.app_thread import AppThread
 
-from .launcher import TestnetLayout
+from replica.testnet.launcher import TestnetLayout
 from .stream_status import StatusError, StatusReader, reader_for_testnet
 
 __all__ = ["REFRESH_MS", "RECENT_CALLS", "StatusPage", "page_url_path", "status_page_url"]

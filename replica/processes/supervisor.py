@@ -17,7 +17,7 @@ In the node model a node is restarted the same way (a fresh ``endpoints.json``, 
 registry and ``http/<subnet>.json`` rewritten; the node binds the ports of its last life again
 when it can, ``replica.node.ports``, so its addresses usually stay), except that a node with a hold
 (``control/hold/<node>``) stays down until the hold is removed, and a death that was asked
-for (``kill-node``, ``restart-node``, chaos: ``replica.testnet.chaos``) is restarted without
+for (``kill-node``, ``restart-node``, chaos: ``replica.processes.chaos``) is restarted without
 counting toward ``RESTART_LIMIT`` — also with ``restart=False`` (``--no-restart``), which
 stops the testnet only at a death nobody asked for (a held node's death is asked for too).
 """
@@ -39,7 +39,7 @@ from consensus_stub.registry import decode_registry
 from replica.node.batch_processor import canister_classes
 from replica.progress import Progress
 
-from .launcher import (
+from replica.testnet.launcher import (
     EXIT_REFUSED, INITIAL_BALANCE, LAUNCHER_PID_ENV, LIMIT_PRESETS, RESTART_LIMIT, RESTART_WINDOW_S,
     STOP_TIMEOUT_S, TestnetError, TestnetLayout, has_genesis_apps, quiescent, read_statuses, total_supply,
     update_registry_file, write_atomically,
@@ -73,7 +73,7 @@ class Supervisor:
         self.out = out
         self.restart = restart
         self.publish_timeout_s = publish_timeout_s
-        #: How the directory runs (``replica.testnet.process_models``).
+        #: How the directory runs (``replica.processes.process_models``).
         self.model: ProcessModel = process_model(layout, self.subnets, process_model_name)
         #: The supervised units: the subnets, or every node of every subnet.
         self.units: list[str] = self.model.units
@@ -323,7 +323,7 @@ def launch(
     128 + SIGTERM when terminated. ``restart``: restart a process that dies (module
     docstring); otherwise a death nobody asked for stops the testnet with ``TestnetError``.
     ``chaos_kill`` (node model): SIGKILL about that many random nodes a second while it runs,
-    never more than f of a subnet down (``replica.testnet.chaos``, seeded by ``chaos_seed``)."""
+    never more than f of a subnet down (``replica.processes.chaos``, seeded by ``chaos_seed``)."""
     layout = TestnetLayout(Path(directory))
     manifest = layout.read_manifest()
     subnets = list(manifest["subnets"])
@@ -349,7 +349,7 @@ def launch(
             status = Progress(f"testnet: {len(subnets)} subnets x {manifest['nodes']} nodes in {layout.root}"
                               + (", one process per node" if model.has_node_processes else ""))
             if chaos_kill:
-                from replica.testnet.chaos import DEFAULT_CHAOS_SEED, Chaos
+                from replica.processes.chaos import DEFAULT_CHAOS_SEED, Chaos
 
                 chaos = Chaos(supervisor, chaos_kill, DEFAULT_CHAOS_SEED if chaos_seed is None else chaos_seed)
             started = time.monotonic()

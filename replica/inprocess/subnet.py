@@ -51,7 +51,7 @@ import logging
 import threading
 import time
 from collections import Counter
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Iterable, Mapping, Optional
 
@@ -80,6 +80,7 @@ from replica.errors import ReplicaError
 from replica.node.consensus_rules import EmptyBlockMismatch, FinalizedElsewhere
 from replica.node.node import SEC, Node, NodeTiming
 from replica.node.replica_node import NodeConfig, RegistryHolder
+from replica.testnet.recording import SubnetRecording
 
 
 __all__ = [
@@ -129,16 +130,6 @@ class AgreementTiming(NodeTiming):
         delay = 0 if schedule is None else schedule.max_delay_ns
         return (self.block_interval_ns + (nodes + 1) * self.round_timeout_ns
                 + 2 * self.rebroadcast_interval_ns + 8 * delay)
-
-
-@dataclass
-class SubnetRecording:
-    """What a determinism audit replays: genesis, every batch, and the hashes committed."""
-
-    subnet_id: str
-    genesis: bytes
-    batches: list[bytes] = field(default_factory=list)
-    hashes: list[tuple[int, bytes, bytes]] = field(default_factory=list)   # (height, full hash, certified root)
 
 
 @dataclass(frozen=True)
@@ -353,6 +344,11 @@ class Subnet:
         height)``, else ``None`` (the ingress API's queries: answers at a certified height)."""
         with self._lock:
             return self.nodes[node_id].query_certified(canister_id, method, arg, caller)
+
+    def locked(self, action: Callable[[], Any]) -> Any:
+        """``action()`` while no step, submission or read runs."""
+        with self._lock:
+            return action()
 
     def read(self, reader: Callable[[Any], Any]) -> Any:
         """``reader(state)`` on the latest state of the first online node, under the lock."""

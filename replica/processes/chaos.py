@@ -12,7 +12,7 @@ of the subnet's budget beside it. A subnet of fewer than four nodes (``f = 0``) 
 The decision is a pure function, ``decide``: from the random generator's state, the time,
 the subnets' nodes and who is down, it returns the next state and the victim (if a kill is
 due and some node may die). The same seed and the same sequence of inputs give the same
-kills. ``Chaos`` is the shell: it asks the launcher's ``Supervisor`` (``replica.testnet.supervisor``) who is down, kills the
+kills. ``Chaos`` is the shell: it asks the launcher's ``Supervisor`` (``replica.processes.supervisor``) who is down, kills the
 victim through it (logged in the node's log and the launcher's output, not counted toward
 the restart limit) and counts kills per subnet for the summary at the end.
 """
@@ -96,7 +96,7 @@ def decide(state: ChaosState, now: float, subnets: Mapping[str, Sequence[str]], 
 class Chaos:
     """The shell around ``decide``: ``tick()`` once per launcher loop kills what is due.
 
-    ``supervisor`` is the launcher's ``Supervisor`` (``replica.testnet.supervisor``) (node model): its ``nodes_by_subnet``,
+    ``supervisor`` is the launcher's ``Supervisor`` (``replica.processes.supervisor``) (node model): its ``nodes_by_subnet``,
     ``down_units()`` and ``kill(node, cause)``."""
 
     def __init__(self, supervisor, rate_per_s: float, seed: int = DEFAULT_CHAOS_SEED, *,

@@ -21,7 +21,7 @@ counts as submitted; never seen, as not submitted. The agent fails over between 
 nodes and re-reads where they are, so a node restarting costs no call. The drain waits for
 unconfirmed calls ``UNCONFIRMED_GRACE_S`` at most.
 
-The report (``replica.testnet.load_report.LoadReport``): offered, submitted, not submitted
+The report (``replica.load.load_report.LoadReport``): offered, submitted, not submitted
 and refused by cause, answered (replies, rejects by code as users saw them) and achieved
 calls/s; latency from submission to the certified answer in ms and in rounds; the drain in
 seconds and rounds; from the canisters' own counters, rejects of the inner calls by code
@@ -58,7 +58,7 @@ from .load_report import CLIENT_LIMIT, NOT_CONFIRMED, LoadFailed, LoadReport
 
 __all__ = ["LoadOptions", "LoadReport", "LoadFailed", "install_load_canisters", "run_load"]
 
-_log = logging.getLogger("replica.testnet.load")
+_log = logging.getLogger("replica.load.load")
 
 _POLL_INTERVAL_S = 0.1
 #: Seconds after its due time within which a call must be taken up by a submitter.

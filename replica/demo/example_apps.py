@@ -22,7 +22,7 @@ from replica.client.agent import Agent
 from replica.client.management import install_many
 from replica.progress import Progress
 
-from .launcher import INITIAL_BALANCE, user_key
+from replica.testnet.launcher import INITIAL_BALANCE, user_key
 
 __all__ = ["ExampleApps", "install_example_apps", "initial_supply"]
 

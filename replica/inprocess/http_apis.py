@@ -1,0 +1,57 @@
+"""The ingress HTTP APIs of an in-process subnet's nodes (thin shell).
+
+``node_backend(subnet, node_id)`` is node ``node_id``'s own backend (``Node.backend``: queries
+on its latest certified state, its certified tree and status) with the in-process subnet's
+submission — ``Subnet.submit_ingress``, the stand-in for gossip — and the subnet's lock.
+``SubnetHttpApis`` starts one server per node and stops them.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Callable, Mapping
+
+from replica.client.refusals import NodeUnavailable
+from replica.node.http_api import HttpApiServer, NodeBackend
+
+from .subnet import Subnet, SubnetError
+
+__all__ = ["node_backend", "SubnetHttpApis"]
+
+
+def node_backend(subnet: Subnet, node_id: str, clock: Callable[[], int] = time.time_ns) -> NodeBackend:
+    """The ``NodeBackend`` of node ``node_id`` of ``subnet`` (module docstring)."""
+
+    def submit(ingress) -> None:
+        try:
+            subnet.submit_ingress(ingress)
+        except SubnetError as exc:
+            raise NodeUnavailable(str(exc)) from exc
+
+    return subnet.nodes[node_id].backend(submit, subnet.locked, clock)
+
+
+class SubnetHttpApis:
+    """One ``HttpApiServer`` per node of ``subnet``; ``wrap`` may replace a node's backend
+    (tests: a node that tampers with its answers)."""
+
+    def __init__(self, subnet: Subnet, *, workers: int = 2,
+                 wrap: Mapping[str, Callable[[NodeBackend], NodeBackend]] | None = None) -> None:
+        self.subnet = subnet
+        wrap = dict(wrap or {})
+        self.servers = {
+            node_id: HttpApiServer(wrap.get(node_id, lambda b: b)(node_backend(subnet, node_id)), workers=workers)
+            for node_id in subnet.nodes
+        }
+
+    def start(self) -> dict[str, str]:
+        """Bind every node's API on 127.0.0.1; ``{node id: "127.0.0.1:port"}``."""
+        try:
+            return {node_id: server.start() for node_id, server in self.servers.items()}
+        except BaseException:
+            self.stop()
+            raise
+
+    def stop(self) -> None:
+        for server in self.servers.values():
+            server.stop()
