@@ -133,7 +133,8 @@ def test_string_doubling_is_bounded(net):
 
 def test_no_addresses_in_text(net):
     cid = _install(net, _method("f = lambda: 1\ng = (x for x in ())\n"
-                                "return (repr(f), str(self.m), f'{g}', '%r' % (iter([]),), repr(self), str(H))"))
+                                "return (repr(f), str(self.m), f'{g}', '%r' % (iter([]),), repr(self), str(H), "
+                                "f'{g!r}', f'{f!s:>5}', f'{iter(()) = }', format(g), ascii(g))"))
     texts = net.update_call(cid, "m")
     assert not any("0x" in text for text in texts), texts
     assert texts[4] == "<H object>"

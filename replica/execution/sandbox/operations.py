@@ -274,7 +274,7 @@ class Sandbox(Meter):
             value = str(value)
         result = format(value, spec)
         self.allocate(len(result), len(result) // BYTES_PER_INSTRUCTION)
-        return result if value.__class__ in _PLAIN else scrub(result)
+        return result if kind in _PLAIN else scrub(result)   # the field's own type, before !r
 
     def getslice(self, value: Any, lower: Any, upper: Any, step: Any) -> Any:
         part = slice(lower, upper, step)
