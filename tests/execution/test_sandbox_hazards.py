@@ -140,6 +140,16 @@ def test_no_addresses_in_text(net):
     assert texts[4] == "<H object>"
 
 
+def test_no_addresses_in_exception_arguments(net):
+    cid = _install(net, _method(
+        "class Keep:\n    def __enter__(self):\n        return self\n"
+        "    def __exit__(self, kind, value, trace):\n        self.text = value.args[0]\n        return True\n"
+        "g = (x for x in ())\ntry:\n    [].index(g)\nexcept ValueError as exc:\n    caught = exc.args[0]\n"
+        "keep = Keep()\nwith keep:\n    [1].index(g)\nreturn (caught, keep.text)"))
+    texts = net.update_call(cid, "m")
+    assert texts[0].endswith("is not in list") and not any("0x" in text for text in texts), texts
+
+
 def test_classes_and_modules_cannot_be_changed(net):
     cid = _install(net, _method("H.shared = arg"))
     assert "cannot set or delete attribute 'shared'" in _reject(net, cid, arg=1)

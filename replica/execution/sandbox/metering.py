@@ -291,6 +291,9 @@ class _Instrument(ast.NodeTransformer):
                 [ast.Expr(_method(_LOCAL, "out"))], []),
         ]
         body = self.block(node.body, charge=False)  # its statements were charged at entry
+        if node.name == "__exit__" and len(node.args.args) >= 3:
+            # A context manager is handed the exception without an except clause.
+            entry.append(ast.Expr(_method(_LOCAL, "scrub_exception", _name(node.args.args[2].arg))))
         self.scopes.pop()
         tail: list[ast.stmt] = []
         if not node.body or not isinstance(node.body[-1], (ast.Return, ast.Raise)):

@@ -365,6 +365,16 @@ class Sandbox(Meter):
             raise self.fault
         if self.left < 0:
             self.out()
+        if exception is not None:
+            self.scrub_exception(exception)
+
+    def scrub_exception(self, exception: Any) -> None:
+        """Take addresses out of an exception's text arguments before canister code reads
+        them (CPython writes an object's ``repr`` into some messages: ``[].index(x)``)."""
+        if isinstance(exception, BaseException):
+            args = exception.args
+            if any(type(arg) is str and "0x" in arg for arg in args):
+                exception.args = tuple(scrub(arg) if type(arg) is str else arg for arg in args)
 
 
 def _refuse_shared(target: Any, name: str) -> None:
