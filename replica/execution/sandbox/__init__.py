@@ -1,7 +1,8 @@
 """The canister sandbox: the allowed subset, deterministic run time, instruction metering.
 
 A canister module given as source (``source_modules``) is parsed, checked against the
-subset (``subset``), instrumented with instruction charges (``metering``), compiled once per
+subset (``subset``), instrumented with instruction charges (``metering``, with ``syntax``
+for the unit's node count and the nodes it builds), compiled once per
 module hash and run with restricted builtins (``safe_builtins``) and an instruction meter
 (``meter``, ``operations``). Its classes are frozen and its module-level values immutable
 (``values``); sets iterate in insertion order (``ordered_set``); ``self.stable`` is a

@@ -34,8 +34,19 @@ import ast
 import copy
 
 from .meter import FUNCTION_CALL, LOOP_ITERATION
+from .syntax import INT, LEN, SMALL, STR, node_cost
+from .syntax import SIZED_OPS as _SIZED_OPS
+from .syntax import TREE_OPS as _TREE_OPS
+from .syntax import charge as _charge
+from .syntax import method as _method
+from .syntax import name as _name
+from .syntax import numeric_constant as _numeric_constant
+from .syntax import runs_to_the_end as _runs_to_the_end
+from .syntax import sized_tree as _sized_tree
+from .syntax import small as _small
+from .syntax import store as _store
 
-__all__ = ["instrument", "node_cost", "SIZED_METHODS", "METER"]
+__all__ = ["instrument", "node_cost", "SIZED_METHODS", "METER", "INT", "STR", "LEN"]
 
 METER = "__meter__"
 _LOCAL = "__m__"
@@ -46,128 +57,6 @@ SIZED_METHODS = frozenset({
     "lstrip", "rstrip", "upper", "lower", "casefold", "title", "capitalize", "swapcase", "encode", "decode",
     "hex", "fromhex", "translate", "insert", "remove", "partition", "rpartition", "startswith", "endswith",
 })
-_SIZED_OPS = {ast.Add: "add", ast.Mult: "mul", ast.Mod: "mod", ast.Pow: "pow", ast.LShift: "lshift"}
-_SKIPPED = (ast.Lambda, ast.ListComp, ast.SetComp, ast.DictComp, ast.GeneratorExp)
-
-
-def node_cost(node: ast.AST) -> int:
-    """Syntax nodes ``node`` evaluates once: a lambda or comprehension counts 1 (its body is
-    charged per call or item), plus a comprehension's first iterable; nested statement
-    bodies are not counted (they are blocks of their own)."""
-    if isinstance(node, _SKIPPED):
-        cost = 1
-        if not isinstance(node, ast.Lambda):
-            cost += node_cost(node.generators[0].iter)
-        return cost
-    cost = 1
-    for field, value in ast.iter_fields(node):
-        if isinstance(value, list):
-            for item in value:
-                if isinstance(item, ast.AST) and not isinstance(item, (ast.stmt, ast.excepthandler, ast.match_case)):
-                    cost += node_cost(item)
-        elif isinstance(value, ast.AST) and not isinstance(value, ast.stmt):
-            if field in ("ctx", "op"):
-                continue
-            cost += node_cost(value)
-    return cost
-
-
-def _name(identifier: str) -> ast.Name:
-    return ast.Name(identifier, ast.Load())
-
-
-def _store(identifier: str) -> ast.Name:
-    return ast.Name(identifier, ast.Store())
-
-
-def _method(meter: str, method: str, *args: ast.expr) -> ast.Call:
-    return ast.Call(ast.Attribute(_name(meter), method, ast.Load()), list(args), [])
-
-
-_TREE_OPS = (ast.Add, ast.Sub, ast.Mult, ast.Mod, ast.FloorDiv, ast.BitAnd, ast.BitOr, ast.BitXor, ast.RShift)
-
-
-def _tree_parts(node: ast.expr) -> tuple[int, int, bool]:
-    """(operations, non-constant leaves, only int constants) of an arithmetic tree."""
-    if isinstance(node, ast.BinOp) and type(node.op) in _TREE_OPS:
-        ops_l, leaves_l, ints_l = _tree_parts(node.left)
-        ops_r, leaves_r, ints_r = _tree_parts(node.right)
-        return ops_l + ops_r + 1, leaves_l + leaves_r, ints_l and ints_r
-    if isinstance(node, ast.Constant):
-        return 0, 0, type(node.value) is int
-    return 0, 1, True
-
-
-def _sized_tree(node: ast.BinOp) -> bool:
-    """Whether ``node`` is an arithmetic tree worth the int fast path: it has a charged
-    operation, at least one non-constant operand and no constant but ints."""
-    if type(node.op) not in _TREE_OPS:
-        return False
-    operations, leaves, ints = _tree_parts(node)
-    return ints and leaves > 0 and any(isinstance(n, ast.BinOp) and type(n.op) in _SIZED_OPS for n in _tree_nodes(node))
-
-
-def _tree_nodes(node: ast.expr) -> list[ast.expr]:
-    if isinstance(node, ast.BinOp) and type(node.op) in _TREE_OPS:
-        return [node, *_tree_nodes(node.left), *_tree_nodes(node.right)]
-    return []
-
-
-def _runs_to_the_end(loop: ast.For) -> bool:
-    """Whether ``loop`` is innermost and leaves only at the end of its iterable (or by an
-    exception): no nested loop, ``break``, ``return``, ``yield`` or ``await`` in its body
-    (nested functions and classes aside)."""
-    pending: list[ast.AST] = list(loop.body)
-    while pending:
-        node = pending.pop()
-        if isinstance(node, (ast.For, ast.While, ast.AsyncFor, ast.Break, ast.Return, ast.Yield, ast.YieldFrom,
-                             ast.Await)):
-            return False
-        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef)):
-            continue
-        pending.extend(ast.iter_child_nodes(node))
-    return True
-
-
-def _numeric_constant(node: ast.AST) -> bool:
-    return isinstance(node, ast.Constant) and type(node.value) in (int, float, complex) and not isinstance(node.value, bool)
-
-
-def _charge(meter: str, instructions: int) -> list[ast.stmt]:
-    """``meter.left -= n; if meter.left < 0: meter.out()``."""
-    attribute = ast.Attribute(_name(meter), "left", ast.Store())
-    return [
-        ast.AugAssign(attribute, ast.Sub(), ast.Constant(instructions)),
-        ast.If(ast.Compare(ast.Attribute(_name(meter), "left", ast.Load()), [ast.Lt()], [ast.Constant(0)]),
-               [ast.Expr(_method(meter, "out"))], []),
-    ]
-
-
-def _has_own_yield(function: ast.FunctionDef) -> bool:
-    """Whether ``function`` itself (not a nested function) yields."""
-    pending: list[ast.AST] = list(function.body)
-    while pending:
-        node = pending.pop()
-        if isinstance(node, (ast.Yield, ast.YieldFrom)):
-            return True
-        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef)):
-            continue
-        pending.extend(ast.iter_child_nodes(node))
-    return False
-
-
-#: The global under which instrumented code finds the real ``int`` (canister code's ``int``
-#: is the charged constructor), and the bound under which ``*`` of two ints runs inline.
-INT = "__int__"
-STR = "__str_type__"
-LEN = "__len_function__"
-_SMALL = 2**62
-
-
-def _small(name: str) -> ast.expr:
-    return ast.Compare(ast.Constant(-_SMALL), [ast.Lt(), ast.Lt()], [_name(name), ast.Constant(_SMALL)])
-
-
 class _Instrument(ast.NodeTransformer):
     def __init__(self) -> None:
         self.scopes: list[str] = ["module"]   # module | class | function | lambda | comprehension
@@ -204,7 +93,7 @@ class _Instrument(ast.NodeTransformer):
             guard: ast.expr = ast.Compare(ast.Attribute(ast.NamedExpr(_store(a), left), "__class__", ast.Load()), [ast.Is()],
                                 [_name(INT)])
             if operation == "mul":
-                guard = ast.BoolOp(ast.And(), [guard, _small(a)]) if abs(right.value) < _SMALL else ast.Constant(False)
+                guard = ast.BoolOp(ast.And(), [guard, _small(a)]) if abs(right.value) < SMALL else ast.Constant(False)
             return ast.IfExp(guard, ast.BinOp(_name(a), op, right), _method(self.meter, helper, _name(a), right))
         b = self.temporary()
         both = ast.BinOp(
