@@ -11,8 +11,10 @@ the block starts (``metering``), plus:
   per ``BYTES_PER_INSTRUCTION`` bytes of text or bytes built; sorting ``n`` items costs
   ``n * ceil(log2 n)``.
 
-So the count is a function of the code and its inputs only: the same on every replica,
-replay and hash seed; no clock is read. Allocations whose size an argument sets
+An innermost ``for`` loop without ``break``, ``return`` or ``yield`` over an immutable
+sized iterable pays for all its iterations when it starts, if they fit in what is left
+(``metering``). So the count is a function of the code and its inputs only: the same on
+every replica, replay and hash seed; no clock is read. Allocations whose size an argument sets
 (``bytearray(n)``, ``x * n``, ``a + b``, ``x << n``, ...) also count their bytes against the
 message's memory limit before anything is allocated.
 
