@@ -11,7 +11,8 @@ import pytest
 from consensus_stub import block as b
 from consensus_stub import notary as nt
 from consensus_stub.block_maker import ChainTip, block_maker_for, build_block, rank_of
-from consensus_stub.block_store import BlockLog, BlockStore, ChainError, CorruptBlockLog, _record, open_block_store
+from consensus_stub.block_log_records import encode_record
+from consensus_stub.block_store import BlockLog, BlockStore, ChainError, CorruptBlockLog, open_block_store
 from consensus_stub.certification_pool import CertificationPool
 from consensus_stub.genesis import SubnetSpec, genesis_registry
 from consensus_stub.ingress_pool import Admission, IngressPool
@@ -83,7 +84,7 @@ def test_block_store_chains_and_the_log_survives_a_torn_tail(tmp_path):
     assert open_block_store(path).blocks_from(1) == [first, second]
     # a crash in the middle of the third append leaves a torn record: it is cut off
     data = path.read_bytes()
-    third = _record(b.encode_block(block(height=3, parent=b.block_hash(second), time=T0 + 3 * SEC)))
+    third = encode_record(b.encode_block(block(height=3, parent=b.block_hash(second), time=T0 + 3 * SEC)))
     path.write_bytes(data + third[: len(third) // 3])
     reopened = open_block_store(path)
     assert reopened.height == 2 and reopened.hash_at(2) == b.block_hash(second)

@@ -15,8 +15,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from consensus_stub.block import GENESIS_PARENT_HASH, Block, block_hash, encode_block
+from consensus_stub.block_log_records import encode_record
 from consensus_stub.block_store import (
-    BlockLog, BlockLogBehind, BlockStoreError, CorruptBlockLog, UnsupportedBlockLog, _record, open_block_store,
+    BlockLog, BlockLogBehind, BlockStoreError, CorruptBlockLog, UnsupportedBlockLog, open_block_store,
 )
 from tests.builders import ingress
 
@@ -38,14 +39,14 @@ def chain(n: int = N, payload: bytes = b"x", start: int = 1, parent: bytes = GEN
 
 
 def raw_log(blocks: list[Block]) -> bytes:
-    return FILE_HEADER + b"".join(_record(encode_block(blk)) for blk in blocks)
+    return FILE_HEADER + b"".join(encode_record(encode_block(blk)) for blk in blocks)
 
 
 def spans(blocks: list[Block]) -> list[tuple[int, int]]:
     """(start, end) of every record of ``raw_log(blocks)``."""
     out, pos = [], len(FILE_HEADER)
     for blk in blocks:
-        end = pos + len(_record(encode_block(blk)))
+        end = pos + len(encode_record(encode_block(blk)))
         out.append((pos, end))
         pos = end
     return out
@@ -135,7 +136,7 @@ def corrupt(kind: str, i: int) -> tuple[bytes, int]:
             bad = encode_block(Block(blk.height + 1, blk.parent_hash, blk.time, 1, blk.ingress, (), blk.maker, 0))
         else:
             bad = b"\x93\x01\x02\x03"   # a msgpack array, not a block
-        data[start:end] = _record(bad)
+        data[start:end] = encode_record(bad)
     else:
         raise AssertionError(kind)
     return bytes(data), start
@@ -199,7 +200,7 @@ def test_a_torn_last_record_is_dropped_and_logged(tmp_path, caplog, cut):
     blocks = chain()
     data = write_log(path, blocks[:4])
     body = encode_block(blocks[4])
-    torn = TORN[cut](_record(body), len(body))
+    torn = TORN[cut](encode_record(body), len(body))
     path.write_bytes(data + torn)
     with caplog.at_level(logging.WARNING, logger="consensus_stub.block_store"):
         store = open_block_store(path)
@@ -219,7 +220,7 @@ def test_a_cut_short_last_record_that_is_not_a_torn_write_is_refused(tmp_path, t
     blocks = chain()
     data = write_log(path, blocks[:4])
     body = encode_block(blocks[4])
-    rec = _record(body)
+    rec = encode_record(body)
     if tail == "digest":   # the digest bytes present are not the block's
         torn = rec[:8 + len(body)] + bytes(10)
     else:                  # a complete block, then more than its digest would explain

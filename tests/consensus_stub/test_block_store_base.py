@@ -15,9 +15,10 @@ from hypothesis import strategies as st
 
 from consensus_stub import block_store as bs
 from consensus_stub.block import GENESIS_PARENT_HASH, Block, block_hash, encode_block
+from consensus_stub.block_log_records import encode_record
 from consensus_stub.block_store import (
     GENESIS_BASE, BlockLog, BlockLogBaseMismatch, BlockLogBehind, BlockStore, BlockStoreError, ChainBase,
-    CorruptBlockLog, _record, open_block_store, read_block_log, replace_block_log,
+    CorruptBlockLog, open_block_store, read_block_log, replace_block_log,
 )
 from tests.consensus_stub.test_block_store import TORN, assert_refused, chain, mark
 
@@ -35,7 +36,7 @@ def header(base: ChainBase) -> bytes:
 
 
 def records(blocks: list[Block]) -> bytes:
-    return b"".join(_record(encode_block(b)) for b in blocks)
+    return b"".join(encode_record(encode_block(b)) for b in blocks)
 
 
 def blocks_between(low: int, high: int) -> list[Block]:
@@ -227,7 +228,7 @@ def test_a_torn_last_record_of_a_format_3_log_is_dropped(tmp_path, caplog, cut):
     path = tmp_path / "a.blocks"
     data = write_based(path, 10, 12)
     body = encode_block(CHAIN[12])
-    torn = TORN[cut](_record(body), len(body))
+    torn = TORN[cut](encode_record(body), len(body))
     path.write_bytes(data + torn)
     with caplog.at_level(logging.WARNING, logger="consensus_stub.block_store"):
         store = open_block_store(path)
