@@ -17,7 +17,8 @@ the state alone.
 
 from __future__ import annotations
 
-from typing import Any
+from contextlib import contextmanager
+from typing import Any, Callable, Iterator
 
 from message_routing.limits import DEFAULT, Limits
 from state_manager.canister_state import CanisterState
@@ -28,13 +29,18 @@ from .canister import Canister
 from .errors import ModuleLoadError
 from .management import execute_management_ingress
 from .management_requests import answer_management_requests
-from .message_execution import execute_ingress, execute_request, execute_response
+from .message_execution import MessageUsage, execute_ingress, instructions_counter, execute_request, execute_response
 from .query import CodeResolver, run_query
 from .registry import RegistryLike, as_registry
 from .scheduler import canister_schedule, pop_next_input
 from .source_modules import SourceModules
 
-__all__ = ["ExecutionEnvironment", "execute_canister_messages", "execute_management_messages"]
+__all__ = ["ExecutionEnvironment", "execute_canister_messages", "execute_management_messages",
+           "Observer"]
+
+#: Called after each executed message with the canister, the message (None for a user's
+#: query) and what it used; it sees the execution, it cannot change it.
+Observer = Callable[[int, Any, MessageUsage], None]
 
 
 def execute_management_messages(state: ReplicatedState, modules: SourceModules, budget: int,
@@ -52,10 +58,12 @@ def execute_management_messages(state: ReplicatedState, modules: SourceModules, 
 
 def execute_canister_messages(
     state: ReplicatedState, code: CodeResolver, canister_id: int, budget: int, limits: Limits,
-    instructions: int | None = None,
+    instructions: int | None = None, observer: Observer | None = None,
 ) -> tuple[int, int]:
     """Execute up to ``budget`` of the canister's inducted messages, starting none once
-    ``instructions`` (default: the round's) are used; ``(how many ran, instructions used)``."""
+    ``instructions`` (default: the round's) are used; ``(how many ran, instructions used)``.
+    The instructions are added to the canister's counter (``instructions_counter``);
+    ``observer``, if given, sees each message's ``MessageUsage``."""
     allowance = limits.max_instructions_per_round if instructions is None else instructions
     canister = state.canisters[canister_id]
     cls = code.resolve(canister)
@@ -66,14 +74,21 @@ def execute_canister_messages(
         if message is None:
             break
         kind = type(message)
+        usage = None if observer is None else MessageUsage("callback" if kind is Response else "update")
+        one = 0
         if kind is Request:
-            used += execute_request(state, canister, cls, message, limits)
+            one = execute_request(state, canister, cls, message, limits, usage)
         elif kind is Response:
-            used += execute_response(state, canister, cls, message, limits)
+            one = execute_response(state, canister, cls, message, limits, usage)
         elif kind is Ingress:
-            used += execute_ingress(state, canister, cls, message, limits)
+            one = execute_ingress(state, canister, cls, message, limits, usage)
         else:
             state.metadata.count("critical_errors")  # queues hold nothing else
+        if one:
+            state.metadata.count(instructions_counter(canister_id), one)
+            used += one
+        if usage is not None:
+            observer(canister_id, message, usage)
         executed += 1
     return executed, used
 
@@ -82,7 +97,7 @@ class ExecutionEnvironment:
     """Runs canisters on a subnet's state: builtin classes (see ``CanisterRegistry``) and
     source canisters (loaded from the state, cached in ``modules``)."""
 
-    __slots__ = ("registry", "modules", "limits")
+    __slots__ = ("registry", "modules", "limits", "observer")
 
     def __init__(self, canisters: RegistryLike = ()) -> None:
         self.registry = as_registry(canisters)
@@ -90,6 +105,19 @@ class ExecutionEnvironment:
         #: The limits of the latest round: a module loaded again (after a restart, for a
         #: replay) runs its body under the install limit it was installed with.
         self.limits = DEFAULT
+        #: Sees every message executed while it is set (``observed_by``); never the state.
+        self.observer: Observer | None = None
+
+    @contextmanager
+    def observed_by(self, observer: Observer | None) -> Iterator[None]:
+        """Run the rounds and queries inside the block with ``observer`` seeing each message
+        (a node's metrics, a trace's replay). One environment may serve several nodes of a
+        process, one after the other: each sets its own observer while it executes."""
+        previous, self.observer = self.observer, observer
+        try:
+            yield
+        finally:
+            self.observer = previous
 
     def resolve(self, canister: CanisterState) -> type[Canister] | None:
         """The class that runs ``canister``: loaded from its source if the state holds one,
@@ -122,7 +150,7 @@ class ExecutionEnvironment:
             if remaining <= 0 or instructions <= 0:
                 break
             executed, used = execute_canister_messages(
-                state, self, canister_id, min(per_canister, remaining), limits, instructions)
+                state, self, canister_id, min(per_canister, remaining), limits, instructions, self.observer)
             remaining -= executed
             instructions -= used
             if executed:
@@ -136,5 +164,11 @@ class ExecutionEnvironment:
         self, state: ReplicatedState, canister_id: int, method: str, arg: Any = None, caller: bytes | int = b"",
         limits: Limits = DEFAULT,
     ) -> Reply | Reject:
-        """``query.run_query`` with this environment's code."""
-        return run_query(self, state, canister_id, method, arg, caller, limits)
+        """``query.run_query`` with this environment's code (seen by the observer, if one is set)."""
+        observer = self.observer
+        if observer is None:
+            return run_query(self, state, canister_id, method, arg, caller, limits)
+        usage = MessageUsage("query")
+        answer = run_query(self, state, canister_id, method, arg, caller, limits, usage)
+        observer(canister_id, None, usage)
+        return answer

@@ -27,7 +27,12 @@ canister (``execute_management_ingress``); it answers in the ingress history at 
 
 * ``stop_canister({canister_id})``, ``start_canister({canister_id})`` → ``{"status":
   "running" | "stopping" | "stopped"}``; ``canister_status({canister_id})`` → ``{"status",
-  "module_hash", "controller"}``. Controller only.
+  "module_hash", "controller", "instructions_executed"}``. Controller only. The IC reports
+  cycles and ``query_stats``; with no cycles here, the honest analogue is the total count of
+  instructions executed for the canister on this subnet (updates, callbacks, installs; not
+  queries, which are not replicated). It is part of the replicated state
+  (``metadata.counters``, entered at the first metered instruction), as the answer of a
+  replicated call must be; a migrated canister starts again from 0 on its new subnet.
 * ``fetch_canister_logs({canister_id})`` → ``{"canister_log_records": [{"idx",
   "timestamp_nanos", "content"}, ...]}``, oldest first (``state_manager.canister_log``).
   Controller only (the IC's default log visibility). An update call here, so its answer is
@@ -77,6 +82,7 @@ from .call_contexts import answer_ingress
 from .canister import MethodSpec
 from .codec import EncodingError, decode_payload, encode_value
 from .errors import InstallError, ManagementError, ModuleLoadError
+from .message_execution import instructions_counter
 from .registry import check_canister_class, module_hash, module_name_of
 from .runtime import finish_method, run_method
 from .sandbox import InstructionLimitExceeded
@@ -105,10 +111,11 @@ class InstallUsage:
     """Instructions an install used: the module body (as recorded when it was loaded, so
     the same on every replica whether or not the module was cached) plus the lifecycle method."""
 
-    __slots__ = ("instructions",)
+    __slots__ = ("instructions", "canister_id")
 
     def __init__(self) -> None:
         self.instructions = 0
+        self.canister_id: int | None = None
 
 
 def _run_lifecycle(state: ReplicatedState, canister: CanisterState, cls: type, spec: MethodSpec | None,
@@ -239,6 +246,7 @@ def install_code(
     canister = state.canisters.get(canister_id)
     if canister is None:
         raise ManagementError(f"canister {canister_id} not found on subnet {state.own_subnet_id}")
+    usage.canister_id = canister_id
     if mode not in INSTALL_MODES:
         raise InstallError(f"mode is one of {', '.join(INSTALL_MODES)}, not {mode!r}")
     if caller != canister.controller or not canister.controller:
@@ -350,6 +358,14 @@ def _status_answer(canister: CanisterState) -> dict:
             "controller": canister.controller}
 
 
+def _status(state: ReplicatedState, caller: bytes, canister_id: int) -> dict:
+    """``_status_answer`` and ``instructions_executed``: the instructions executed for the
+    canister on this subnet (``instructions_counter``; 0 for a builtin canister)."""
+    canister = _controlled(state, caller, canister_id, "canister_status")
+    return {**_status_answer(canister),
+            "instructions_executed": state.metadata.counters.get(instructions_counter(canister_id), 0)}
+
+
 def _stop(state: ReplicatedState, caller: bytes, canister_id: int) -> dict:
     stop_canister(state, _controlled(state, caller, canister_id, "stop_canister").canister_id)
     return _status_answer(state.canisters[canister_id])
@@ -360,8 +376,6 @@ def _start(state: ReplicatedState, caller: bytes, canister_id: int) -> dict:
     return _status_answer(state.canisters[canister_id])
 
 
-def _status(state: ReplicatedState, caller: bytes, canister_id: int) -> dict:
-    return _status_answer(_controlled(state, caller, canister_id, "canister_status"))
 
 
 def _fetch_logs(state: ReplicatedState, caller: bytes, canister_id: int) -> dict:
@@ -397,6 +411,7 @@ def _delete(state: ReplicatedState, caller: bytes, canister_id: int) -> dict:
     if canister.status is not CanisterStatus.STOPPED:
         raise _Rejected(RejectCode.CANISTER_ERROR, f"delete_canister: canister {canister_id} is not stopped")
     del state.canisters[canister_id]
+    state.metadata.counters.pop(instructions_counter(canister_id), None)
     return {"canister_id": canister_id}
 
 
@@ -440,6 +455,8 @@ def execute_management_ingress(state: ReplicatedState, ingress: Ingress, modules
     except _Rejected as rejected:
         answer = rejected.reject
     answer_ingress(state, ingress.message_id, MANAGEMENT_CANISTER_ID, ingress.source, answer)
+    if usage.instructions and usage.canister_id in state.canisters:
+        state.metadata.count(instructions_counter(usage.canister_id), usage.instructions)
     return usage.instructions
 
 

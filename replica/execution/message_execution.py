@@ -26,9 +26,38 @@ from .codec import EncodingError, decode_payload
 from .runtime import finish_method, run_method, trap_reject
 from .system_api import ALREADY_ANSWERED, SystemApi
 
-__all__ = ["execute_ingress", "execute_request", "execute_response"]
+__all__ = ["execute_ingress", "execute_request", "execute_response", "MessageUsage", "instructions_counter"]
 
 _QUERY_CANNOT_CALL = "a query cannot make calls"
+
+
+def instructions_counter(canister_id: int) -> str:
+    """The ``metadata.counters`` name of the instructions executed for ``canister_id`` on
+    this subnet (its messages, callbacks, installs and upgrades; not its queries, which are
+    not replicated), which ``canister_status`` reports. It enters the counters at the
+    canister's first metered instruction, so a state that never ran metered code hashes as
+    before; it leaves them when the canister is deleted (a later canister may get its id)."""
+    return f"canister_instructions_executed:{canister_id}"
+
+
+class MessageUsage:
+    """What executing one message used, for observers outside the replicated state (a
+    node's metrics, ``replica trace``): ``kind`` — ``"update"``, ``"query"`` (a query method
+    run by a canister's call, or by a user's query) or ``"callback"`` —, the instructions
+    it used (0 for a builtin canister and for a message answered without running), and
+    whether it trapped on its instruction limit."""
+
+    __slots__ = ("kind", "instructions", "limit_exceeded")
+
+    def __init__(self, kind: str = "update") -> None:
+        self.kind = kind
+        self.instructions = 0
+        self.limit_exceeded = False
+
+    def record(self, api: SystemApi) -> int:
+        self.instructions = api.instructions
+        self.limit_exceeded = api.limit_exceeded
+        return api.instructions
 
 
 def _error(text: str) -> Reject:
@@ -67,7 +96,7 @@ def _entry_point(
 
 def _run_call(
     state: ReplicatedState, canister: CanisterState, cls: type, spec: MethodSpec, args: tuple,
-    call_context_id: int, caller: bytes | int, limits: Limits, deadline: int = 0,
+    call_context_id: int, caller: bytes | int, limits: Limits, deadline: int = 0, usage: MessageUsage | None = None,
 ) -> int:
     read_only = spec.kind is MethodKind.QUERY
     api = SystemApi(canister, caller, state.metadata.batch_time, limits,
@@ -75,12 +104,18 @@ def _run_call(
     ok, result = run_method(api, cls, spec, args, limits)
     answer = finish_method(api, ok, result, call_context_id, return_is_reply=True, read_only=read_only)
     settle_call_context(state, canister, call_context_id, answer, limits)
-    return api.instructions
+    if usage is None:
+        return api.instructions
+    if read_only:
+        usage.kind = "query"
+    return usage.record(api)
 
 
-def execute_ingress(state: ReplicatedState, canister: CanisterState, cls: type | None, ingress: Ingress, limits: Limits) -> int:
+def execute_ingress(state: ReplicatedState, canister: CanisterState, cls: type | None, ingress: Ingress, limits: Limits,
+                    usage: MessageUsage | None = None) -> int:
     """Run a user's update call: status ``processing``, then ``replied``/``rejected`` once
-    answered. Returns the instructions it used (as the other ``execute_*`` do)."""
+    answered. Returns the instructions it used (as the other ``execute_*`` do); ``usage``,
+    if given, receives what it used (``MessageUsage``)."""
     entry = _entry_point(state, canister, cls, ingress.method_name, ingress.method_payload, allow_query=False)
     if type(entry) is Reject:
         reject_ingress(state, ingress.message_id, canister.canister_id, ingress.source, entry)
@@ -96,7 +131,8 @@ def execute_ingress(state: ReplicatedState, canister: CanisterState, cls: type |
     if not deferred:
         _mark_processing(state, canister, ingress)
     call_context = canister.new_call_context(IngressOrigin(ingress.message_id, ingress.source), ingress.method_name)
-    used = _run_call(state, canister, cls, spec, args, call_context.call_context_id, ingress.source, limits)
+    used = _run_call(state, canister, cls, spec, args, call_context.call_context_id, ingress.source, limits,
+                     usage=usage)
     if deferred and history.get(ingress.message_id) is received:
         _mark_processing(state, canister, ingress)
     return used
@@ -107,7 +143,8 @@ def _mark_processing(state: ReplicatedState, canister: CanisterState, ingress: I
         IngressState.PROCESSING, canister.canister_id, ingress.source, state.metadata.batch_time, ingress.expiry_time))
 
 
-def execute_request(state: ReplicatedState, canister: CanisterState, cls: type | None, request: Request, limits: Limits) -> int:
+def execute_request(state: ReplicatedState, canister: CanisterState, cls: type | None, request: Request, limits: Limits,
+                    usage: MessageUsage | None = None) -> int:
     """Run a canister's call; the answer goes to the output slot reserved at induction."""
     origin = CanisterOrigin(request.sender, request.sender_reply_callback, request.deadline)
     entry = _entry_point(state, canister, cls, request.method_name, request.method_payload, allow_query=True)
@@ -117,10 +154,11 @@ def execute_request(state: ReplicatedState, canister: CanisterState, cls: type |
     spec, args = entry
     call_context = canister.new_call_context(origin, request.method_name)
     return _run_call(state, canister, cls, spec, args, call_context.call_context_id, request.sender, limits,
-                     request.deadline)
+                     request.deadline, usage)
 
 
-def execute_response(state: ReplicatedState, canister: CanisterState, cls: type | None, response: Response, limits: Limits) -> int:
+def execute_response(state: ReplicatedState, canister: CanisterState, cls: type | None, response: Response,
+                     limits: Limits, usage: MessageUsage | None = None) -> int:
     """Resume the callback waiting for ``response``, then settle its call context."""
     callback = canister.callbacks.get(response.originator_reply_callback)
     if callback is None or callback.respondent != response.respondent:
@@ -159,4 +197,4 @@ def execute_response(state: ReplicatedState, canister: CanisterState, cls: type 
     else:
         answer = None if call_context.responded else trap_reject(canister_id, trap)
     settle_call_context(state, canister, call_context.call_context_id, answer, limits)
-    return api.instructions
+    return api.instructions if usage is None else usage.record(api)

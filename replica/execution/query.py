@@ -16,6 +16,7 @@ from state_manager.replicated_state import ReplicatedState
 
 from .canister import Canister, MethodKind
 from .codec import EncodingError, decode_payload, encode_value
+from .message_execution import MessageUsage
 from .runtime import finish_method, run_method
 from .system_api import SystemApi
 
@@ -34,7 +35,7 @@ def _error(code: RejectCode, text: str) -> Reject:
 
 def run_query(
     code: CodeResolver, state: ReplicatedState, canister_id: int, method: str, arg: Any = None,
-    caller: bytes | int = b"", limits: Limits = DEFAULT,
+    caller: bytes | int = b"", limits: Limits = DEFAULT, usage: MessageUsage | None = None,
 ) -> Reply | Reject:
     """Run query ``method`` of ``canister_id`` with ``arg`` (a value, passed through the wire
     encoding so the method sees exactly what a call would deliver); a sandboxed canister's
@@ -61,4 +62,6 @@ def run_query(
     ok, result = run_method(api, cls, spec, (value,) if spec.takes_arg else (), limits,
                             limits.max_instructions_per_query)
     answer = finish_method(api, ok, result, None, return_is_reply=True, read_only=True)
+    if usage is not None:
+        usage.record(api)
     return answer if answer is not None else _error(RejectCode.CANISTER_ERROR, "the query did not answer")

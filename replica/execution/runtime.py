@@ -183,9 +183,11 @@ def finish_method(
         description = _trap_description(result)
         if not read_only:
             api.log_trap(description)
+        if isinstance(result, _Fault) and isinstance(result.fault, InstructionLimitExceeded):
+            api.limit_exceeded = True
         if not may_answer_trap:
             return None
-        if isinstance(result, _Fault) and isinstance(result.fault, InstructionLimitExceeded):
+        if api.limit_exceeded:
             return Reject(RejectCode.CANISTER_ERROR, instruction_limit_message(api.canister_id))
         return trap_reject(api.canister_id, description)
     if read_only:

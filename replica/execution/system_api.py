@@ -41,6 +41,7 @@ class SystemApi:
         "canister", "canister_id", "caller", "time", "stable", "limits", "answer_refusal",
         "call_refusal", "answer", "calls", "_calls_per_receiver", "_certified_data", "deadline",
         "sandbox", "stable_view", "stable_limit", "stable_before", "instructions", "log_buffer",
+        "limit_exceeded",
     )
 
     def __init__(
@@ -76,6 +77,8 @@ class SystemApi:
         self.stable_limit = 0
         self.stable_before = 0
         self.instructions = 0
+        #: Set when the message trapped on its instruction limit (``runtime.finish_method``).
+        self.limit_exceeded = False
         # The records this message logged (made at its first ``log``).
         self.log_buffer: LogBuffer | None = None
 
