@@ -2,7 +2,7 @@
 
 Routes and bodies: ``replica.client.http_wire``. The server serves one node's view through
 a ``NodeBackend`` (small callables: submit, query, latest certified tree, status), so it
-runs without a testnet; ``replica.testnet.http_endpoints`` wires it to a ``Subnet``. Every
+runs without a testnet (``NodeBackend``: ``replica.node.backend``; a ``Node`` makes its own). Every
 backend call and all decoding run on a small thread pool, never on the event loop: a slow
 subnet lock delays answers, never the server accepting, reading and refusing requests.
 
@@ -31,17 +31,14 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import time
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
 from typing import Any, Awaitable, Callable
 
 from aiohttp import web
 
-from message_routing.limits import Limits
 from replica.client.envelope import decode_signed_ingress
 from replica.client.http_wire import (
-    API_PREFIX, MAX_READ_STATE_BYTES, STATUS_PATH, QueryAnswer, WireError, decode_read_state_request,
+    API_PREFIX, MAX_READ_STATE_BYTES, STATUS_PATH, WireError, decode_read_state_request,
     encode_query_answer, parse_canister_id,
 )
 from replica.client.refusals import (
@@ -49,11 +46,10 @@ from replica.client.refusals import (
     MalformedRequest, MethodNotAllowed, NotCertifiedYet, ReceiverMismatch, RequestTooLarge, RouteNotFound,
 )
 from replica.execution.codec import EncodingError, decode_payload
-from state_manager.certification import Certification
-from state_manager.labeled_trie import LabeledTrie
 from state_manager.messages import Ingress
 
 from .app_thread import AppThread
+from .backend import NodeBackend
 from .metrics import CONTENT_TYPE as METRICS_CONTENT_TYPE, NodeMetrics
 from .read_state import certificate_for, check_path
 
@@ -71,29 +67,6 @@ _AIOHTTP_REFUSALS: dict[type[web.HTTPException], type[ApiError]] = {
 _BODY_SLACK = 64 * 1024
 #: Where Prometheus scrapes a node.
 METRICS_PATH = "/metrics"
-
-
-@dataclass(frozen=True)
-class NodeBackend:
-    """What the API needs of a node. The callables may block (they run on the thread pool):
-
-    * ``submit(ingress)`` admits an authenticated message or raises ``IngressRefused``;
-    * ``query(canister, method, arg, caller)`` runs a query on the latest certified state
-      (``NotCertifiedYet`` if there is none; ``IngressRefused`` for a canister not here);
-    * ``certified()`` is the latest certified tree and its certification, or ``None``;
-    * ``status()`` is the JSON object of ``GET /api/v2/status``;
-    * ``metrics`` is the node's registry (none: the server keeps one of its own).
-    """
-
-    subnet_id: str
-    node_id: str
-    limits: Limits
-    submit: Callable[[Ingress], None]
-    query: Callable[[int, str, Any, bytes], QueryAnswer]
-    certified: Callable[[], "tuple[LabeledTrie, Certification] | None"]
-    status: Callable[[], dict]
-    clock: Callable[[], int] = time.time_ns
-    metrics: NodeMetrics | None = None
 
 
 def _refusal(status: int, reason: str, message: str) -> web.Response:

@@ -69,7 +69,7 @@ from xnet.grpc.server import SliceProvider
 from xnet.grpc.tls import TlsIdentity
 
 from .consensus_rules import check_empty_successor, check_executed, empty_successor, parent_of
-from .http_api import NodeBackend
+from .backend import NodeBackend
 from .node_store import NodeStoreError
 from .replica_node import NodeConfig, RegistryHolder, ReplicaNode
 from .storage import FileStorage, MemoryStorage, NodeRefused

@@ -1,0 +1,41 @@
+"""What the ingress HTTP API needs of a node (``NodeBackend``), apart from the server itself
+(``http_api``), so a node can make its backend without loading the web framework."""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from typing import Any, Callable
+
+from message_routing.limits import Limits
+from replica.client.http_wire import QueryAnswer
+from state_manager.certification import Certification
+from state_manager.labeled_trie import LabeledTrie
+from state_manager.messages import Ingress
+
+from .metrics import NodeMetrics
+
+__all__ = ["NodeBackend"]
+
+
+@dataclass(frozen=True)
+class NodeBackend:
+    """What the API needs of a node. The callables may block (they run on the thread pool):
+
+    * ``submit(ingress)`` admits an authenticated message or raises ``IngressRefused``;
+    * ``query(canister, method, arg, caller)`` runs a query on the latest certified state
+      (``NotCertifiedYet`` if there is none; ``IngressRefused`` for a canister not here);
+    * ``certified()`` is the latest certified tree and its certification, or ``None``;
+    * ``status()`` is the JSON object of ``GET /api/v2/status``;
+    * ``metrics`` is the node's registry (none: the server keeps one of its own).
+    """
+
+    subnet_id: str
+    node_id: str
+    limits: Limits
+    submit: Callable[[Ingress], None]
+    query: Callable[[int, str, Any, bytes], QueryAnswer]
+    certified: Callable[[], "tuple[LabeledTrie, Certification] | None"]
+    status: Callable[[], dict]
+    clock: Callable[[], int] = time.time_ns
+    metrics: NodeMetrics | None = None
