@@ -162,13 +162,15 @@ class ExecutionEnvironment:
 
     def run_query(
         self, state: ReplicatedState, canister_id: int, method: str, arg: Any = None, caller: bytes | int = b"",
-        limits: Limits = DEFAULT,
+        limits: Limits = DEFAULT, usage: MessageUsage | None = None,
     ) -> Reply | Reject:
-        """``query.run_query`` with this environment's code (seen by the observer, if one is set)."""
+        """``query.run_query`` with this environment's code; ``usage``, if given, receives
+        what it used (a query thread passes its own rather than share ``observer``). The
+        observer, if one is set, sees it too."""
         observer = self.observer
         if observer is None:
-            return run_query(self, state, canister_id, method, arg, caller, limits)
-        usage = MessageUsage("query")
+            return run_query(self, state, canister_id, method, arg, caller, limits, usage)
+        usage = MessageUsage("query") if usage is None else usage
         answer = run_query(self, state, canister_id, method, arg, caller, limits, usage)
         observer(canister_id, None, usage)
         return answer

@@ -15,6 +15,12 @@ twice in separate places. Two kinds of numbers:
   ``replica_reject_signals_total``               reject signals this node's state added to our stream
                                                  to ``remote``, by ``reason`` (``RejectReason`` name)
   ``xnet_slice_fetch_duration_seconds``          histogram per ``remote`` subnet, successful fetches
+  ``replica_message_instructions``               histogram of the instructions each message this node
+                                                 executed used, by ``kind`` (``update``, ``callback``,
+                                                 ``query``: a user's query, or a canister's call to a
+                                                 query method); builtin canisters count 0
+  ``replica_instruction_limit_traps_total``      messages that trapped on their instruction limit,
+                                                 by ``kind``
   =============================================  ====================================================
 
 * **read at scrape time** from a ``NodeSummary`` (taken after every commit, so a scrape never
@@ -55,6 +61,7 @@ from prometheus_client import CollectorRegistry, Counter, Histogram
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from prometheus_client.exposition import CONTENT_TYPE_LATEST, generate_latest
 
+from replica.execution.message_execution import MessageUsage
 from state_manager.replicated_state import ReplicatedState
 from state_manager.streams import RejectReason
 
@@ -64,6 +71,8 @@ CONTENT_TYPE = CONTENT_TYPE_LATEST
 
 #: Rounds take ~0.01-1 s; certification follows within a round; fetches take ms.
 _ROUND_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)
+#: Instructions of one message: from a trivial method to the update limit (``Limits``).
+_INSTRUCTION_BUCKETS = (100, 1_000, 10_000, 100_000, 1_000_000, 10_000_000, 100_000_000, 1_000_000_000)
 _FETCH_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0)
 
 #: ``metadata.counters`` name → (metric, label name, label value).
@@ -172,6 +181,12 @@ class NodeMetrics:
         self.slice_fetch_duration = Histogram(
             "xnet_slice_fetch_duration_seconds", "Latency of successful slice fetches from a remote subnet",
             ["remote"], buckets=_FETCH_BUCKETS, registry=r)
+        self.message_instructions = Histogram(
+            "replica_message_instructions", "Instructions used by each executed message, by kind",
+            ["kind"], buckets=_INSTRUCTION_BUCKETS, registry=r)
+        self.instruction_limit_traps = Counter(
+            "replica_instruction_limit_traps", "Messages that trapped on their instruction limit, by kind",
+            ["kind"], registry=r)
         self._lock = threading.Lock()
         self._summary = NodeSummary()
         self._certified_height = 0
@@ -218,6 +233,12 @@ class NodeMetrics:
             self._certified_height = max(self._certified_height, height)
         if started is not None:
             self.certification_duration.observe(max(0.0, self._clock() - started))
+
+    def message_executed(self, canister_id: int, message: object, usage: MessageUsage) -> None:
+        """An executed message (the execution's observer; ``message`` is None for a query)."""
+        self.message_instructions.labels(usage.kind).observe(usage.instructions)
+        if usage.limit_exceeded:
+            self.instruction_limit_traps.labels(usage.kind).inc()
 
     def block_refused(self, reason: str) -> None:
         self.block_validation_failures.labels(reason).inc()

@@ -60,6 +60,8 @@ from message_routing.executor import Executor
 from message_routing.limits import Limits
 from replica.client.http_wire import QueryAnswer
 from replica.client.refusals import CanisterNotOnSubnet, NotCertifiedYet, UnknownCanister
+from replica.execution import ExecutionEnvironment
+from replica.execution.message_execution import MessageUsage
 from state_manager.certification import Certification, CertificationShare, SignatureMemo
 from state_manager.messages import Ingress, Reject, Reply
 from state_manager.replicated_state import ReplicatedState
@@ -376,7 +378,13 @@ class Node(ReplicaNode):
         latest = self.state_manager.latest_certified()
         if latest is None or latest[0].height != self.state_manager.latest_height:
             return None
-        return self.environment.run_query(self.state, canister_id, method, arg, caller), latest[0].height
+        environment = self.environment
+        if not isinstance(environment, ExecutionEnvironment):
+            return environment.run_query(self.state, canister_id, method, arg, caller), latest[0].height
+        usage = MessageUsage("query")
+        answer = environment.run_query(self.state, canister_id, method, arg, caller, usage=usage)
+        self.metrics.message_executed(canister_id, None, usage)
+        return answer, latest[0].height
 
     def certified_tree(self):
         latest = self.state_manager.latest_certified()

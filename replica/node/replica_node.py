@@ -25,7 +25,8 @@ from __future__ import annotations
 import threading
 import time
 from dataclasses import dataclass
-from typing import Callable
+from contextlib import nullcontext
+from typing import Callable, ContextManager
 
 from consensus_stub.block import Block
 from consensus_stub.block_maker import ChainTip, build_block
@@ -36,6 +37,7 @@ from consensus_stub.registry import Registry
 from message_routing.batch import Batch
 from message_routing.executor import Executor
 from message_routing.limits import Limits
+from replica.execution import ExecutionEnvironment
 from state_manager.certification import Certification, CertificationShare, SignatureMemo, sign_certification_share
 from state_manager.messages import MANAGEMENT_CANISTER_ID, Ingress
 from state_manager.replicated_state import ReplicatedState
@@ -266,13 +268,22 @@ class ReplicaNode:
             decoded = decode_xnet_payload(block.xnet_payload)
         topology = self.registry.get().topology(block.registry_version)
         started = time.monotonic()
-        batch, state, trees = process_block(self.state_manager, block, block_hash, decoded, topology,
-                                            self.environment, self.limits)
+        with self._observed():
+            batch, state, trees = process_block(self.state_manager, block, block_hash, decoded, topology,
+                                                self.environment, self.limits)
         self.metrics.committed(state, time.monotonic() - started)
         self.ingress_pool.remove(block.ingress)
         self.ingress_pool.purge_expired(block.time)
         self._remember_indices(state)
         return batch, trees
+
+    def _observed(self) -> ContextManager[None]:
+        """The round's messages, seen by this node's metrics (nodes of one process may share
+        an environment: each observes while it executes)."""
+        environment = self.environment
+        if isinstance(environment, ExecutionEnvironment):
+            return environment.observed_by(self.metrics.message_executed)
+        return nullcontext()
 
     def sign_share(self, height: int) -> CertificationShare:
         trees = self.state_manager.snapshot(height)

@@ -10,6 +10,7 @@ from __future__ import annotations
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
+from replica.execution.message_execution import MessageUsage
 from replica.node.metrics import NodeMetrics, StreamAges
 from tests.integration.http_testnet import (
     ALPHA, BETA, PINGER, agent_for, canister, envelope, get, post, running_http_testnet,
@@ -67,6 +68,10 @@ def test_metrics_of_every_node_match_its_state():
                     assert samples[("replica_critical_errors_total", ())] == counters["critical_errors"] == 0
                     assert samples[("replica_round_duration_seconds_count", ())] >= state.metadata.batch_number
                     assert samples[("replica_certification_duration_seconds_count", ())] >= 1
+                    # every node executed the round's messages and observed each (builtin canisters: 0)
+                    assert samples[("replica_message_instructions_count", (("kind", "update"),))] >= 1
+                    if subnet_id == ALPHA:
+                        assert samples[("replica_message_instructions_count", (("kind", "callback"),))] >= 2
                     remote = BETA if subnet_id == ALPHA else ALPHA
                     assert samples[("xnet_slice_fetch_duration_seconds_count", (("remote", remote),))] >= 1
                     refusals = samples.get(("replica_ingress_refusals_total", (("reason", "unknown_canister"),)), 0)
@@ -108,3 +113,22 @@ def test_the_fetch_paths_records_and_refusals_are_exported_by_reason():
     assert samples[("xnet_slice_fetch_duration_seconds_count", (("remote", "beta"),))] == 1
     assert samples[("xnet_slice_fetch_duration_seconds_bucket", (("le", "0.005"), ("remote", "beta")))] == 1
     assert samples[("xnet_slice_fetch_duration_seconds_bucket", (("le", "0.0025"), ("remote", "beta")))] == 0
+
+
+def test_each_executed_message_is_observed_with_its_instructions_and_limit_traps_by_kind():
+    metrics = NodeMetrics("subnet-0", "node-0")
+    for kind, used, trapped in (("update", 1_500, False), ("update", 50_000, True), ("query", 20, False)):
+        usage = MessageUsage(kind)
+        usage.instructions, usage.limit_exceeded = used, trapped
+        metrics.message_executed(7, None, usage)
+    samples = {}
+    for family in text_string_to_metric_families(metrics.exposition().decode()):
+        for sample in family.samples:
+            samples[(sample.name, tuple(sorted(sample.labels.items())))] = sample.value
+    update = (("kind", "update"),)
+    assert samples[("replica_message_instructions_count", update)] == 2
+    assert samples[("replica_message_instructions_sum", update)] == 51_500
+    assert samples[("replica_message_instructions_bucket", (("kind", "update"), ("le", "10000.0")))] == 1
+    assert samples[("replica_message_instructions_count", (("kind", "query"),))] == 1
+    assert samples[("replica_instruction_limit_traps_total", update)] == 1
+    assert ("replica_instruction_limit_traps_total", (("kind", "query"),)) not in samples
