@@ -35,8 +35,6 @@ from state_manager.codec import CodecError, check_bytes, check_tuple, check_u64
 from state_manager.durable_files import fsync_file, rename_durably, write_atomically
 from state_manager.encoding import EncodingError, decode, encode
 
-from .process_config import NodeFiles
-
 __all__ = [
     "NodeStoreError", "CorruptRecordFile", "ExecutedMismatch", "RecordFile", "AgreementLog", "ProofFile",
     "ExecutedLog", "move_aside",

@@ -29,7 +29,6 @@ import os
 import signal
 import sys
 import threading
-import time
 from pathlib import Path
 
 from consensus_stub.block_store import BlockStoreError

@@ -62,7 +62,6 @@ class DemoTraffic:
 def subnet_status(sub, position: int, apps: bool) -> dict:
     """The status file of a subnet (or of one node): heights, streams and, with the demo apps,
     their numbers. ``sub`` answers ``read(reader)``, ``latest_certification()`` and ``query``."""
-    base = canister_range(position)[0]
 
     def read(state) -> dict:
         own = state.own_subnet_id
