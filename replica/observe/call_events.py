@@ -13,7 +13,10 @@ notes what changed for the messages ``replica trace`` follows:
   origin: an ingress message or a canister's callback) and callbacks (one per outgoing call);
 * ``SignalSent``: a reject signal we sent for a peer's message (its index and reason);
 * ``StreamBegin``: our stream's ``begin`` moved (the peer acknowledged messages below it);
-* ``IngressChange``: a watched ingress message changed status.
+* ``IngressChange``: a watched ingress message changed status;
+* ``Executed``: a message executed (seen by the execution's observer during the replay):
+  which one (``ingress``, ``request`` or ``response`` and its ids), its kind and the
+  instructions it used, and whether it trapped on its instruction limit.
 
 ``Timeline.queued`` is what the last state still holds in canister queues (held-back
 output, inducted but not yet executed input, ingress not yet executed).
@@ -21,6 +24,7 @@ output, inducted but not yet executed input, ingress not yet executed).
 
 from __future__ import annotations
 
+from contextlib import nullcontext
 from dataclasses import dataclass, field
 from typing import Callable, Iterable, Sequence
 
@@ -28,9 +32,10 @@ from consensus_stub.block import Block, block_hash
 from consensus_stub.registry import Registry
 from message_routing.executor import Executor
 from message_routing.limits import Limits
+from replica.execution import ExecutionEnvironment
 from replica.node.batch_processor import process_block
 from state_manager.canister_state import CallOrigin
-from state_manager.messages import Request, RequestOrResponse
+from state_manager.messages import Request, RequestOrResponse, Response
 from state_manager.replicated_state import ReplicatedState
 from state_manager.state_codec import decode_state
 from state_manager.state_manager import StateManager
@@ -38,7 +43,7 @@ from xnet.xnet_payload import decode_xnet_payload
 
 __all__ = [
     "BlockInfo", "Routed", "ContextOpened", "CallbackOpened", "CallbackClosed", "SignalSent", "StreamBegin",
-    "IngressChange", "Queued", "Timeline", "collect_events",
+    "IngressChange", "Executed", "Queued", "Timeline", "collect_events",
 ]
 
 
@@ -109,6 +114,24 @@ class IngressChange:
 
 
 @dataclass(frozen=True)
+class Executed:
+    height: int
+    canister: int
+    message: tuple            # ("ingress", id) | ("request", sender, callback) | ("response", callback)
+    kind: str                 # "update" | "query" | "callback"
+    instructions: int
+    limit_exceeded: bool
+
+
+def _message_key(message: object) -> tuple:
+    if type(message) is Request:
+        return ("request", message.sender, message.sender_reply_callback)
+    if type(message) is Response:
+        return ("response", message.originator_reply_callback)
+    return ("ingress", getattr(message, "message_id", b""))
+
+
+@dataclass(frozen=True)
 class Queued:
     kind: str          # "output" | "input" | "ingress"
     canister: int
@@ -127,6 +150,7 @@ class Timeline:
     signals: list[SignalSent] = field(default_factory=list)
     stream_begins: list[StreamBegin] = field(default_factory=list)
     ingress: list[IngressChange] = field(default_factory=list)
+    executed: list[Executed] = field(default_factory=list)
     queued: list[Queued] = field(default_factory=list)
     stream_limits: tuple[int, int] = (0, 0)     # (max messages, max bytes) of a stream
 
@@ -137,6 +161,10 @@ class Timeline:
     @property
     def last_block_time_ns(self) -> int | None:
         return self.blocks[-1].time_ns if self.blocks else None
+
+    def execution(self, canister: int, message: tuple) -> Executed | None:
+        """The execution of ``message`` (an ``Executed.message`` key) by ``canister``."""
+        return next((e for e in self.executed if e.canister == canister and e.message == message), None)
 
     def stream_begin(self, destination: str) -> int:
         begin = 0
@@ -250,12 +278,25 @@ def collect_events(
             block.height, block.time, block.maker,
             tuple((i.message_id, i.receiver, i.method_name) for i in block.ingress), slices))
         topology = registry.topology(block.registry_version)
-        _, state, _ = process_block(manager, block, block_hash(block), decoded, topology, executor, limits)
+
+        def executed(canister: int, message: object, usage, height: int = block.height) -> None:
+            timeline.executed.append(Executed(height, canister, _message_key(message), usage.kind,
+                                              usage.instructions, usage.limit_exceeded))
+
+        with _observed(executor, executed):
+            _, state, _ = process_block(manager, block, block_hash(block), decoded, topology, executor, limits)
         observer.observe(state, block.height)
         if on_height is not None:
             on_height(block.height)
     observer.finish(state)
     return timeline
+
+
+def _observed(executor: Executor, observer):
+    """The execution's observer for the replay, if the executor has one."""
+    if isinstance(executor, ExecutionEnvironment):
+        return executor.observed_by(observer)
+    return nullcontext()
 
 
 def is_request(message: object) -> bool:

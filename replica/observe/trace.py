@@ -26,7 +26,7 @@ from typing import Mapping
 from state_manager.canister_state import CanisterOrigin, IngressOrigin
 from state_manager.messages import Reject, RejectCode, Request, Response
 
-from .call_events import Routed, Timeline
+from .call_events import Executed, Routed, Timeline
 
 __all__ = ["Hop", "Trace", "trace_message", "format_trace"]
 
@@ -38,6 +38,7 @@ class Hop:
     kind: str
     text: str
     depth: int = 0
+    instructions: int | None = None   # of an executed message: what it used
 
 
 @dataclass
@@ -76,8 +77,15 @@ class _Tracer:
 
     # -- helpers ------------------------------------------------------------------------------
 
-    def hop(self, subnet: str, height: int | None, kind: str, text: str, depth: int) -> None:
-        self.trace.hops.append(Hop(subnet, height, kind, text, depth))
+    def hop(self, subnet: str, height: int | None, kind: str, text: str, depth: int,
+            execution: Executed | None = None) -> None:
+        instructions = None
+        if execution is not None:
+            instructions = execution.instructions
+            text = f"{text}; {instructions} instructions"
+            if execution.limit_exceeded:
+                text = f"{text} (the instruction limit: trapped)"
+        self.trace.hops.append(Hop(subnet, height, kind, text, depth, instructions))
 
     def stuck(self, text: str, subnet: str, depth: int) -> None:
         self.trace.stuck.append(text)
@@ -177,10 +185,11 @@ class _Tracer:
         if reason is None:
             context = next((c for c in self.timelines[destination].contexts if c.canister == callee
                             and c.origin == CanisterOrigin(caller, callback_id)), None)
+            execution = self.timelines[destination].execution(callee, ("request", caller, callback_id))
             if context is not None:
                 self.hop(destination, context.height, "executed",
                          f"executed: canister {callee} {context.method} on {destination} at height {context.height}",
-                         depth + 1)
+                         depth + 1, execution)
                 self.follow_context(destination, callee, context.context_id, depth + 2)
             response = self._routed(destination, lambda m: type(m) is Response and m.originator == caller
                                     and m.originator_reply_callback == callback_id)
@@ -188,7 +197,8 @@ class _Tracer:
                 if context is None and not any(q.canister == callee for q in self.timelines[destination].queued
                                                if q.kind == "input"):
                     self.hop(destination, inducted_at, "executed",
-                             f"executed: canister {callee} on {destination} (answered within the round)", depth + 1)
+                             f"executed: canister {callee} on {destination} (answered within the round)", depth + 1,
+                             execution)
                 self.stuck(f"no response from canister {callee} on {destination} yet (its call context is open, "
                            f"or the request waits in its input queue); {self._silence(destination)}",
                            destination, depth + 1)
@@ -196,7 +206,7 @@ class _Tracer:
             if context is None:   # opened and closed within one round: the response shows when it ran
                 self.hop(destination, response.height, "executed",
                          f"executed: canister {callee} on {destination} at height {response.height} "
-                         f"(answered within that round)", depth + 1)
+                         f"(answered within that round)", depth + 1, execution)
             payload = response.message.response_payload
             answer = "reply" if not isinstance(payload, Reject) else f"reject {_code_name(payload.code)}"
             self.hop(destination, response.height, "response",
@@ -209,7 +219,8 @@ class _Tracer:
                      f"{subnet} turns the reject signal into a synthetic reject response ({reason})", depth + 1)
         if closed is not None:
             self.hop(subnet, closed.height, "callback",
-                     f"callback {callback_id} of canister {caller} ran on {subnet} at height {closed.height}", depth + 1)
+                     f"callback {callback_id} of canister {caller} ran on {subnet} at height {closed.height}", depth + 1,
+                     self.timelines[subnet].execution(caller, ("response", callback_id)))
         else:
             self.stuck(f"callback {callback_id} of canister {caller} on {subnet} has not run yet; "
                        f"{self._silence(subnet)}", subnet, depth + 1)
@@ -238,10 +249,16 @@ class _Tracer:
                 self.hop(subnet, change.height, change.status, f"status {change.status} at height {change.height}", 0)
         context = next((c for c in timeline.contexts if c.canister == receiver
                         and isinstance(c.origin, IngressOrigin) and c.origin.message_id == message_id), None)
+        execution = timeline.execution(receiver, ("ingress", message_id))
         if context is not None:
             self.hop(subnet, context.height, "executed",
-                     f"executed: canister {receiver} {context.method} on {subnet} at height {context.height}", 0)
+                     f"executed: canister {receiver} {context.method} on {subnet} at height {context.height}", 0,
+                     execution)
             self.follow_context(subnet, receiver, context.context_id, 1)
+        elif execution is not None:   # opened and closed within one round
+            self.hop(subnet, execution.height, "executed",
+                     f"executed: canister {receiver} on {subnet} at height {execution.height} "
+                     f"(answered within that round)", 0, execution)
         final = changes[-1] if changes else None
         self.trace.status = final.status if final else None
         if final is not None and final.status in ("replied", "rejected", "done"):

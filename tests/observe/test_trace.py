@@ -88,6 +88,11 @@ def test_trace_follows_a_call_across_two_subnets_and_back(tmp_path):
     assert heights[1] == changed["processing"]
     routed = trace.hops[4]
     assert f"stream {ALPHA} → {BETA} at index 0" in routed.text   # the first message alpha ever sent beta
+    # each execution carries the instructions it used (builtin canisters are not metered: 0), in the JSON too
+    executions = [h for h in trace.hops if h.kind in ("executed", "callback")]
+    assert len(executions) == 3 and all(h.instructions == 0 and h.text.endswith("; 0 instructions")
+                                        for h in executions)
+    assert [h["instructions"] for h in trace.as_json()["hops"] if h["kind"] == "executed"] == [0, 0]
     assert any("inducted on beta" in line for line in format_trace(trace))
 
 
@@ -146,3 +151,16 @@ def test_trace_shows_a_request_the_receiving_subnet_rejected_and_the_synthetic_r
     assert "CANISTER_NOT_FOUND" in trace.hops[-4].text and trace.hops[-1].height == rejected_at
     # the Greeter rejects its caller with the synthetic reject's code (3: DESTINATION_INVALID) and message
     assert "CANISTER_REJECT 3: Canister 1500 not found" in trace.hops[-1].text
+
+
+def test_an_ingress_answered_within_its_round_shows_its_execution_and_its_instructions():
+    from replica.observe.call_events import BlockInfo, Executed, IngressChange, Timeline
+
+    mid = b"\x01" * 32
+    timeline = Timeline(ALPHA, blocks=[BlockInfo(3, 10**9, "node-0", ((mid, HERE, "spin"),), {})],
+                        ingress=[IngressChange(3, mid, "rejected", 5, "exceeded the instruction limit")],
+                        executed=[Executed(3, HERE, ("ingress", mid), "update", 2_000_000, True)])
+    trace = trace_message(mid, {ALPHA: timeline}, now_ns=2 * 10**9, round_s=ROUND_S)
+    executed = [h for h in trace.hops if h.kind == "executed"]
+    assert len(executed) == 1 and executed[0].instructions == 2_000_000 and executed[0].height == 3
+    assert "2000000 instructions (the instruction limit: trapped)" in executed[0].text
