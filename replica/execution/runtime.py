@@ -115,12 +115,14 @@ def run_method(api: SystemApi, cls: type, spec: MethodSpec, args: tuple, limits:
     api.stable_view = StableView(api.stable, sandbox)
     limit = limits.max_instructions_per_message if instruction_limit is None else instruction_limit
     sandbox.begin(max(limit, 0), limits.max_message_memory_bytes)
+    sandbox.log = api.log
     try:
         return True, spec.function(instance, *args)
     except SandboxFault as fault:
         return False, _Fault(fault)
     except KeyboardInterrupt:
         api.instructions = sandbox.end()
+        sandbox.log = None
         raise
     except BaseException as exc:  # noqa: BLE001 - SystemExit, GeneratorExit, ...: all traps
         try:
@@ -178,6 +180,7 @@ def finish_method(
     finally:
         if sandbox is not None and sandbox.running:
             api.instructions = sandbox.end()
+            sandbox.log = None
     if not ok:
         api.discard()
         description = _trap_description(result)

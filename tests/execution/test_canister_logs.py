@@ -205,3 +205,51 @@ def test_a_migration_carries_the_log():
     b.ok(cid, "write", ["after the move"])
     assert [r.content for r in b.state.canisters[cid].log.records][-2:] == ["before the move", "after the move"]
     assert builder.update(b.state).full_hash == build_state_trees(decode_state(encode_state(b.state))).full_hash
+
+
+PRINTER = textwrap.dedent('''
+    from replica.sdk import Canister, Trap, update, query
+
+    print("loading")                        # the module's body: outside any message, no record
+
+    class Printer(Canister):
+        def init(self, arg):
+            print("init", arg)
+
+        @update
+        def show(self, values):
+            print(*values)
+            print("a", "b", sep="-", end="!\\n")
+            print("no newline", end="")
+            return len(values)
+
+        @update
+        def show_then_trap(self, text):
+            print(text)
+            raise Trap("after print")
+
+        @update
+        def to_file(self):
+            print("x", file=1)
+
+        @query
+        def peek(self, text):
+            print(text)
+            return text
+''')
+
+
+def test_print_writes_records_of_the_canister_log_like_self_log():
+    node = Node()
+    cid = node.create()
+    assert node.install(cid, PRINTER, "Printer", 7).state is IngressState.REPLIED
+    assert node.ok(cid, "show", [1, "two", [3]]) == 3
+    assert _texts(node, cid) == ["init 7", "1 two (3,)", "a-b!", "no newline"]   # lists arrive as tuples
+    assert node.call(cid, "show_then_trap", "gone").state is IngressState.REJECTED
+    assert _texts(node, cid)[-1].startswith("trapped: Trap: after print (")     # the print was rolled back
+    assert "gone" not in _texts(node, cid)
+    refused = node.call(cid, "to_file")
+    assert refused.state is IngressState.REJECTED and "no file" in refused.reject_message
+    count = len(node.state.canisters[cid].log.records)
+    assert node.env.run_query(node.state, cid, "peek", "q").data                    # queries log nothing
+    assert len(node.state.canisters[cid].log.records) == count

@@ -106,11 +106,14 @@ def _check_spec(spec: str) -> None:
 class Sandbox(Meter):
     """One loaded module's meter and operations (``metering`` emits the calls)."""
 
-    __slots__ = ("stable_sizes",)
+    __slots__ = ("stable_sizes", "log")
     frozen_class = FrozenClass
 
     def __init__(self) -> None:
         super().__init__()
+        #: Where ``print`` writes while a message runs (its ``SystemApi.log``; set and
+        #: cleared by ``runtime``); None outside a message: the module's body prints nothing.
+        self.log: Any = None
         #: canister id → (its StableMap, its stable size in encoded bytes, its entry count):
         #: a cache outside the replicated state, checked by identity and count before use.
         self.stable_sizes: dict[int, tuple[Any, int, int]] = {}

@@ -273,6 +273,20 @@ def make_builtins(sandbox: Sandbox) -> dict[str, Any]:
             raise TypeError("sum() adds numbers here: join or extend sequences instead")
         return sum(sized(iterable), start)
 
+    def print_(*values: Any, sep: Any = None, end: Any = None, file: Any = None, flush: Any = False) -> None:
+        """``print``: one record of the canister's log (``self.log``) per call, the values as
+        ``str`` shows them joined by ``sep``, then ``end`` without its final newline."""
+        if file is not None:
+            raise TypeError("print() writes to the canister's log only: no file")
+        if (sep is not None and sep.__class__ is not str) or (end is not None and end.__class__ is not str):
+            raise TypeError("print(): sep and end are text (str) or None")
+        text = (" " if sep is None else sep).join([str_(value) for value in values]) + ("\n" if end is None else end)
+        log = sandbox.log
+        if log is not None:
+            log(text[:-1] if text.endswith("\n") else text)
+        else:
+            sandbox.charge(len(text) // BYTES_PER_INSTRUCTION + 1)
+
     proxies = {
         real: _type_proxy(name, real, call) for name, real, call in (
             ("list", list, list_), ("tuple", tuple, tuple_), ("dict", dict, dict_), ("set", OrderedSet, set_),
@@ -293,7 +307,7 @@ def make_builtins(sandbox: Sandbox) -> dict[str, Any]:
         "max": reduce_with(max), "any": reduce_with(any), "all": reduce_with(all), "enumerate": lazy(enumerate),
         "zip": lazy(zip), "map": lazy(map), "filter": lazy(filter), "reversed": lazy(reversed), "iter": iter_,
         "repr": repr_, "ascii": ascii_, "format": format_, "type": type_, "pow": sandbox.pow,
-        "hex": number_text(hex), "oct": number_text(oct), "bin": number_text(bin),
+        "hex": number_text(hex), "oct": number_text(oct), "bin": number_text(bin), "print": print_,
     })
     return table
 

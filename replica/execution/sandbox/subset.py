@@ -69,7 +69,7 @@ ALLOWED_MODULES: dict[str, tuple[str, ...]] = {
 
 FORBIDDEN_NAMES = frozenset({
     # host access and code from text
-    "open", "exec", "eval", "compile", "input", "breakpoint", "print", "help", "exit", "quit",
+    "open", "exec", "eval", "compile", "input", "breakpoint", "help", "exit", "quit",
     "copyright", "credits", "license",
     # addresses and hash-seed dependent values
     "id", "hash",
