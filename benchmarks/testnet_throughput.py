@@ -22,6 +22,7 @@ Last line: one JSON object with ``calls_per_s`` (replied calls per second), ``p5
 status is 2).
 
     python benchmarks/testnet_throughput.py [--minutes 16] [--warmup-s 600] [--rate 1000] [--round-ms 500]
+                                            [--process-model node|subnet]
 """
 
 from __future__ import annotations
@@ -40,7 +41,7 @@ from floor import in_floor_units, measure_floor_us
 from replica.client.identity import UserKey
 from replica.progress import Progress
 from replica.testnet.http_endpoints import agent_for_testnet
-from replica.testnet.launcher import TestnetLayout, testnet_nodes
+from replica.testnet.launcher import DEFAULT_PROCESS_MODEL, PROCESS_MODELS, TestnetLayout, testnet_nodes
 from replica.processes.lifecycle import down, up
 from replica.load.load import LoadFailed, LoadOptions, run_load
 
@@ -89,12 +90,14 @@ def main() -> int:
     parser.add_argument("--round-ms", type=int, default=500)
     parser.add_argument("--canisters", type=int, default=4, help="load canisters per subnet")
     parser.add_argument("--submitters", type=int, default=8)
+    parser.add_argument("--process-model", choices=PROCESS_MODELS, default=DEFAULT_PROCESS_MODEL,
+                        help="one process per node, or one per subnet")
     args = parser.parse_args()
     floor_us = measure_floor_us()
     subnets = ["subnet-0", "subnet-1"]
     with tempfile.TemporaryDirectory(prefix="testnet-throughput-") as tmp:
         directory = Path(tmp) / "net"
-        up(directory, subnets=2, nodes=4, round_ms=args.round_ms, out=sys.stderr)
+        up(directory, subnets=2, nodes=4, round_ms=args.round_ms, out=sys.stderr, process_model=args.process_model)
         layout = TestnetLayout(directory)
         samples: list[int] = []
         stop = threading.Event()
@@ -146,6 +149,7 @@ def main() -> int:
         "duplicated": report.duplicated,
         "minutes": args.minutes,
         "round_ms": args.round_ms,
+        "process_model": args.process_model,
         "floor_us": floor_us,
         "p50_floor_units": in_floor_units(summary["p50_ms"] * 1e3, floor_us),
     }
