@@ -65,6 +65,7 @@ from .process_config import NodeConfigError, NodeFiles, NodeProcessConfig
 from .registry_file import RegistryFile
 from .replica_node import NodeConfig
 from .state_sync import StateSyncer
+from .state_status import state_status
 from .storage import FileStorage
 from .testnet_dir import EXIT_REFUSED, LAUNCHER_PID_ENV, TestnetDirectory
 
@@ -360,17 +361,7 @@ class NodeProcess:
 
     def status(self) -> dict:
         """What ``status.json`` says of the node (module docstring)."""
-        def read(state) -> dict:
-            own = state.own_subnet_id
-            return {
-                "height": state.metadata.batch_number,
-                "registry_version": state.metadata.network_topology.registry_version,   # of its latest batch
-                "xnet_inducted": state.metadata.counters["xnet_messages_inducted"],
-                "critical_errors": state.metadata.counters["critical_errors"],
-                "streams": {dst: [s.begin, s.end, s.signals_end] for dst, s in state.streams.items() if dst != own},
-                "open_calls": any(c.call_contexts or c.callbacks for c in state.canisters.values()),
-            }
-        status = self.read(read)
+        status = self.read(state_status)
         certification = self.latest_certification()
         synced_from = self.state_sync.synced_from
         status.update({

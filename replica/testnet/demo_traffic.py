@@ -15,6 +15,7 @@ from collections import Counter
 
 from examples.ledger import account_of
 from replica.client import IngressRefused, sign_ingress
+from replica.node.state_status import state_status
 from replica.testnet.launcher import COUNTER, LEDGER, PINGER, TestnetLayout, canister_range, has_genesis_apps, user_key
 
 __all__ = ["DemoTraffic", "subnet_status", "app_status", "DemoNode"]
@@ -62,19 +63,7 @@ class DemoTraffic:
 def subnet_status(sub, position: int, apps: bool) -> dict:
     """The status file of a subnet (or of one node): heights, streams and, with the demo apps,
     their numbers. ``sub`` answers ``read(reader)``, ``latest_certification()`` and ``query``."""
-
-    def read(state) -> dict:
-        own = state.own_subnet_id
-        return {
-            "height": state.metadata.batch_number,
-            "registry_version": state.metadata.network_topology.registry_version,   # of its latest batch
-            "xnet_inducted": state.metadata.counters["xnet_messages_inducted"],
-            "critical_errors": state.metadata.counters["critical_errors"],
-            "streams": {dst: [s.begin, s.end, s.signals_end] for dst, s in state.streams.items() if dst != own},
-            "open_calls": any(c.call_contexts or c.callbacks for c in state.canisters.values()),
-        }
-
-    status = sub.read(read)
+    status = sub.read(state_status)
     certification = sub.latest_certification()
     status["certified_height"] = certification.height if certification else 0
     status["certified_root"] = certification.root.hex() if certification else ""
