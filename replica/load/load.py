@@ -232,6 +232,20 @@ class _LoadRun:
         everyone = [(subnet, canister) for subnet in self.subnets for canister in self.canisters[subnet]]
         limit = options.submitters + max(1, int(options.rate * MAX_LATENESS_S))
         pool = ThreadPoolExecutor(max_workers=options.submitters, thread_name_prefix="load-submit")
+
+        def offer_due(due: int) -> None:
+            while self.offered < due:
+                self.offered += 1
+                subnet, canister = rng.choice(everyone)
+                others = [c for s, c in everyone if s != subnet] if rng.random() < options.cross_subnet else []
+                target = rng.choice(others or self.canisters[subnet])
+                with self.lock:
+                    if self.waiting >= limit:
+                        self.not_submitted[CLIENT_LIMIT] += 1
+                        continue
+                    self.waiting += 1
+                pool.submit(self._submit, canister, target, self.started + self.offered / options.rate)
+
         self.started = time.monotonic()
         try:
             while (elapsed := time.monotonic() - self.started) < options.duration_s:
@@ -240,19 +254,14 @@ class _LoadRun:
                     break
                 if self.failure is not None:
                     break
-                while self.offered < int(elapsed * options.rate):
-                    self.offered += 1
-                    subnet, canister = rng.choice(everyone)
-                    others = [c for s, c in everyone if s != subnet] if rng.random() < options.cross_subnet else []
-                    target = rng.choice(others or self.canisters[subnet])
-                    with self.lock:
-                        if self.waiting >= limit:
-                            self.not_submitted[CLIENT_LIMIT] += 1
-                            continue
-                        self.waiting += 1
-                    pool.submit(self._submit, canister, target, self.started + self.offered / options.rate)
+                offer_due(int(elapsed * options.rate))
                 self._show(f"{self.offered} offered")
                 time.sleep(0.01)
+            else:
+                # The calls due between the last pass and the window's end: an open loop offers
+                # rate x duration calls however late this thread was woken (a starved thread
+                # used to drop the window's last slice unoffered and uncounted)
+                offer_due(int(options.duration_s * options.rate))
         except KeyboardInterrupt:
             self.ended_early = "interrupted"
         finally:
