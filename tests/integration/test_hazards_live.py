@@ -73,6 +73,19 @@ KILLS = textwrap.dedent('''
             os._exit(9)
 ''')
 
+def _one_method(imports: str, body: str) -> str:
+    """A canister whose one update method runs ``body`` (a hazard the subset refuses at install)."""
+    return f"{imports}from replica.sdk import Canister, update\n\nclass Hazard(Canister):\n" \
+           f"    @update\n    def run(self):\n        {body}\n"
+
+
+#: (source, class, what the refusal names): host randomness, the host clock, the host's files.
+READS_HOST = (
+    (_one_method("import random\n", "return random.random()"), "Hazard", "import of 'random' is not allowed"),
+    (_one_method("import time\n", "return time.time_ns()"), "Hazard", "import of 'time' is not allowed"),
+    (_one_method("", "return open('/etc/hostname').read()"), "Hazard", "the name 'open' is not allowed"),
+)
+
 COUNTER = textwrap.dedent('''
     from replica.sdk import Canister, update, query
 
@@ -120,7 +133,7 @@ def test_hazards_on_node_processes_are_answered_and_the_run_audits_agree(tmp_pat
             assert net.update_call(counter, "inc") == 1
 
             for source, name, construct in ((EXITS, "Exits", "the name 'SystemExit' is not allowed"),
-                                            (KILLS, "Kills", "import of 'os' is not allowed")):
+                                            (KILLS, "Kills", "import of 'os' is not allowed"), *READS_HOST):
                 with pytest.raises(CallRejected) as refused:
                     net.install(source, class_name=name)
                 assert construct in str(refused.value)
