@@ -84,12 +84,12 @@ def execute_canister_messages(
             one = execute_ingress(state, canister, cls, message, limits, usage)
         else:
             state.metadata.count("critical_errors")  # queues hold nothing else
-        if one:
-            state.metadata.count(instructions_counter(canister_id), one)
-            used += one
+        used += one
         if usage is not None:
             observer(canister_id, message, usage)
         executed += 1
+    if used:   # once for all the messages (the same total as one count per message)
+        state.metadata.count(instructions_counter(canister_id), used)
     return executed, used
 
 

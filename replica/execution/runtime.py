@@ -73,7 +73,8 @@ def _describe(exc: BaseException) -> str:
 
 def sandbox_of(spec: MethodSpec) -> Sandbox | None:
     """The meter of a sandboxed canister's method; None for a builtin class."""
-    meter = getattr(spec.function, "__globals__", {}).get(METER)
+    namespace = getattr(spec.function, "__globals__", None)
+    meter = None if namespace is None else namespace.get(METER)
     return meter if isinstance(meter, Sandbox) else None
 
 

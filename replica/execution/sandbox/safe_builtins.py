@@ -209,7 +209,10 @@ def make_builtins(sandbox: Sandbox) -> dict[str, Any]:
 
     def lazy(function: Any) -> Any:
         def wrapper(*args: Any, **kwargs: Any) -> Any:
-            return function(*(sized(a) if a.__class__ is Range else a for a in args), **kwargs)
+            for a in args:   # no generator for the common call without a range
+                if a.__class__ is Range:
+                    return function(*(sized(a) if a.__class__ is Range else a for a in args), **kwargs)
+            return function(*args, **kwargs)
         wrapper.__name__ = wrapper.__qualname__ = function.__name__
         return wrapper
 
@@ -297,9 +300,12 @@ def make_builtins(sandbox: Sandbox) -> dict[str, Any]:
 
     def type_(value: Any) -> type:
         kind = type(value)
+        proxy = proxies.get(kind)   # a proxied type is no metaclass: answered first
+        if proxy is not None:
+            return proxy
         if issubclass(kind, type):
             raise TypeError("type() of a class is not available")
-        return proxies.get(kind, kind)
+        return kind
 
     table.update({proxy.__name__: proxy for proxy in proxies.values()})
     table.update({
@@ -341,14 +347,11 @@ class _TypeProxy(type):
 
 def _type_proxy(name: str, real: type, call: Any) -> type:
     """A proxy class for ``real``; its own metaclass (a subclass of ``_TypeProxy``) calls
-    ``call`` and checks instances directly, one Python frame each."""
+    ``call`` (a static ``__call__``: no frame between) and checks instances directly."""
 
     def instancecheck(cls: Any, value: Any) -> bool:
         return isinstance(value, real)
 
-    def direct_call(cls: Any, *args: Any, **kwargs: Any) -> Any:
-        return call(*args, **kwargs)
-
     meta = type.__new__(_TypeProxy.__class__, f"{name}_proxy", (_TypeProxy,),
-                        {"__call__": direct_call, "__instancecheck__": instancecheck})
+                        {"__call__": staticmethod(call), "__instancecheck__": instancecheck})
     return type.__new__(meta, name, (), {"_sandbox_type": real, "_sandbox_call": staticmethod(call), "__slots__": ()})
