@@ -148,7 +148,9 @@ fails when a public exception class of ``replica`` is missing here or placed wro
     │   ├── WorkloadError
     │   └── EnvironmentArchiveError
     ├── TestnetError             a testnet directory or one of its processes is unusable
-    │                            (replica.node.testnet_dir; also RuntimeError)
+    │   │                        (replica.node.testnet_dir; also RuntimeError)
+    │   └── ForkError            a fork that cannot be made (replica.testnet.fork)
+    │       └── ForkInconsistent the chosen heights disagree on the messages between subnets
     ├── SubnetError              a subnet in one process cannot go on (replica.inprocess.subnet;
     │   │                        also RuntimeError)
     │   ├── DivergenceError

@@ -1,4 +1,4 @@
-"""``replica testnet up | status | logs | kill-node | restart-node | migrate | registry | down | run``: a local multi-subnet testnet.
+"""``replica testnet up | status | logs | kill-node | restart-node | migrate | registry | fork | down | run``: a local multi-subnet testnet.
 
 ``up`` starts it in the background and returns once every subnet has certified a block;
 later commands find it through the directory (``--dir``, else ``$REPLICA_TESTNET``, else
@@ -6,6 +6,8 @@ later commands find it through the directory (``--dir``, else ``$REPLICA_TESTNET
 ``--duration`` seconds, then settle, check the ledgers' supply and stop. ``migrate``
 moves a canister you control to another subnet (``replica.testnet.migration``);
 ``registry`` shows the registry's versions or publishes one step of a migration by hand.
+``fork --from D --at HEIGHT`` starts a new testnet from the recorded state of ``D`` at a
+height (``replica.testnet.fork``).
 ``--process-model node`` runs one process per node instead of one per subnet; then
 ``kill-node NODE [--hold]`` and ``restart-node NODE`` stop and start single nodes, and
 ``--chaos-kill RATE`` kills random nodes while it runs (never more than f of a subnet).
@@ -15,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 import hashlib
+import io
 import json
 import sys
 import time
@@ -146,6 +149,61 @@ def _run(args: argparse.Namespace) -> int:
         create_testnet(layout.root, args.subnets, args.nodes, seed=seed, tick_s=args.round_ms / 1000, **options)
     return launch(layout.root, duration_s=args.duration, traffic=not args.no_traffic, restart=not args.no_restart,
                   chaos_kill=args.chaos_kill, chaos_seed=args.chaos_seed)
+
+
+def _fork_at(values: list[str], subnets: list[str]) -> int | dict[str, int]:
+    """``--at HEIGHT`` (every subnet) and/or ``--at SUBNET=HEIGHT`` (that subnet; the others
+    take HEIGHT, or without it the highest given)."""
+    heights: dict[str, int] = {}
+    every = None
+    for value in values:
+        subnet, sep, height = value.rpartition("=")
+        if not height.isdigit():
+            raise argparse.ArgumentTypeError(f"--at takes HEIGHT or SUBNET=HEIGHT, not {value!r}")
+        if sep:
+            heights[subnet] = int(height)
+        else:
+            every = int(height)
+    if not heights:
+        return every if every is not None else 0
+    return heights if every is None else {subnet: heights.get(subnet, every) for subnet in subnets} | heights
+
+
+def _fork(args: argparse.Namespace) -> int:
+    """Write the fork (``replica.testnet.fork``), then start it unless ``--no-start``."""
+    from pathlib import Path
+
+    from replica.processes.lifecycle import up
+    from replica.progress import Progress
+    from replica.testnet.fork import fork_testnet, started_states
+    from replica.testnet.launcher import TestnetLayout
+
+    if args.dir is None:
+        print("replica testnet fork: name the new testnet's directory with --dir NEW", file=sys.stderr)
+        return 2
+    try:
+        at = _fork_at(args.at, list(TestnetLayout(Path(args.source)).read_manifest()["subnets"]))
+    except argparse.ArgumentTypeError as exc:
+        print(f"replica testnet fork: {exc}", file=sys.stderr)
+        return 2
+    report = fork_testnet(Path(args.source), at, Path(args.dir), nodes=args.nodes, progress=Progress())
+    print(f"forked {report.source} into {report.target} in {report.seconds:.2f} s; the fork's registry version "
+          f"{report.registry_version} gives every subnet {report.nodes} new nodes and a new threshold key")
+    print(f"{'subnet':<10} {'height':>7}  {'from':<16} {'full state hash':<20} certified root")
+    for s in report.subnets:
+        origin = f"checkpoint {s.checkpoint_height}" if s.checkpoint_height else "genesis"
+        print(f"{s.subnet_id:<10} {s.height:>7}  {origin + ' +' + str(s.replayed):<16} {s.full_hash.hex()[:16]:<20} "
+              f"{s.certified_root.hex()[:16]}")
+    if args.no_start:
+        print(f"start it with `replica testnet up --dir {report.target}`")
+        return 0
+    up(report.target, out=io.StringIO())   # not "resuming": it is the first start
+    recorded = {s.subnet_id: (s.height, s.full_hash.hex()) for s in report.subnets}
+    for node, (subnet, height, full_hash) in sorted(started_states(report.target).items()):
+        same = "= the recorded hash" if (height, full_hash) == recorded[subnet] else "DIFFERS from the recorded hash"
+        print(f"{node} started at height {height}, full state hash {full_hash[:16]} {same}")
+    print(f"testnet up in {report.target}; stop it with `replica testnet down --dir {report.target}`")
+    return 0
 
 
 def _migrate(args: argparse.Namespace) -> int:
@@ -300,6 +358,13 @@ def register(sub) -> None:
     registry.add_argument("--to", default=None, help="route: the subnet the range goes to")
     registry.add_argument("--along", default=None, help="trace: the subnets, source first (A,B)")
     registry.add_argument("--json", action="store_true", help="show: machine-readable output")
+    fork = command("fork", "a new testnet (--dir NEW) starting from the recorded state of a stopped one at a height",
+                   _fork)
+    fork.add_argument("--from", dest="source", required=True, help="the stopped testnet directory to fork (only read)")
+    fork.add_argument("--at", action="append", required=True, metavar="HEIGHT|SUBNET=HEIGHT",
+                      help="the height every subnet forks at, or one subnet's (repeatable)")
+    fork.add_argument("--nodes", type=int, default=None, help="nodes per subnet (none: as many as the source's)")
+    fork.add_argument("--no-start", action="store_true", help="write the fork only; start it with `up`")
     run = command("run", "the scripted foreground run: demo traffic, settle, check, stop", _run)
     shape(run)
     run.add_argument("--duration", type=float, default=None,

@@ -179,6 +179,9 @@ class NodeProcess:
         except BaseException:
             storage.close()
             raise
+        #: ``[height, full state hash]`` once restored, before any new block: a fork shows by it
+        #: that it starts from the state its source recorded (``replica.testnet.fork``).
+        self._started_at = (self.node.height, self.node.state_manager.latest.full_hash.hex())
         self.runner = AgreementRunner(self.node.boot_agreement(clock()), persist=storage.persist,
                                       on_finalized=self.node.on_finalized, on_output=self.node.on_output, clock=clock)
         self.state_sync = StateSyncer(config.node_id, config.subnet_id, retained_heights=config.retained_heights,
@@ -371,6 +374,7 @@ class NodeProcess:
             "finalized_height": self.runner.node.finalized_height,
             "restore_s": round(self.node.restore_s, 3),
             "replayed": self.node.replayed,
+            "started_at": list(self._started_at),
             "caught_up_s": self.caught_up_s,
             "agreement_counters": dict(self.runner.node.counters),
             "synced_from": list(synced_from) if synced_from else None,

@@ -5,6 +5,7 @@
                       updates, the manifest's process model, quiescence and supply checks
 * ``naming``          the subnet naming scheme (``subnet-<i>``)
 * ``recording``       what a testnet or a simulation recorded → the audit's run log
+* ``fork``            a new testnet starting from a stopped one's recorded state at a height
 * ``http_endpoints``  the nodes' ingress addresses, and ``agent_for_testnet``
 * ``demo_traffic``    the demo user's traffic and app numbers (``DemoNode``: a node process's part)
 * ``registry_status`` which registry version each node runs, from its status file
