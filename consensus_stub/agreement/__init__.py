@@ -10,6 +10,7 @@
     restore.py      its part that keeps and re-sends its own artifacts, and restarts it
                     (from a finalized tail, or from a state-synced tip)
     certification.py  its part that aggregates certification shares into certifications
+    divergence.py   who signed which state root per height: a diverged node, a stalled height
     candidate.py    a block the node holds above its finalized tip, and its verdict on it
     simulation.py   the nodes of a subnet on a simulated network with a seeded adversarial
                     schedule (delays, reordering, duplicates, losses, partitions, crashes)

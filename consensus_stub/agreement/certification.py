@@ -6,16 +6,23 @@ node aggregates them (``CertificationPool``: ``t`` shares of one root make the s
 threshold signature) and reports each certification it makes once (the protocol's
 ``Certified`` output). Heights at or below the last certified height are ignored: their state
 is certified already (or was installed certified by state sync).
+
+Every share is also tallied (``divergence.ShareTally``), late ones included: who signed which
+root at a height (``shares_at``: verified shares only) is what a diverged node reports, and
+an uncertified height past which the subnet kept finalizing is a stall (``stall``).
 """
 
 from __future__ import annotations
 
 from typing import Optional
 
-from state_manager.certification import Certification, CertificationShare, SignatureMemo
+from state_manager.certification import (
+    Certification, CertificationError, CertificationShare, SignatureMemo, verify_certification_share,
+)
 
 from ..certification_pool import CertificationPool
 from ..registry import SubnetRecord
+from .divergence import CertificationStall, SharesAtHeight, ShareTally, group_shares
 
 __all__ = ["CertificationAggregator"]
 
@@ -23,7 +30,7 @@ __all__ = ["CertificationAggregator"]
 class CertificationAggregator:
     """One node's aggregation of its subnet's certification shares (module docstring)."""
 
-    __slots__ = ("_subnet", "_memo", "_pool", "certified_height")
+    __slots__ = ("_subnet", "_memo", "_pool", "certified_height", "tally")
 
     def __init__(self, subnet: SubnetRecord, memo: Optional[SignatureMemo] = None) -> None:
         self._subnet = subnet
@@ -31,9 +38,12 @@ class CertificationAggregator:
         self._pool: Optional[CertificationPool] = None   # made with the first share
         #: The highest height certified (shares at or below it are ignored).
         self.certified_height = 0
+        #: Every share by height, for ``shares_at`` and ``stall``.
+        self.tally = ShareTally()
 
     def add(self, share: CertificationShare) -> Optional[Certification]:
         """Add ``share``; the certification of its height if this share completed it."""
+        self.tally.add(share)
         if share.height <= self.certified_height:
             return None
         if self._pool is None:
@@ -41,5 +51,29 @@ class CertificationAggregator:
         certification = self._pool.add_share(share)
         if certification is not None:
             self.certified_height = certification.height
+            self.tally.certified(certification.height)
             self._pool.purge_below(certification.height + 1)
         return certification
+
+    def shares_at(self, height: int) -> SharesAtHeight:
+        """The tallied shares of ``height`` that verify under their node's key share, by root."""
+        keys = self._subnet.key_shares_by_index()
+        valid = []
+        for share in self.tally.shares(height):
+            key = keys.get(share.node_index)
+            if key is None:
+                continue
+            try:
+                verify_certification_share(share, key, self._memo)
+            except CertificationError:
+                continue
+            valid.append(share)
+        return group_shares(height, valid, self._subnet.node_ids)
+
+    def stall(self, finalized_height: int, rounds: int) -> Optional[CertificationStall]:
+        """The lowest uncertified height with shares that ``finalized_height`` is ``rounds``
+        past, with who signed what there; ``None`` if there is none."""
+        height = self.tally.stalled_height(finalized_height, rounds)
+        if height is None:
+            return None
+        return CertificationStall(height, finalized_height, self._subnet.threshold, self.shares_at(height))

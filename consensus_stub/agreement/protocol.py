@@ -60,6 +60,7 @@ from ..notary import BlockNotYetValid, InvalidBlock
 from .candidate import INVALID, PENDING, VALID, Candidate
 from .catch_up import CatchUpMixin
 from .certification import CertificationAggregator
+from .divergence import CertificationStall, SharesAtHeight
 from .interface import (
     AgreementConfig, AgreementConfigError, BlockContext, Broadcast, Certified, Finalized, IngressReceived, Output,
     Persist, ProposeFn, Refused, Send, ValidateFn, Verifier, compute_quorum,
@@ -284,6 +285,15 @@ class AgreementNode(CatchUpMixin, RestoreMixin):
             return
         signers[share.signer] = share.signature
         self._heard(share.signer)
+
+    def certification_shares(self, height: int) -> SharesAtHeight:
+        """Who signed which root at ``height``, from the verified shares this node received."""
+        return self._certification.shares_at(height)
+
+    def certification_stall(self, rounds: int) -> Optional[CertificationStall]:
+        """The lowest height not certified although ``rounds`` heights above it are final
+        (``CertificationAggregator.stall``)."""
+        return self._certification.stall(self.finalized_height, rounds)
 
     def _on_certification_share(self, share: CertificationShare, out: list[Output]) -> None:
         certification = self._certification.add(share)

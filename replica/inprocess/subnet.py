@@ -61,7 +61,8 @@ from consensus_stub.agreement.signing import MemoVerifier, NodeKeyVerifier
 from consensus_stub.agreement.simulation import SafetyViolation
 from consensus_stub.block import Block
 from consensus_stub.block_store import BlockStore, open_block_store
-from consensus_stub.certification_pool import CertificationPool
+from consensus_stub.agreement.certification import CertificationAggregator
+from consensus_stub.agreement.divergence import CertificationStall
 from consensus_stub.genesis import NodeSecrets
 from consensus_stub.ingress_pool import Admission
 from message_routing.batch import encode_batch
@@ -69,6 +70,7 @@ from message_routing.executor import Executor
 from message_routing.limits import Limits
 from state_manager.certification import Certification, SignatureMemo
 from state_manager.encoding import decode
+from state_manager.state_codec import encode_state
 from state_manager.ingress_history import IngressStatus
 from state_manager.messages import Ingress, Reject, Reply
 from state_manager.state_tree import StateTrees
@@ -79,12 +81,14 @@ from replica.client import decode_signed_ingress, refusal_for
 from replica.errors import ReplicaError
 from replica.node.consensus_rules import EmptyBlockMismatch, FinalizedElsewhere
 from replica.node.node import SEC, Node, NodeTiming
+from replica.node.certification_health import executed_messages
 from replica.node.replica_node import NodeConfig, RegistryHolder
+from replica.node.state_sync import CheckpointOffer, verify_offer
 from replica.testnet.recording import SubnetRecording
 
 
 __all__ = [
-    "SubnetError", "DivergenceError", "NoBlockFinalized", "FinalizedElsewhere", "EmptyBlockMismatch",
+    "SubnetError", "DivergenceError", "NoBlockFinalized", "CertificationStalled", "FinalizedElsewhere", "EmptyBlockMismatch",
     "SubnetRecording", "NodeHooks", "Subnet", "SEC", "AgreementTiming", "Schedule", "SafetyViolation",
 ]
 
@@ -101,6 +105,17 @@ class DivergenceError(SubnetError):
 
 class NoBlockFinalized(SubnetError):
     """No node finalized a block at the next height within the step's bound of agreement time."""
+
+
+class CertificationStalled(SubnetError):
+    """No root of a height has ``t`` shares (``stall``: who signed which root)."""
+
+    def __init__(self, message: str, stall: CertificationStall | None = None) -> None:
+        super().__init__(message)
+        self.stall = stall
+
+    def __reduce__(self):
+        return type(self), (str(self), self.stall)
 
 
 @dataclass(frozen=True, slots=True)
@@ -135,13 +150,16 @@ class AgreementTiming(NodeTiming):
 @dataclass(frozen=True)
 class NodeHooks:
     """Test and fault-injection hooks of one node: wrap its slice provider, replace the TLS
-    identity its endpoint presents, or take it ``offline`` — it neither proposes, votes,
+    identity its endpoint presents, take it ``offline`` — it neither proposes, votes,
     signs nor fetches (its state still follows the finalized chain, as a node catching up
-    from the block store would)."""
+    from the block store would) — or make its state diverge (``diverge_at``)."""
 
     serve_with: Callable[[SliceProvider], SliceProvider] | None = None
     server_identity: TlsIdentity | None = None
     offline: bool = False
+    #: Fault injection (``replica.node.faults``): the node's state diverges at this height. Its
+    #: hashes are then not checked against its peers'; certification finds it diverged.
+    diverge_at: int | None = None
 
 
 class Subnet:
@@ -182,18 +200,24 @@ class Subnet:
         self.agreement_timing = agreement_timing
         self.nodes: dict[str, Node] = {}
         self.offline: set[str] = set()
+        #: Nodes given a divergence fault (``NodeHooks.diverge_at``).
+        self.faulted: set[str] = set()
+        #: Why the last height could not be certified (``None`` once one is).
+        self.certification_stall: CertificationStall | None = None
         for node_id in record.node_ids:
             hook = hooks.pop(node_id, NodeHooks())
             self.nodes[node_id] = Node(
                 by_id[node_id], registry, genesis_state, environment, limits, config=config, timing=agreement_timing,
                 clock=clock, execute_at_once=False, verifier=self._verifier, signature_memo=self.signature_memo,
-                serve_with=hook.serve_with, server_identity=hook.server_identity)
+                serve_with=hook.serve_with, server_identity=hook.server_identity, diverge_at=hook.diverge_at)
+            if hook.diverge_at is not None:
+                self.faulted.add(node_id)
             if hook.offline:
                 self.offline.add(node_id)
         if hooks:
             raise SubnetError(f"hooks for unknown nodes {sorted(hooks)}")
         self.block_store: BlockStore = open_block_store(block_log)
-        self.certification_pool = CertificationPool(record, self.signature_memo)
+        self.certification = CertificationAggregator(record, self.signature_memo)
         self.recording = SubnetRecording(subnet_id, genesis_state)
         #: Refused proposals per reason (error class name); ``refusals`` adds the nodes' not-yet-valid counts.
         self._refused: Counter[str] = Counter()
@@ -478,7 +502,9 @@ class Subnet:
         results = {}
         for node in self.nodes.values():
             results[node.node_id] = node.execute_next(block, digest)
-        (first_id, (batch, trees)), *others = results.items()
+        # a node given a divergence fault is left to certification to find
+        checked = {n: r for n, r in results.items() if n not in self.faulted} or results
+        (first_id, (batch, trees)), *others = checked.items()
         for node_id, (_, other) in others:
             if (other.certified_root, other.full_hash) != (trees.certified_root, trees.full_hash):
                 raise DivergenceError(
@@ -490,14 +516,50 @@ class Subnet:
         return trees
 
     def _certify(self, height: int) -> None:
+        """Every online node signs ``height`` (``t`` shares suffice when no node has a fault:
+        their roots agree), the certification goes to every node; a node whose root differs
+        is diverged and recovers at once from a peer's state, verified as state sync verifies
+        a checkpoint. No certification: ``CertificationStalled``, every node told why."""
         certification = None
         for node in self._online():
-            certification = self.certification_pool.add_share(node.sign_share(height))
-            if certification is not None:
+            share = node.own_share(height)
+            made = self.certification.add(share) if share is not None else None
+            certification = certification or made
+            if certification is not None and not self.faulted:
                 break
-        if certification is None:
-            raise SubnetError(f"subnet {self.subnet_id}: height {height} was not certified")
+        if certification is None or certification.height != height:
+            stall = self.certification.stall(height, 0)
+            if stall is None:
+                raise SubnetError(f"subnet {self.subnet_id}: height {height} was not certified")
+            self.certification_stall = stall
+            messages = executed_messages(self.block_store.block(height))
+            for node in self.nodes.values():
+                node.health.observe_stall(stall, messages)
+            raise CertificationStalled(stall.describe(), stall)
+        if self.certification_stall is not None:
+            self.certification_stall = None
+            for node in self.nodes.values():
+                node.health.observe_stall(None)
+        diverged = [n for n in self.nodes.values() if n.state_manager.latest.certified_root != certification.root]
+        shares = self.certification.shares_at(height) if diverged else None
         for node in self.nodes.values():
-            node.deliver_certification(certification)
-        self.certification_pool.purge_below(height)
+            node.certified(certification, shares)
+        for node in diverged:
+            if node.health.divergence is not None:
+                self._recover(node, certification)
+
+    def _recover(self, node: Node, certification: Certification) -> None:
+        """State sync in one process: the state of a node whose root is the certified one, as
+        a checkpoint offer, verified and installed on the diverged ``node``."""
+        height = certification.height
+        peer = next((p for p in self.nodes.values() if p.health.divergence is None and p.height == height
+                     and p.state_manager.latest.certified_root == certification.root), None)
+        if peer is None:
+            return
+        registry = self.registry.get()
+        offer = CheckpointOffer(height, self.block_store.hash_at(height), encode_state(peer.state), certification)
+        state = verify_offer(offer, registry.public_key_for(self.subnet_id, registry.latest_version),
+                             expected_subnet=self.subnet_id, min_height=node.health.divergence.height,  # type: ignore[union-attr]
+                             memo=self.signature_memo)
+        node.install_synced(height, offer.block_hash, state, certification, f"{peer.node_id}'s certified state")
 

@@ -14,7 +14,7 @@ determinism audit's simulated replicas, which load canister code by module name 
 from __future__ import annotations
 
 import importlib
-from typing import Sequence
+from typing import Callable, Sequence
 
 from consensus_stub.block import Block, to_batch
 from message_routing.batch import Batch
@@ -61,16 +61,22 @@ def canister_executor(classes: Sequence[type]) -> ExecutionEnvironment:
 
 
 def process_batch(state_manager: StateManager, batch: Batch, topology: NetworkTopology, executor: Executor,
-                  limits: Limits) -> tuple[ReplicatedState, StateTrees]:
-    """``execute_round`` on the state manager's tip, then ``commit``: the new state and its trees."""
+                  limits: Limits, *, fault: Callable[[ReplicatedState], None] | None = None,
+                  ) -> tuple[ReplicatedState, StateTrees]:
+    """``execute_round`` on the state manager's tip, then ``commit``: the new state and its
+    trees. ``fault`` (fault injection only: ``replica.node.faults``) changes the state
+    between the two."""
     state = execute_round(state_manager.take_tip(), batch, topology, executor, limits)
+    if fault is not None:
+        fault(state)
     return state, state_manager.commit(state)
 
 
 def process_block(state_manager: StateManager, block: Block, block_hash: bytes, decoded: DecodedXNetPayload,
-                  topology: NetworkTopology, executor: Executor,
-                  limits: Limits) -> tuple[Batch, ReplicatedState, StateTrees]:
+                  topology: NetworkTopology, executor: Executor, limits: Limits, *,
+                  fault: Callable[[ReplicatedState], None] | None = None,
+                  ) -> tuple[Batch, ReplicatedState, StateTrees]:
     """A finalized block (its XNet payload already decoded and validated) → batch → ``process_batch``."""
     batch = to_batch(block, decoded, block_hash)
-    state, trees = process_batch(state_manager, batch, topology, executor, limits)
+    state, trees = process_batch(state_manager, batch, topology, executor, limits, fault=fault)
     return batch, state, trees

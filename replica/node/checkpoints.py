@@ -62,6 +62,14 @@ class NodeCheckpoints:
         self.store.write(height, state, full_hash, before_rename=before_rename)
         return True
 
+    def set_aside_from(self, height: int) -> None:
+        """Move the checkpoints of ``height`` and above aside (a diverged state's), with a log line."""
+        for old in self.store.heights():
+            if old >= height:
+                aside = move_aside(self.store.root / f"{old:020d}")
+                self._certification_path(old).unlink(missing_ok=True)
+                _log.warning("checkpoint %d is of a diverged state: moved to %s", old, aside)
+
     def write(self, height: int, state: ReplicatedState, full_hash: bytes) -> None:
         """Checkpoint ``height`` now (a state installed by state sync)."""
         self.store.write(height, state, full_hash)

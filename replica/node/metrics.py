@@ -21,6 +21,14 @@ twice in separate places. Two kinds of numbers:
                                                  query method); builtin canisters count 0
   ``replica_instruction_limit_traps_total``      messages that trapped on their instruction limit,
                                                  by ``kind``
+  ``replica_state_divergences_total``            times this node's root differed from the root the
+                                                 subnet certified (it stops signing and recovers)
+  ``replica_state_recoveries_total``             diverged states replaced by a certified checkpoint
+  ``replica_certification_stalls_total``         heights left uncertified while the subnet finalized
+                                                 past them, by ``reason`` (``shares_disagree``,
+                                                 ``too_few_shares``)
+  ``replica_diverged_height``                    gauge: the height this node diverged at (0: not)
+  ``replica_certification_stalled_height``       gauge: the height certification stalls at (0: not)
   =============================================  ====================================================
 
 * **read at scrape time** from a ``NodeSummary`` (taken after every commit, so a scrape never
@@ -57,7 +65,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Callable, Iterable, Mapping
 
-from prometheus_client import CollectorRegistry, Counter, Histogram
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from prometheus_client.exposition import CONTENT_TYPE_LATEST, generate_latest
 
@@ -187,6 +195,19 @@ class NodeMetrics:
         self.instruction_limit_traps = Counter(
             "replica_instruction_limit_traps", "Messages that trapped on their instruction limit, by kind",
             ["kind"], registry=r)
+        self.state_divergences = Counter(
+            "replica_state_divergences", "Times this node's state root differed from the subnet's certified root",
+            registry=r)
+        self.state_recoveries = Counter(
+            "replica_state_recoveries", "Diverged states replaced by a checkpoint the subnet certified", registry=r)
+        self.certification_stalls = Counter(
+            "replica_certification_stalls", "Heights left uncertified while the subnet finalized past them, by reason",
+            ["reason"], registry=r)
+        self.diverged_height = Gauge(
+            "replica_diverged_height", "The height this node's state diverged at (0: it has not)", registry=r)
+        self.stalled_height = Gauge(
+            "replica_certification_stalled_height", "The height certification stalls at (0: it does not)",
+            registry=r)
         self._lock = threading.Lock()
         self._summary = NodeSummary()
         self._certified_height = 0
@@ -239,6 +260,20 @@ class NodeMetrics:
         self.message_instructions.labels(usage.kind).observe(usage.instructions)
         if usage.limit_exceeded:
             self.instruction_limit_traps.labels(usage.kind).inc()
+
+    def diverged(self, height: int) -> None:
+        self.state_divergences.inc()
+        self.diverged_height.set(height)
+
+    def recovered(self) -> None:
+        self.state_recoveries.inc()
+        self.diverged_height.set(0)
+
+    def stalled(self, height: int, reason: str | None) -> None:
+        """Certification stalls at ``height`` since now (``reason``), or no longer (``0``, ``None``)."""
+        if reason is not None:
+            self.certification_stalls.labels(reason).inc()
+        self.stalled_height.set(height)
 
     def block_refused(self, reason: str) -> None:
         self.block_validation_failures.labels(reason).inc()

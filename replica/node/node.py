@@ -16,6 +16,10 @@ also takes part in agreement and keeps what it must keep. It owns
 * **certification**: ``certified`` delivers a certification once its height is executed;
 * **state sync**: ``install_synced`` continues from a verified peer checkpoint
   (``replica.node.state_sync`` decides and verifies);
+* **divergence** (``certification_health``): a certification of a root other than its own
+  marks the node diverged: it stops signing shares, keeps executing the finalized chain, and
+  ``install_synced`` replaces its state with a certified checkpoint at or above the diverged
+  height, re-executing its own blocks above it; ``check_certification`` notes a stall;
 * **the ingress API's backend** (``backend``): queries at the latest certified height, the
   certified tree, status; submission is the driver's (how a message reaches the other nodes).
 
@@ -45,6 +49,7 @@ from functools import lru_cache
 from importlib import metadata
 from typing import Any, Callable, Optional
 
+from consensus_stub.agreement.divergence import Divergence, SharesAtHeight
 from consensus_stub.agreement.interface import (
     AgreementConfig, BlockContext, Certified, Finalized, IngressReceived, Output, Persist, Verifier,
 )
@@ -61,8 +66,11 @@ from message_routing.limits import Limits
 from replica.client.http_wire import QueryAnswer
 from replica.client.refusals import CanisterNotOnSubnet, NotCertifiedYet, UnknownCanister
 from replica.execution import ExecutionEnvironment
+from replica.execution.dry_run import DryRunResult, dry_run
 from replica.execution.message_execution import MessageUsage
-from state_manager.certification import Certification, CertificationShare, SignatureMemo
+from state_manager.certification import (
+    Certification, CertificationError, CertificationShare, SignatureMemo, verify_certification,
+)
 from state_manager.messages import Ingress, Reject, Reply
 from state_manager.replicated_state import ReplicatedState
 from state_manager.state_manager import CertificationMismatch
@@ -70,6 +78,7 @@ from state_manager.state_tree import StateTrees
 from xnet.grpc.server import SliceProvider
 from xnet.grpc.tls import TlsIdentity
 
+from .certification_health import CertificationHealth, executed_messages
 from .consensus_rules import check_empty_successor, check_executed, empty_successor, parent_of
 from .backend import NodeBackend
 from .node_store import NodeStoreError
@@ -134,6 +143,7 @@ class Node(ReplicaNode):
         signature_memo: Optional[SignatureMemo] = None,
         serve_with: Optional[Callable[[SliceProvider], SliceProvider]] = None,
         server_identity: Optional[TlsIdentity] = None,
+        diverge_at: Optional[int] = None,
     ) -> None:
         super().__init__(secrets, registry, state, environment, limits, config, serve_with=serve_with,
                          server_identity=server_identity, signature_memo=signature_memo)
@@ -158,6 +168,10 @@ class Node(ReplicaNode):
         self.not_yet_valid: Counter[str] = Counter()
         self.replayed = 0
         self.restore_s = 0.0
+        #: Fault injection only (``replica.node.faults``): perturb the state computed at this height.
+        self.diverge_at_height = diverge_at
+        #: Whether this node diverged or sees certification stall (``certification_health``).
+        self.health = CertificationHealth(self.node_id, self.metrics)
 
     @classmethod
     def restore(cls, secrets: NodeSecrets, registry: RegistryHolder, genesis_state: bytes, environment: Executor,
@@ -335,18 +349,29 @@ class Node(ReplicaNode):
             self._pending_certification = None
             self.certified(pending)
         if not replaying and self._on_share is not None and self.agreement is not None \
-                and block.height + 2 >= self.agreement.finalized_height:
-            # heights caught up from peers are certified already: no shares for them
+                and block.height + 2 >= self.agreement.finalized_height and self.health.divergence is None:
+            # heights caught up from peers are certified already: no shares for them; a
+            # diverged node signs none (its roots are not the subnet's)
             self._on_share(self.sign_share(block.height))
         return batch, trees
 
     # -- certification and state sync -----------------------------------------------------
 
-    def certified(self, certification: Certification) -> None:
+    def own_share(self, height: int) -> Optional[CertificationShare]:
+        """This node's share of ``height``; none while it is diverged."""
+        return None if self.health.divergence is not None else self.sign_share(height)
+
+    def certified(self, certification: Certification, shares: Optional[SharesAtHeight] = None) -> None:
         """Deliver the subnet's certification of a height (kept until that height is executed);
-        one of a height no longer kept is dropped."""
+        one of a height no longer kept is dropped; one of a root other than this node's at
+        that height makes it diverged (``shares``: who signed what there; by default what its
+        agreement received)."""
         if certification.height > self.height:
             self._pending_certification = certification
+            return
+        trees = self.state_manager.snapshot(certification.height)
+        if trees is not None and trees.certified_root != certification.root:
+            self._diverged(certification, trees.certified_root, shares)
             return
         try:
             self.deliver_certification(certification)
@@ -355,11 +380,45 @@ class Node(ReplicaNode):
             return
         self.storage.keep_certification(certification, self.block_store.hash_at(certification.height))
 
+    def _diverged(self, certification: Certification, own_root: bytes, shares: Optional[SharesAtHeight]) -> None:
+        """The subnet certified another root than ours at a height: diverged, if the
+        certification verifies (a bad one proves nothing and is dropped)."""
+        registry = self.registry.get()
+        key = registry.public_key_for(self.subnet_id, registry.latest_version)
+        try:
+            if key is None:
+                raise CertificationError(f"no public key for {self.subnet_id}")
+            verify_certification(certification, key, memo=self._signature_memo)
+        except CertificationError as exc:
+            _log.warning("%s: a certification of height %d with another root does not verify: %s", self.node_id,
+                         certification.height, exc)
+            return
+        height = certification.height
+        if shares is None:
+            shares = (self.agreement.certification_shares(height) if self.agreement is not None
+                      else SharesAtHeight(height, ()))
+        shares = shares.with_signer(own_root, self.node_id)   # ours, whether or not it came back to us
+        self.health.diverged(Divergence(height, own_root, certification.root, shares),
+                             executed_messages(self.block_store.block(height)))
+
+    def check_certification(self, rounds: int) -> None:
+        """Note whether certification stalls: a height with shares but no certification
+        while the agreement finalized ``rounds`` heights above it."""
+        if self.agreement is None:
+            return
+        stall = self.agreement.certification_stall(rounds)
+        messages = executed_messages(self.block_store.block(stall.height)) if stall is not None else ()
+        self.health.observe_stall(stall, messages)
+
     def install_synced(self, height: int, block_hash: bytes, state: ReplicatedState,
-                       certification: Certification) -> bool:
+                       certification: Certification, source: str = "a peer") -> bool:
         """Continue from a verified peer checkpoint of ``height``: its state, a chain starting at
         its block, a checkpoint of it, a new agreement at that tip (keeping the artifacts this
-        node signed); not if the node has executed that height meanwhile."""
+        node signed); not if the node has executed that height meanwhile — unless it diverged
+        at or below ``height``: then ``_repair``."""
+        divergence = self.health.divergence
+        if divergence is not None and divergence.height <= height <= self.height:
+            return self._repair(height, block_hash, state, certification, source)
         if height <= self.height:
             return False
         self.install_state(state, certification)
@@ -368,6 +427,28 @@ class Node(ReplicaNode):
         self._pending_certification = None
         self.storage.install(height, block_hash, state, self.state_manager.latest.full_hash, certification)
         self.boot_agreement(self._clock())
+        self.health.recovered(height, source)
+        return True
+
+    def _repair(self, height: int, block_hash: bytes, state: ReplicatedState, certification: Certification,
+                source: str) -> bool:
+        """A diverged node takes a certified state of a height it executed (on the same
+        finalized chain) and re-executes its own blocks above it; its agreement goes on. Its
+        checkpoints from the diverged height up are moved aside. Whether it did (not when its
+        chain there differs or lacks a block above)."""
+        store, tip = self.block_store, self.height
+        if store.hash_at(height) != block_hash or any(store.block(h) is None for h in range(height + 1, tip + 1)):
+            _log.warning("%s: the certified checkpoint of height %d does not continue its chain; not installed",
+                         self.node_id, height)
+            return False
+        blocks = [(store.block(h), store.hash_at(h)) for h in range(height + 1, tip + 1)]
+        self.install_state(state, certification)
+        self.storage.repair(height, block_hash, state, self.state_manager.latest.full_hash, certification,
+                            self.health.divergence.height)   # type: ignore[union-attr]
+        self._pending_certification = None
+        self.health.recovered(height, source)
+        for block, digest in blocks:
+            self._execute(block, digest)   # type: ignore[arg-type]
         return True
 
     # -- the ingress API ------------------------------------------------------------------
@@ -385,6 +466,16 @@ class Node(ReplicaNode):
         answer = environment.run_query(self.state, canister_id, method, arg, caller, usage=usage)
         self.metrics.message_executed(canister_id, None, usage)
         return answer, latest[0].height
+
+    def dry_run_certified(self, canister_id: int, method: str, payload: bytes,
+                          caller: bytes) -> Optional[DryRunResult]:
+        """An update executed on a copy of the latest state if that height is certified, never
+        committed (``replica.execution.dry_run``); ``None`` if it is not certified."""
+        latest = self.state_manager.latest_certified()
+        if latest is None or latest[0].height != self.state_manager.latest_height:
+            return None
+        return dry_run(self.environment, self.state, latest[0].full, canister_id, method, payload, caller,
+                       self.limits)
 
     def certified_tree(self):
         latest = self.state_manager.latest_certified()
@@ -427,8 +518,19 @@ class Node(ReplicaNode):
                 return QueryAnswer(height, reply=answer.data)
             return QueryAnswer(height, reject_code=answer.code.name, reject_message=answer.message)
 
+        def dry_run_call(canister_id: int, method: str, payload: bytes, caller: bytes) -> DryRunResult:
+            host = self.registry.get().latest().routing_table.lookup(canister_id)
+            if host is None:
+                raise UnknownCanister(f"no subnet hosts canister {canister_id}")
+            if host != self.subnet_id:
+                raise CanisterNotOnSubnet(f"canister {canister_id} is on subnet {host}, not {self.subnet_id}")
+            result = locked(lambda: self.dry_run_certified(canister_id, method, payload, caller))
+            if result is None:
+                raise NotCertifiedYet(f"{self.node_id}: its latest state is not certified yet")
+            return result
+
         return NodeBackend(self.subnet_id, self.node_id, self.limits, submit, query, self.certified_tree,
-                           self.api_status, clock, self.metrics)
+                           self.api_status, clock, self.metrics, dry_run_call)
 
     def close(self) -> None:
         """Stop serving and fetching and close the storage."""

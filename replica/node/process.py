@@ -77,6 +77,10 @@ _log = logging.getLogger(__name__)
 #: (``NodeProcess.submit``) and returns fields for the status file.
 Extension = Callable[["NodeProcess"], dict]
 
+#: Heights the subnet finalizes past an uncertified one before this node reports a stall
+#: (certification normally follows execution within a height or two).
+STALL_ROUNDS = 5
+
 #: Fault injection for tests: ``<node id>:<height>`` makes that node SIGKILL itself between
 #: the temporary write and the rename of its first checkpoint at or above that height.
 CRASH_ENV = "REPLICA_NODE_CRASH_BEFORE_CHECKPOINT_RENAME"
@@ -172,6 +176,7 @@ class NodeProcess:
                 secrets, self.registry, self.directory.genesis(config.subnet_id).read_bytes(), self.environment,
                 self.limits, storage=storage, timing=timing, clock=clock, execute_at_once=True,
                 knows_registry_version=self.registry_file.knows, on_share=self._share,
+                diverge_at=config.fault_diverge_at_height or None,
                 # one memo for the node's certification pool and state manager: the certification
                 # the pool just made is not pairing-checked again when delivered
                 signature_memo=SignatureMemo(),
@@ -224,8 +229,9 @@ class NodeProcess:
                 _log.info("%s: caught up with its peers at height %d, %.2f s after the process started",
                           self.config.node_id, self.runner.node.finalized_height, self.caught_up_s)
 
-    def _sync_state(self, reason: str) -> bool:
-        """Sync state from a peer's checkpoint (``StateSyncer.sync``); main thread."""
+    def _sync_state(self, reason: str, min_height: int) -> bool:
+        """Sync state from a peer's checkpoint of ``min_height`` or above (``StateSyncer.sync``);
+        main thread."""
         client = self._client
         if client is None:
             return False
@@ -234,7 +240,8 @@ class NodeProcess:
 
         def install(offer, state) -> bool:
             def locked() -> bool:
-                if not self.node.install_synced(offer.height, offer.block_hash, state, offer.certification):
+                if not self.node.install_synced(offer.height, offer.block_hash, state, offer.certification,
+                                                "a peer's certified checkpoint"):
                     return False
                 self.runner.node = self.node.agreement   # type: ignore[assignment]
                 return True
@@ -243,7 +250,7 @@ class NodeProcess:
             self.runner.submit(lambda agreement, now: agreement.start(now))
             return True
         return self.state_sync.sync(lambda peer: client.fetch_checkpoint(peer, timeout_s=60.0), (CheckpointFetchError,),
-                                    key, self.height, install, reason)
+                                    key, min_height - 1, install, reason)
 
     # -- the ingress API ------------------------------------------------------------------
 
@@ -356,9 +363,16 @@ class NodeProcess:
         if self.node.awaiting_registry is not None:   # a finalized block waits for a registry version
             self.runner.locked(self.node.execute_finalized)
         self._start_fetching_once_published()
-        reason = self.state_sync.reason(self.runner.node.finalized_height)
-        if reason is not None and time.monotonic() >= self._next_sync_at and not self._sync_state(reason):
-            self._next_sync_at = time.monotonic() + 5.0   # no peer offered a newer checkpoint yet
+        self.runner.locked(lambda: self.node.check_certification(STALL_ROUNDS))
+        divergence = self.node.health.divergence
+        if divergence is not None:   # the minority: a certified checkpoint at or above the diverged height
+            reason: str | None = f"its state diverged at height {divergence.height}"
+            min_height, retry_s = divergence.height, 2.0
+        else:
+            reason = self.state_sync.reason(self.runner.node.finalized_height)
+            min_height, retry_s = self.height + 1, 5.0
+        if reason is not None and time.monotonic() >= self._next_sync_at and not self._sync_state(reason, min_height):
+            self._next_sync_at = time.monotonic() + retry_s   # no peer offered a checkpoint high enough yet
         extra = self.extension(self) if self.extension is not None else {}
         self.directory.write_json(self.files.status, {**self.status(), **extra})
 
@@ -381,6 +395,7 @@ class NodeProcess:
             "registry_read": self.registry.get().latest_version,   # beside the executed "registry_version"
             "registry_error": self.registry_file.error,
             "awaiting_registry": list(self.node.awaiting_registry) if self.node.awaiting_registry else None,
+            "certification": self.runner.locked(self.node.health.as_json),
         })
         return status
 

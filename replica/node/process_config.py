@@ -56,6 +56,9 @@ class NodeProcessConfig:
     #: until the node's XNet address is published). Whatever it is, a block naming a registry
     #: version the node has not read makes it read the file at once.
     registry_poll_s: float = 0.0
+    #: Fault injection for tests only (``replica.node.faults``): perturb the state this node
+    #: computes at this height, so that it diverges from its subnet's (0: never).
+    fault_diverge_at_height: int = 0
 
     def __post_init__(self) -> None:
         for name in ("testnet_dir", "node_id", "subnet_id"):
@@ -65,6 +68,9 @@ class NodeProcessConfig:
             value = getattr(self, name)
             if type(value) is not int or value < 1:
                 raise NodeConfigError(f"{name} must be a positive integer, got {value!r}")
+        value = self.fault_diverge_at_height
+        if type(value) is not int or value < 0:
+            raise NodeConfigError(f"fault_diverge_at_height must be a non-negative integer (0: off), got {value!r}")
         for name in ("round_timeout_s", "tick_s"):
             value = getattr(self, name)
             if not isinstance(value, (int, float)) or isinstance(value, bool) or not value > 0:

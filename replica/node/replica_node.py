@@ -26,6 +26,7 @@ import threading
 import time
 from dataclasses import dataclass
 from contextlib import nullcontext
+from functools import partial
 from typing import Callable, ContextManager
 
 from consensus_stub.block import Block
@@ -57,6 +58,7 @@ from xnet.slice_provider import CertifiedSliceProvider
 from xnet.xnet_payload import DecodedXNetPayload, decode_xnet_payload
 
 from .batch_processor import process_block
+from .faults import diverge_state
 from .metrics import NodeMetrics
 
 __all__ = ["NodeConfig", "RegistryHolder", "ReplicaNode"]
@@ -143,6 +145,8 @@ class ReplicaNode:
         self.metrics.read_fetch_records(self._fetch_failures, self.fetcher.rejected_slices)
         self._remember_indices(self.state_manager.take_tip())
         self.metrics.restored(self.state_manager.take_tip())
+        #: Fault injection only (``replica.node.faults``): the height whose state this node perturbs.
+        self.diverge_at_height: int | None = None
 
     # -- lifecycle ------------------------------------------------------------------------
 
@@ -268,9 +272,12 @@ class ReplicaNode:
             decoded = decode_xnet_payload(block.xnet_payload)
         topology = self.registry.get().topology(block.registry_version)
         started = time.monotonic()
+        fault = None
+        if self.diverge_at_height == block.height:   # fault injection (replica.node.faults)
+            fault = partial(diverge_state, node_index=self.node_index)
         with self._observed():
             batch, state, trees = process_block(self.state_manager, block, block_hash, decoded, topology,
-                                                self.environment, self.limits)
+                                                self.environment, self.limits, fault=fault)
         self.metrics.committed(state, time.monotonic() - started)
         self.ingress_pool.remove(block.ingress)
         self.ingress_pool.purge_expired(block.time)

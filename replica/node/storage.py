@@ -95,6 +95,11 @@ class MemoryStorage:
         """Continue from a synced state of ``height``: a chain starting at its block."""
         self.blocks = BlockStore(base=ChainBase(height, block_hash))
 
+    def repair(self, height: int, block_hash: bytes, state: ReplicatedState, full_hash: bytes,
+               certification: Certification, diverged_at: int) -> None:
+        """A diverged node takes a certified state of ``height`` and keeps its chain: nothing
+        is kept of states here."""
+
     def close(self) -> None:
         self.blocks.close()
 
@@ -174,6 +179,19 @@ class FileStorage:
         with its certification."""
         self.blocks.close()
         self.blocks = replace_block_log(self.files.blocks, ChainBase(height, block_hash))
+        self.executed_log.close()
+        move_aside(self.files.executed_log)
+        self.executed_log = ExecutedLog(self.files.executed_log)
+        self.checkpoints.write(height, state, full_hash)
+        self.checkpoints.keep_certification(certification, block_hash)
+
+    def repair(self, height: int, block_hash: bytes, state: ReplicatedState, full_hash: bytes,
+               certification: Certification, diverged_at: int) -> None:
+        """A diverged node takes the certified state of ``height`` and keeps its block log (it
+        re-executes the blocks above): its checkpoints from ``diverged_at`` up and its executed
+        log (diverged hashes) are moved aside, never deleted; the certified state becomes a
+        checkpoint with its certification."""
+        self.checkpoints.set_aside_from(diverged_at)
         self.executed_log.close()
         move_aside(self.files.executed_log)
         self.executed_log = ExecutedLog(self.files.executed_log)

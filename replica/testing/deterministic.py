@@ -45,7 +45,7 @@ from replica.client.identity import UserKey
 from replica.execution import ExecutionEnvironment
 from replica.execution.codec import decode_payload, encode_value
 from replica.node.replica_node import NodeConfig, RegistryHolder
-from replica.inprocess.subnet import NoBlockFinalized, Subnet
+from replica.inprocess.subnet import NoBlockFinalized, NodeHooks, Subnet
 from xnet.slice_provider import CertifiedSliceProvider
 from state_manager.certification import Certification
 from state_manager.encoding import decode
@@ -97,7 +97,8 @@ def subnet_infos(record: RegistryRecord) -> dict[str, SubnetInfo]:
 class DeterministicNetwork:
     """The in-process network (module docstring); ``replica.testing.Testnet`` is its face."""
 
-    def __init__(self, specs: list[SubnetSpec], *, seed: bytes, limits: Limits, clock: ManualClock) -> None:
+    def __init__(self, specs: list[SubnetSpec], *, seed: bytes, limits: Limits, clock: ManualClock,
+                 diverge: dict[str, int] | None = None) -> None:
         registry, secrets = dealt_genesis(tuple(sorted(specs, key=lambda s: s.subnet_id)), seed)
         self.registry = RegistryHolder(registry)
         self.limits = limits
@@ -110,9 +111,11 @@ class DeterministicNetwork:
             state = ReplicatedState(spec.subnet_id, topology)
             state.metadata.batch_time = clock()
             node_secrets = [s for s in secrets.values() if s.subnet_id == spec.subnet_id]
+            hooks = {s.node_id: NodeHooks(diverge_at=diverge[s.node_id]) for s in node_secrets
+                     if s.node_id in (diverge or {})}
             self.subnets[spec.subnet_id] = Subnet(
                 spec.subnet_id, self.registry, node_secrets, encode_state(state), self.environment, limits,
-                config=_CONFIG, clock=clock)
+                config=_CONFIG, clock=clock, hooks=hooks)
             self.stalled[spec.subnet_id] = 0
         self._nonce = 0
         self._verified_heights: dict[str, int] = {}

@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import hashlib
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any, Mapping, Sequence
 
 from consensus_stub.genesis import SubnetSpec
 from message_routing.limits import DEFAULT, Limits
@@ -75,7 +75,10 @@ class Testnet:
         limits: Limits = DEFAULT,
         directory: Path | str | None = None,
         round_ms: int = 100,
+        diverge: Mapping[str, int] | None = None,
     ) -> None:
+        """``diverge`` (deterministic mode; fault injection): ``{node id: height}``, that node's
+        state diverges at that height (``replica.node.faults``)."""
         if mode not in MODES:
             raise TestingError(f"mode is one of {', '.join(MODES)}, not {mode!r}")
         if type(nodes) is not int or nodes < 1:
@@ -89,11 +92,12 @@ class Testnet:
         if mode == "deterministic":
             specs = [SubnetSpec(name, nodes, (canister_range(i),)) for i, name in enumerate(names)]
             self._clock = ManualClock()
-            self._net: Any = DeterministicNetwork(specs, seed=seed_bytes(seed), limits=limits, clock=self._clock)
+            self._net: Any = DeterministicNetwork(specs, seed=seed_bytes(seed), limits=limits, clock=self._clock,
+                                                  diverge=dict(diverge or {}))
         else:
             from .live import LiveNetwork
 
-            if not isinstance(subnets, int) or limits is not DEFAULT:
+            if not isinstance(subnets, int) or limits is not DEFAULT or diverge:
                 raise NotInThisMode("a live testnet names its subnets subnet-0, subnet-1, ... and uses DEFAULT limits")
             self._net = LiveNetwork.start(subnets, nodes, seed=str(seed), directory=directory, round_ms=round_ms)
         #: The subnet ids, in the order given (``subnets[0]`` hosts canister ids 0..999, and so on).
@@ -186,6 +190,12 @@ class Testnet:
         a client whose clock ran ahead of the network."""
         self._deterministic_only("advance_time")
         self._clock.advance(delta_ns)
+
+    def certification_health(self, subnet: str) -> dict[str, str]:
+        """Per node of ``subnet`` (deterministic mode): "ok", "diverged at h: ..." or
+        "certification stalled since h: ..." (``replica.node.certification_health``)."""
+        self._deterministic_only("certification_health")
+        return {node_id: node.health.summary() for node_id, node in self._net.subnet(subnet).nodes.items()}
 
     def _deterministic_only(self, what: str) -> None:
         if self.mode != "deterministic":
