@@ -154,7 +154,8 @@ fails when a public exception class of ``replica`` is missing here or placed wro
     ├── SubnetError              a subnet in one process cannot go on (replica.inprocess.subnet;
     │   │                        also RuntimeError)
     │   ├── DivergenceError
-    │   └── NoBlockFinalized
+    │   ├── NoBlockFinalized
+    │   └── CertificationStalled no root of a height has t shares (its text: who signed which)
     ├── MigrationError           a canister migration step (replica.testnet.migration; also RuntimeError)
     ├── LoadFailed               a load run ended by an error, with its report so far
     │                            (replica.load.load_report)
