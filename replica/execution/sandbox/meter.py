@@ -9,7 +9,9 @@ the block starts (``metering``), plus:
 * work inside builtins and SDK calls that grows with their arguments, charged by size
   *before* it runs (``safe_builtins``): one instruction per item moved or compared and one
   per ``BYTES_PER_INSTRUCTION`` bytes of text or bytes built; sorting ``n`` items costs
-  ``n * ceil(log2 n)``.
+  ``n * ceil(log2 n)``. A str slice or a ``+`` of two strs in a function body whose result
+  is shorter than ``syntax.SHORT_TEXT`` (256) characters is not charged by size: its work is
+  bounded by a constant, which its node covers.
 
 An innermost ``for`` loop without ``break``, ``return`` or ``yield`` over an immutable
 sized iterable pays for all its iterations when it starts, if they fit in what is left

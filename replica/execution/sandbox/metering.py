@@ -15,8 +15,10 @@ runs with ``__meter__`` (a ``safe_builtins.Sandbox``) in its globals:
   charges its body per call and counts depth;
 * operations whose cost grows with their operands (``+ * % ** <<`` and their augmented
   forms, slicing, ``*x`` unpacking, f-string formatting, and the methods in
-  ``SIZED_METHODS``) go through the sandbox, which charges by size before they run; a
-  ``for`` loop's iterable goes through ``loop`` (a ``range`` is iterated natively there);
+  ``SIZED_METHODS``) go through the sandbox, which charges by size before they run (in a
+  function, ints, and str slices and ``+`` with results under ``SHORT_TEXT``, run natively
+  after inline type tests); a ``for`` loop's iterable goes through ``loop`` (a ``range`` is
+  iterated natively there);
 * set displays and set comprehensions build ``OrderedSet``s; ``x.keys()``/``x.items()``
   give views whose set operations are ordered too;
 * attribute stores and deletes go through the sandbox, which refuses them on classes,
@@ -34,7 +36,7 @@ import ast
 import copy
 
 from .meter import FUNCTION_CALL, LOOP_ITERATION
-from .syntax import INT, LEN, SMALL, STR, node_cost
+from .syntax import INT, LEN, SHORT_TEXT, SMALL, STR, node_cost
 from .syntax import SIZED_OPS as _SIZED_OPS
 from .syntax import TREE_OPS as _TREE_OPS
 from .syntax import charge as _charge
@@ -57,6 +59,19 @@ SIZED_METHODS = frozenset({
     "lstrip", "rstrip", "upper", "lower", "casefold", "title", "capitalize", "swapcase", "encode", "decode",
     "hex", "fromhex", "translate", "insert", "remove", "partition", "rpartition", "startswith", "endswith",
 })
+def _str_constant(node: ast.expr) -> bool:
+    return isinstance(node, ast.Constant) and type(node.value) is str
+
+
+def _short_texts(a: str, b: str) -> ast.expr:
+    """``a`` and ``b`` are both str and their concatenation is shorter than ``SHORT_TEXT``."""
+    return ast.BoolOp(ast.And(), [
+        ast.Compare(ast.Attribute(_name(a), "__class__", ast.Load()), [ast.Is()], [_name(STR)]),
+        ast.Compare(ast.Attribute(_name(b), "__class__", ast.Load()), [ast.Is()], [_name(STR)]),
+        ast.Compare(ast.BinOp(ast.Call(_name(LEN), [_name(a)], []), ast.Add(), ast.Call(_name(LEN), [_name(b)], [])),
+                    [ast.Lt()], [ast.Constant(SHORT_TEXT)])])
+
+
 class _Instrument(ast.NodeTransformer):
     def __init__(self) -> None:
         self.scopes: list[str] = ["module"]   # module | class | function | lambda | comprehension
@@ -87,6 +102,8 @@ class _Instrument(ast.NodeTransformer):
         if self.scopes[-1] != "function" or operation not in ("add", "mul", "mod"):
             return _method(self.meter, helper, left, right)
         op = {"add": ast.Add(), "mul": ast.Mult(), "mod": ast.Mod()}[operation]
+        if operation == "add" and not in_place and (_str_constant(left) or _str_constant(right)):
+            return self.short_text(left, right)
         a = self.temporary()
         literal = isinstance(right, ast.Constant) and type(right.value) is int
         if literal:
@@ -101,7 +118,24 @@ class _Instrument(ast.NodeTransformer):
             ast.BitAnd(),
             ast.Compare(ast.Attribute(ast.NamedExpr(_store(b), right), "__class__", ast.Load()), [ast.Is()], [_name(INT)]))
         guard = ast.BoolOp(ast.And(), [both, _small(a), _small(b)]) if operation == "mul" else both
-        return ast.IfExp(guard, ast.BinOp(_name(a), op, _name(b)), _method(self.meter, helper, _name(a), _name(b)))
+        slow = _method(self.meter, helper, _name(a), _name(b))
+        if operation == "add" and not in_place:
+            slow = ast.IfExp(_short_texts(a, b), ast.BinOp(_name(a), ast.Add(), _name(b)), slow)
+        return ast.IfExp(guard, ast.BinOp(_name(a), op, _name(b)), slow)
+
+    def short_text(self, left: ast.expr, right: ast.expr) -> ast.expr:
+        """``left + right`` with a str constant on one side: native if the other side is a
+        str and the result shorter than ``SHORT_TEXT`` (no int test: it cannot be one)."""
+        constant, other = (left, right) if _str_constant(left) else (right, left)
+        a = self.temporary()
+        guard = ast.BoolOp(ast.And(), [
+            ast.Compare(ast.Attribute(ast.NamedExpr(_store(a), other), "__class__", ast.Load()), [ast.Is()],
+                        [_name(STR)]),
+            ast.Compare(ast.Call(_name(LEN), [_name(a)], []), [ast.Lt()],
+                        [ast.Constant(SHORT_TEXT - len(constant.value))])])
+        operands = (constant, _name(a)) if constant is left else (_name(a), constant)
+        return ast.IfExp(guard, ast.BinOp(*operands[:1], ast.Add(), operands[1]),
+                         _method(self.meter, "add", *copy.deepcopy(operands)))
 
     # -- blocks --------------------------------------------------------------------------------
 
@@ -436,7 +470,14 @@ class _Instrument(ast.NodeTransformer):
             if isinstance(part, ast.BinOp) and type(part.op) in _TREE_OPS:
                 left, right = slow(part.left), slow(part.right)
                 operation = _SIZED_OPS.get(type(part.op))
-                return ast.BinOp(left, part.op, right) if operation is None else _method(self.meter, operation, left, right)
+                if operation is None:
+                    return ast.BinOp(left, part.op, right)
+                charged = _method(self.meter, operation, left, right)
+                if operation == "add" and isinstance(left, ast.Name) and isinstance(right, ast.Name):
+                    # Two short strs (``prefix + key``): native, as in ``fast``.
+                    return ast.IfExp(_short_texts(left.id, right.id), ast.BinOp(_name(left.id), ast.Add(), _name(right.id)),
+                                     charged)
+                return charged
             if _numeric_constant(part):
                 return part
             return _name(next(name for name, leaf in leaves if leaf is part))
@@ -471,12 +512,12 @@ class _Instrument(ast.NodeTransformer):
             bounds = [self.visit(b) if b is not None else ast.Constant(None) for b in (part.lower, part.upper, part.step)]
             if self.scopes[-1] != "function":
                 return _method(self.meter, "getslice", node.value, *bounds)
-            # A slice of a str shorter than 256 characters is at most as small: native.
+            # A slice of a str shorter than SHORT_TEXT characters is at most as small: native.
             temporary = self.temporary()
             short = ast.BoolOp(ast.And(), [
                 ast.Compare(ast.Attribute(ast.NamedExpr(_store(temporary), node.value), "__class__", ast.Load()),
                             [ast.Is()], [_name(STR)]),
-                ast.Compare(ast.Call(_name(LEN), [_name(temporary)], []), [ast.Lt()], [ast.Constant(256)])])
+                ast.Compare(ast.Call(_name(LEN), [_name(temporary)], []), [ast.Lt()], [ast.Constant(SHORT_TEXT)])])
             native = ast.Subscript(_name(temporary), ast.Slice(*bounds), ast.Load())
             return ast.IfExp(short, native, _method(self.meter, "getslice", _name(temporary),
                                                     *copy.deepcopy(bounds)))

@@ -197,6 +197,12 @@ def make_builtins(sandbox: Sandbox) -> dict[str, Any]:
         return OrderedFrozenSet(sized(iterable))
 
     def sorted_(iterable: Any, *, key: Any = None, reverse: bool = False) -> list:
+        kind = iterable.__class__
+        if kind is list or kind is tuple or kind is dict:
+            # Charged as below (``sized``, then the sort), in one step and one copy.
+            n = len(iterable)
+            sandbox.charge(n + 1 + n * max(n.bit_length(), 1) + 1)
+            return sorted(iterable, key=key, reverse=reverse)
         items = list(sized(iterable))
         sandbox.charge(len(items) * max(len(items).bit_length(), 1) + 1)
         return sorted(items, key=key, reverse=reverse)

@@ -12,7 +12,7 @@ import ast
 
 __all__ = [
     "node_cost", "name", "store", "method", "charge", "small", "sized_tree", "runs_to_the_end",
-    "numeric_constant", "SIZED_OPS", "TREE_OPS", "INT", "STR", "LEN", "SMALL",
+    "numeric_constant", "SIZED_OPS", "TREE_OPS", "INT", "STR", "LEN", "SMALL", "SHORT_TEXT",
 ]
 
 SIZED_OPS = {ast.Add: "add", ast.Mult: "mul", ast.Mod: "mod", ast.Pow: "pow", ast.LShift: "lshift"}
@@ -119,6 +119,9 @@ INT = "__int__"
 STR = "__str_type__"
 LEN = "__len_function__"
 SMALL = 2**62
+#: A str slice or ``+`` whose result is shorter than this runs natively in a function body:
+#: its work is bounded by a constant its node covers (``meter``'s unit).
+SHORT_TEXT = 256
 
 
 def small(identifier: str) -> ast.expr:
