@@ -4,6 +4,10 @@ An update call returns only once its reply is certified: the agent reads the cal
 ``/request_status`` with ``read_state`` and verifies the tree against the certification and
 the certification against the subnet key in the testnet's registry (``replica.client.agent``).
 The reply is printed as JSON; a reject prints its code and message and exits 1.
+``--dry-run`` executes the update on a copy of a node's latest certified state and throws it
+away (nothing is committed, no hash changes): it prints the reply or reject, the
+instructions used, the calls the method would make and the state paths it would change
+(``replica.execution.dry_run``; ``--json`` for all of it as one object).
 
 Calls to the management canister (id 18446744073709551615 = 2**64 - 1) name the subnet
 that executes them with ``--subnet``; ``replica canister install`` makes those calls for you.
@@ -71,11 +75,56 @@ def _agent(args: argparse.Namespace):
     return agent_for_testnet(testnet_directory(args.dir), identity.key)
 
 
+def dry_run_json(result) -> dict:
+    """A dry run's result as JSON (the reply decoded; a payload that does not decode as hex)."""
+    from replica.sdk import decode_payload
+
+    def value(payload: bytes) -> Any:
+        try:
+            return json.loads(to_json(decode_payload(payload)))
+        except (ReplicaError, ValueError):
+            return "0x" + payload.hex()
+    return {"height": result.height, "status": result.status,
+            "reply": value(result.reply) if result.reply is not None else None,
+            "reject_code": result.reject_code, "reject_message": result.reject_message,
+            "instructions": result.instructions, "instruction_limit_hit": result.limit_exceeded,
+            "calls": [{"receiver": c.receiver, "method": c.method, "arg": value(c.payload), "deadline": c.deadline}
+                      for c in result.calls],
+            "changed_paths": list(result.changed_paths), "more_changed_paths": result.more_paths}
+
+
+def _print_dry_run(result, as_json: bool) -> int:
+    answer = dry_run_json(result)
+    if as_json:
+        print(json.dumps(answer))
+        return 1 if result.status == "rejected" else 0
+    if result.status == "replied":
+        print(f"reply: {json.dumps(answer['reply'])}")
+    elif result.status == "rejected":
+        print(f"rejected: {result.reject_code}: {result.reject_message}")
+    else:
+        print("no answer yet: it waits for the responses to the calls below")
+    limit = " (stopped at the instruction limit)" if result.limit_exceeded else ""
+    print(f"dry run on the certified state of height {result.height}: {result.instructions} instructions{limit}; "
+          f"nothing was committed")
+    for call in answer["calls"]:
+        print(f"would call {call['receiver']}.{call['method']}({json.dumps(call['arg'])})"
+              + (f" bounded-wait, deadline {call['deadline']}" if call["deadline"] else ""))
+    more = f" (and {result.more_paths} more)" if result.more_paths else ""
+    print(f"would change {len(result.changed_paths)} state paths{more}:")
+    for path in result.changed_paths:
+        print(f"  {path}")
+    return 1 if result.status == "rejected" else 0
+
+
 def _call(args: argparse.Namespace) -> int:
     from replica.client.agent_errors import CallRejected
 
     try:
         with _agent(args) as agent:
+            if args.dry_run:
+                return _print_dry_run(agent.dry_run(args.canister, args.method, args.arg, timeout_s=args.timeout),
+                                      args.json)
             if args.query:
                 print(to_json(agent.query_call(args.canister, args.method, args.arg)))
             elif args.async_:
@@ -140,6 +189,10 @@ def register(sub) -> None:
     mode = call.add_mutually_exclusive_group()
     mode.add_argument("--query", action="store_true", help="a query: run on the latest certified state")
     mode.add_argument("--async", dest="async_", action="store_true", help="print the message id and return")
+    mode.add_argument("--dry-run", action="store_true",
+                      help="execute the update on a copy of the latest certified state, commit nothing; print the "
+                           "reply, instructions, calls it would make and state paths it would change")
+    call.add_argument("--json", action="store_true", help="--dry-run: everything as one JSON object")
     call.add_argument("--timeout", type=float, default=60.0, help="seconds to wait for a certified answer")
     _common(call)
     call.set_defaults(func=_call)

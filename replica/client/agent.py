@@ -56,6 +56,7 @@ from typing import Any, Callable, Mapping, Sequence
 
 from consensus_stub.registry import Registry
 from replica.execution.codec import EncodingError, decode_payload
+from replica.execution.dry_run import DryRunResult
 from state_manager.encoding import decode
 from state_manager.hash_tree import Unknown, lookup_path
 from state_manager.certification import Certification, SignatureMemo, verify_certification
@@ -70,7 +71,8 @@ from .endpoint_book import EndpointBook, Endpoints
 from .envelope import compute_message_id, sign_ingress
 from .http_transport import HttpTransport, error_for_answer, json_object
 from .http_wire import (
-    MAX_CERTIFICATE_BYTES, MAX_PATHS, STATUS_PATH, QueryAnswer, WireError, canister_url, decode_certificate, decode_query_answer,
+    MAX_CERTIFICATE_BYTES, MAX_PATHS, STATUS_PATH, QueryAnswer, WireError, canister_url, decode_certificate,
+    decode_dry_run_answer, decode_query_answer,
     encode_read_state_request,
 )
 from .identity import UserKey
@@ -336,6 +338,20 @@ class Agent:
             return decode_payload(answer.reply)
         except EncodingError as exc:
             raise UnexpectedAnswer(f"the query reply does not decode: {exc}") from exc
+
+    def dry_run(self, canister_id: int, method: str, arg: Any = None, timeout_s: float = 10.0) -> DryRunResult:
+        """An update call executed on a copy of the latest certified state of a node of the
+        canister's subnet and thrown away (``replica.execution.dry_run``): its reply or reject,
+        instructions, the calls it would make and the state paths it would change. Not
+        certified (nothing of it is committed): as trustworthy as the node that answers."""
+        envelope, _ = self._envelope(canister_id, method, arg)
+        status, body, _ = self._post_any(canister_id, "dry_run", envelope, None, patience_s=timeout_s)
+        if status != 200:
+            raise error_for_answer(status, body)
+        try:
+            return decode_dry_run_answer(body, MAX_CERTIFICATE_BYTES)
+        except WireError as exc:
+            raise UnexpectedAnswer(f"dry run answer: {exc}") from exc
 
     # -- certified state ------------------------------------------------------------------------
 

@@ -5,6 +5,7 @@ Routes (``<id>`` is a canister id in decimal, ``0 ..= 2**64 - 1``, no sign, no l
     POST /api/v2/canister/<id>/call        body: signed envelope (``replica.client.envelope``)
     POST /api/v2/canister/<id>/query       body: signed envelope naming a query method
     POST /api/v2/canister/<id>/read_state  body: msgpack {"paths": [[label, ...], ...]}
+    POST /api/v2/canister/<id>/dry_run     body: signed envelope naming an update method
     GET  /api/v2/status
 
 Bodies are canonical msgpack (``state_manager.encoding``)::
@@ -14,6 +15,10 @@ Bodies are canonical msgpack (``state_manager.encoding``)::
                              | {"height": h, "reject_code": name, "reject_message": text, "status": "rejected"}
     read_state answer          {"certificate": {"certification": encode_certification(c),
                                                 "tree": encode_tree(witness)}}
+    dry_run answer             {"calls": [[receiver, method, payload, deadline], ...], "changed_paths": [text, ...],
+                                "height": h, "instructions": n, "limit_exceeded": bool, "more_paths": n,
+                                "reject_code": name | nil, "reject_message": text | nil, "reply": bytes | nil,
+                                "status": "replied" | "rejected" | "waiting"}
     refusal (4xx/5xx, JSON)    {"message": text, "reason": code}
 
 Decoders raise ``WireError`` (the node answers it with 400 ``malformed_request``; the agent
@@ -32,12 +37,14 @@ from state_manager.hash_tree import HashTree
 from state_manager.tree_encoding import TreeDecodeError, decode_tree, encode_tree
 
 from replica.errors import ReplicaError
+from replica.execution.dry_run import DryRunResult, OutgoingCall
 
 __all__ = [
     "API_PREFIX", "STATUS_PATH", "MAX_PATHS", "MAX_PATH_LABELS", "MAX_LABEL_BYTES", "MAX_READ_STATE_BYTES",
     "MAX_CERTIFICATE_BYTES", "MAX_TREE_DEPTH", "WireError", "QueryAnswer", "Certificate",
     "canister_url", "parse_canister_id",
     "encode_read_state_request", "decode_read_state_request", "encode_query_answer", "decode_query_answer",
+    "encode_dry_run_answer", "decode_dry_run_answer",
     "encode_certificate", "decode_certificate",
 ]
 
@@ -62,7 +69,7 @@ class WireError(ReplicaError, ValueError):
 
 
 def canister_url(canister_id: int, endpoint: str) -> str:
-    """``/api/v2/canister/<id>/<endpoint>`` for ``endpoint`` in ``call | query | read_state``."""
+    """``/api/v2/canister/<id>/<endpoint>`` for ``endpoint`` in ``call | query | read_state | dry_run``."""
     return f"{API_PREFIX}/canister/{canister_id}/{endpoint}"
 
 
@@ -84,6 +91,43 @@ def _record(value: Any, keys: set[str], what: str) -> dict:
     if not isinstance(value, dict) or set(value) != keys:
         raise WireError(f"{what} must be a map with exactly the keys {sorted(keys)}")
     return value
+
+
+# -- dry_run --------------------------------------------------------------------------------------
+
+_DRY_RUN_KEYS = {"height", "status", "reply", "reject_code", "reject_message", "instructions", "limit_exceeded",
+                 "calls", "changed_paths", "more_paths"}
+
+
+def encode_dry_run_answer(result: DryRunResult) -> bytes:
+    """A dry run's answer (``replica.execution.dry_run.DryRunResult``) as a canonical map."""
+    answer = {"height": result.height, "status": result.status, "reply": result.reply,
+              "reject_code": result.reject_code, "reject_message": result.reject_message,
+              "instructions": result.instructions, "limit_exceeded": result.limit_exceeded,
+              "calls": [[c.receiver, c.method, c.payload, c.deadline] for c in result.calls],
+              "changed_paths": list(result.changed_paths), "more_paths": result.more_paths}
+    return encode(dict(sorted(answer.items())))   # canonical: keys in order
+
+
+def _optional(value: Any, kind: type) -> bool:
+    return value is None or isinstance(value, kind)
+
+
+def decode_dry_run_answer(body: bytes, max_bytes: int) -> DryRunResult:
+    """Strict inverse of ``encode_dry_run_answer`` (``WireError`` for anything else)."""
+    v = _record(_decode(body, max_bytes, "dry run answer"), _DRY_RUN_KEYS, "dry run answer")
+    calls = v["calls"]
+    if not (is_u64(v["height"]) and v["status"] in ("replied", "rejected", "waiting") and _optional(v["reply"], bytes)
+            and _optional(v["reject_code"], str) and _optional(v["reject_message"], str)
+            and is_u64(v["instructions"]) and type(v["limit_exceeded"]) is bool and is_u64(v["more_paths"])
+            and isinstance(calls, (list, tuple)) and isinstance(v["changed_paths"], (list, tuple))
+            and all(isinstance(p, str) for p in v["changed_paths"])
+            and all(isinstance(c, (list, tuple)) and len(c) == 4 and is_u64(c[0]) and isinstance(c[1], str)
+                    and isinstance(c[2], bytes) and is_u64(c[3]) for c in calls)):
+        raise WireError("dry run answer: a field of the wrong type")
+    return DryRunResult(v["height"], v["status"], v["reply"], v["reject_code"], v["reject_message"],
+                        v["instructions"], v["limit_exceeded"], tuple(OutgoingCall(*c) for c in calls),
+                        tuple(v["changed_paths"]), v["more_paths"])
 
 
 # -- read_state ---------------------------------------------------------------------------------

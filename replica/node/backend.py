@@ -9,6 +9,7 @@ from typing import Any, Callable
 
 from message_routing.limits import Limits
 from replica.client.http_wire import QueryAnswer
+from replica.execution.dry_run import DryRunResult
 from state_manager.certification import Certification
 from state_manager.labeled_trie import LabeledTrie
 from state_manager.messages import Ingress
@@ -27,7 +28,10 @@ class NodeBackend:
       (``NotCertifiedYet`` if there is none; ``IngressRefused`` for a canister not here);
     * ``certified()`` is the latest certified tree and its certification, or ``None``;
     * ``status()`` is the JSON object of ``GET /api/v2/status``;
-    * ``metrics`` is the node's registry (none: the server keeps one of its own).
+    * ``metrics`` is the node's registry (none: the server keeps one of its own);
+    * ``dry_run(canister, method, payload, caller)`` executes an update on a copy of the
+      latest certified state, never committed (``replica.execution.dry_run``; none: the
+      route answers ``not_certified_yet``).
     """
 
     subnet_id: str
@@ -39,3 +43,4 @@ class NodeBackend:
     status: Callable[[], dict]
     clock: Callable[[], int] = time.time_ns
     metrics: NodeMetrics | None = None
+    dry_run: "Callable[[int, str, bytes, bytes], DryRunResult] | None" = None

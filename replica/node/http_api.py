@@ -10,6 +10,9 @@ subnet lock delays answers, never the server accepting, reading and refusing req
   ``submit`` (the subnet's admission checks) → 202 ``{"message_id": hex}``.
 * ``query``: the same envelope checks plus ``expiry ∈ [now, now + max_ingress_ttl]``, then the
   query on the node's latest *certified* state; the answer names that height.
+* ``dry_run``: the query's checks, then the update executed on a copy of the latest
+  certified state and thrown away (``replica.execution.dry_run``): reply or reject,
+  instructions, the calls it would make, the state paths it would change.
 * ``read_state``: allowed paths only (``replica.node.read_state``); witness + certification
   of the latest certified snapshot.
 * ``status``: subnet, node, finalized and certified height, certified root, subnet key, version.
@@ -39,7 +42,7 @@ from aiohttp import web
 from replica.client.envelope import decode_signed_ingress
 from replica.client.http_wire import (
     API_PREFIX, MAX_READ_STATE_BYTES, STATUS_PATH, WireError, decode_read_state_request,
-    encode_query_answer, parse_canister_id,
+    encode_dry_run_answer, encode_query_answer, parse_canister_id,
 )
 from replica.client.refusals import (
     ApiError, BodyTimeout, ExpiredIngress, IngressExpiryTooFar, IngressRefused, InvalidCanisterId, MalformedIngress,
@@ -123,6 +126,7 @@ class HttpApiServer:
         app.router.add_post(API_PREFIX + "/canister/{canister}/call", self._call)
         app.router.add_post(API_PREFIX + "/canister/{canister}/query", self._query)
         app.router.add_post(API_PREFIX + "/canister/{canister}/read_state", self._read_state)
+        app.router.add_post(API_PREFIX + "/canister/{canister}/dry_run", self._dry_run)
         app.router.add_get(STATUS_PATH, self._status)
         app.router.add_get(METRICS_PATH, self._metrics)
         # A refused body is drained for at most a second (so its sender still reads the answer),
@@ -198,6 +202,12 @@ class HttpApiServer:
         answer = await self._blocking(self._run_query, canister, body)
         return web.Response(body=answer, content_type="application/msgpack")
 
+    async def _dry_run(self, request: web.Request) -> web.Response:
+        canister = self._canister(request)
+        body = await self._body(request, self.max_envelope_bytes)
+        answer = await self._blocking(self._run_dry_run, canister, body)
+        return web.Response(body=answer, content_type="application/msgpack")
+
     async def _read_state(self, request: web.Request) -> web.Response:
         canister = self._canister(request)
         body = await self._body(request, MAX_READ_STATE_BYTES)
@@ -224,13 +234,25 @@ class HttpApiServer:
         self.backend.submit(ingress)
         return ingress.message_id
 
-    def _run_query(self, canister: int, body: bytes) -> bytes:
+    def _current(self, canister: int, body: bytes, what: str) -> Ingress:
+        """An authenticated envelope whose expiry is in ``[now, now + max_ingress_ttl]``."""
         ingress = self._authenticated(canister, body)
         now, ttl = self.backend.clock(), self.backend.limits.max_ingress_ttl_ns
         if ingress.expiry_time < now:
-            raise ExpiredIngress(f"query expired at {ingress.expiry_time} ns, now {now} ns")
+            raise ExpiredIngress(f"{what} expired at {ingress.expiry_time} ns, now {now} ns")
         if ingress.expiry_time > now + ttl:
-            raise IngressExpiryTooFar(f"query expiry {ingress.expiry_time} ns is more than {ttl} ns after {now} ns")
+            raise IngressExpiryTooFar(f"{what} expiry {ingress.expiry_time} ns is more than {ttl} ns after {now} ns")
+        return ingress
+
+    def _run_dry_run(self, canister: int, body: bytes) -> bytes:
+        ingress = self._current(canister, body, "dry run")
+        if self.backend.dry_run is None:
+            raise NotCertifiedYet(f"{self.backend.node_id} does not run dry runs")
+        return encode_dry_run_answer(self.backend.dry_run(canister, ingress.method_name, ingress.method_payload,
+                                                          ingress.source))
+
+    def _run_query(self, canister: int, body: bytes) -> bytes:
+        ingress = self._current(canister, body, "query")
         try:
             arg = decode_payload(ingress.method_payload)
         except EncodingError as exc:

@@ -44,6 +44,7 @@ from replica.client.envelope import compute_message_id, sign_ingress
 from replica.client.identity import UserKey
 from replica.execution import ExecutionEnvironment
 from replica.execution.codec import decode_payload, encode_value
+from replica.execution.dry_run import dry_run
 from replica.node.replica_node import NodeConfig, RegistryHolder
 from replica.inprocess.subnet import NoBlockFinalized, NodeHooks, Subnet
 from xnet.slice_provider import CertifiedSliceProvider
@@ -262,6 +263,13 @@ class DeterministicNetwork:
         if type(reply) is not Reply:
             raise CallRejected(reject_code_name(reply.code), reply.message)
         return decode_payload(reply.data) if reply.data else None
+
+    def dry_run(self, sender: UserKey, canister_id: int, method: str, arg: Any, subnet_id: str):
+        """An update executed on a copy of the subnet's latest state (what ``query`` answers
+        from), never committed (``replica.execution.dry_run``)."""
+        node = self.subnet(subnet_id).online_node()
+        return dry_run(self.environment, node.state, node.state_manager.latest.full, canister_id, method,
+                       encode_value(arg), sender.source, self.limits)
 
     def state_hash(self, subnet_id: str) -> bytes:
         subnet = self.subnet(subnet_id)

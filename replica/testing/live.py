@@ -46,6 +46,8 @@ class LiveNetwork:
         self.round_s = round_s
         #: The directory was made for this testnet (the pytest plugin removes it after a passing test).
         self.temporary = False
+        #: A fork's ``ForkReport`` (``LiveNetwork.fork``), else None.
+        self.fork_report = None
         self._agents: dict[bytes, Agent] = {}
         self._default = UserKey.from_seed(b"replica.testing live reader")
         self.registry = self._agent(self._default).registry
@@ -61,6 +63,25 @@ class LiveNetwork:
             lifecycle.down(path, out=io.StringIO())
             raise
         network.temporary = directory is None
+        return network
+
+    @classmethod
+    def fork(cls, source: Path | str, at, directory: Path | str | None, nodes: int | None = None) -> "LiveNetwork":
+        """Fork the stopped testnet ``source`` at ``at`` (``replica.testnet.fork``) into
+        ``directory`` (a fresh temporary one by default) and start the fork; ``fork_report``
+        says what it started from."""
+        from replica.testnet.fork import fork_testnet
+
+        path = Path(directory) if directory is not None else Path(tempfile.mkdtemp(prefix="replica-fork-"))
+        report = fork_testnet(source, at, path, nodes=nodes)
+        lifecycle.up(path, out=io.StringIO())
+        try:
+            network = cls(path, owned=True, round_s=float(TestnetLayout(path).read_manifest().get("tick_s", 0.5)))
+        except BaseException:
+            lifecycle.down(path, out=io.StringIO())
+            raise
+        network.temporary = directory is None
+        network.fork_report = report
         return network
 
     @classmethod
@@ -177,3 +198,6 @@ class LiveNetwork:
 
     def query(self, sender: UserKey, canister_id: int, method: str, arg: Any, subnet_id: str) -> Any:
         return self._agent(sender).query_call(canister_id, method, arg)
+
+    def dry_run(self, sender: UserKey, canister_id: int, method: str, arg: Any, subnet_id: str):
+        return self._agent(sender).dry_run(canister_id, method, arg)

@@ -12,7 +12,8 @@ Two modes with one set of methods:
   ``seed``, limits and calls give the same state hashes in every run and process.
 * ``mode="live"`` (``LiveNetwork``): ``replica testnet up`` in a directory — real processes,
   rounds on a timer, XNet over gRPC with TLS, calls through the ingress HTTP API.
-  ``Testnet.connect(DIR)`` attaches to a testnet already running there.
+  ``Testnet.connect(DIR)`` attaches to a testnet already running there, and
+  ``Testnet.fork(DIR, height)`` starts a new one from a stopped testnet's recorded state.
 
 Every update call's answer counts only once a certificate of its ``/request_status`` verifies
 under the subnet key (both modes). A reject raises ``CallRejected`` (``.code``, ``.message``);
@@ -116,6 +117,29 @@ class Testnet:
         net._net = LiveNetwork.attach(directory)
         net.subnets = list(net._net.topology())
         return net
+
+    @classmethod
+    def fork(cls, source: Path | str, height: int | dict[str, int], directory: Path | str | None = None, *,
+             nodes: int | None = None) -> "Testnet":
+        """A live ``Testnet`` on a new testnet that begins at the recorded state of the stopped
+        testnet ``source`` at ``height`` (per subnet: ``{"subnet-1": h}``), as ``replica testnet
+        fork`` makes it (``replica.testnet.fork``): same canisters, ids, code and stable state,
+        its own nodes and keys; ``source`` is only read. ``fork_report`` says each subnet's
+        height and state hash; ``close`` stops the fork."""
+        from .live import LiveNetwork
+
+        net = cls.__new__(cls)
+        net.mode = "live"
+        net.seed = None
+        net._messages = {}
+        net._net = LiveNetwork.fork(source, height, directory, nodes)
+        net.subnets = list(net._net.topology())
+        return net
+
+    @property
+    def fork_report(self):
+        """What a fork started from (``replica.testnet.fork.ForkReport``), else None."""
+        return getattr(self._net, "fork_report", None)
 
     # -- lifecycle ------------------------------------------------------------------------
 
@@ -288,6 +312,13 @@ class Testnet:
     def query_call(self, canister_id: int, method: str, arg: Any = None, *, sender: UserKey | None = None) -> Any:
         """A query on the latest certified state of the canister's subnet (no round is made)."""
         return self._net.query(sender or self.default_sender, canister_id, method, arg, self.get_subnet(canister_id))
+
+    def dry_run(self, canister_id: int, method: str, arg: Any = None, *, sender: UserKey | None = None):
+        """Execute an update call on a copy of the canister's subnet's latest (live: latest
+        certified) state and throw the copy away: a ``replica.execution.dry_run.DryRunResult``
+        (status, reply or reject, instructions, the calls it would make, the state paths it
+        would change). No round is made and no hash changes."""
+        return self._net.dry_run(sender or self.default_sender, canister_id, method, arg, self.get_subnet(canister_id))
 
     def canister_logs(self, canister_id: int, *, sender: UserKey | None = None,
                       max_ticks: int = DEFAULT_MAX_TICKS) -> list[CanisterLogRecord]:
