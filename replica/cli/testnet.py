@@ -65,6 +65,8 @@ def _status(args: argparse.Namespace) -> int:
     read from certified state (``replica.observe.stream_status``); ``--watch`` repeats."""
     from replica.processes.lifecycle import status, testnet_directory
     from replica.observe.stream_status import format_view, reader_for_testnet
+    from replica.testnet.certification_status import certification_problems
+    from replica.testnet.launcher import TestnetLayout
 
     directory = testnet_directory(args.dir)
     reader = None
@@ -73,9 +75,11 @@ def _status(args: argparse.Namespace) -> int:
         reader = reader_for_testnet(directory) if any(r.running for r in rows) else None
         while True:
             view = reader.view(interval_s=args.interval) if reader is not None else None
+            problems = certification_problems(TestnetLayout(directory))   # diverged or stalled nodes
             if args.json:
                 print(json.dumps({"subnets": [r.as_json() for r in rows],
-                                  "certified": view.as_json() if view is not None else None}, indent=2), flush=True)
+                                  "certified": view.as_json() if view is not None else None,
+                                  "certification_problems": [p.as_json() for p in problems]}, indent=2), flush=True)
             else:
                 if args.watch:
                     print("\033[H\033[J", end="")  # clear the terminal between views
@@ -87,6 +91,8 @@ def _status(args: argparse.Namespace) -> int:
                     held = f"  held: {' '.join(r.held)}" if r.held else ""
                     print(f"{r.subnet:<10} {'running' if r.running else 'stopped':<8} {r.height or 0:>7} "
                           f"{r.certified_height or 0:>9}  {nodes:>5}  {endpoints or '-'}{held}")
+                for problem in problems:
+                    print("\n".join(problem.lines()))
                 if view is not None:
                     print()
                     print("\n".join(format_view(view)), flush=True)

@@ -23,12 +23,16 @@ blocks is re-executed):
 A submission through its ingress API is admitted to its pool, then gossiped, and answered
 "accepted" once one peer holds it too. A node far behind (its peers no longer keep the blocks
 it needs) syncs state from a peer's checkpoint (``replica.node.state_sync``) and serves its own
-the same way.
+the same way. So does a node whose state diverged from the root the subnet certified: it
+stops signing, keeps executing, and asks its peers every 2 s for a certified checkpoint at or
+above the diverged height (``Node.install_synced``). Every tick it also checks whether
+certification stalls (``STALL_ROUNDS`` finalized heights past an uncertified one).
 
 Every tick (or every ``registry_poll_s``) the main thread re-reads the registry if it changed
 (``replica.node.registry_file``: a failed read is logged and retried) and writes
 ``status.json`` (heights, streams, the registry version of the latest executed batch and the
-newest version read, restore and catch-up times; plus what an ``extension`` adds: the
+newest version read, restore and catch-up times, ``certification``: ok, diverged or stalled
+and why (``replica.node.certification_health``); plus what an ``extension`` adds: the
 testnet's demo traffic and app numbers). SIGTERM/SIGINT stop it cleanly; SIGKILL at any
 instant loses nothing committed (its files are written so that a crash leaves the old or the
 new version, never a mix).
@@ -241,7 +245,7 @@ class NodeProcess:
         def install(offer, state) -> bool:
             def locked() -> bool:
                 if not self.node.install_synced(offer.height, offer.block_hash, state, offer.certification,
-                                                "a peer's certified checkpoint"):
+                                                f"{self.state_sync.asking}'s certified checkpoint"):
                     return False
                 self.runner.node = self.node.agreement   # type: ignore[assignment]
                 return True

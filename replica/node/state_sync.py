@@ -341,6 +341,8 @@ class StateSyncer:
         self._progress: tuple[int, float] = (0, clock())
         #: ``(peer, height)`` of the last state sync.
         self.synced_from: tuple[str, int] | None = None
+        #: The peer ``sync`` asks now (what ``install`` installs comes from it).
+        self.asking = ""
 
     def heard(self, sender: str, message: Message) -> None:
         if isinstance(message, Status) and message.sender == sender:
@@ -370,6 +372,7 @@ class StateSyncer:
         whose fetch fails (one of ``fetch_errors``) or whose offer is refused is logged and the
         next one asked."""
         for peer in sorted(self.peer_heights, key=lambda n: (-self.peer_heights[n], n)):
+            self.asking = peer
             try:
                 offer = decode_offer(fetch(peer))
                 state = verify_offer(offer, subnet_public_key, expected_subnet=self.subnet_id, min_height=height + 1)
