@@ -1,0 +1,61 @@
+"""The checks a fork makes before it writes anything (``replica.testnet.fork``): states whose
+streams disagree are refused naming the pair; heights outside the run, a target that is not
+empty or lies inside the source, and a source without a recorded run are refused."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+
+from replica.testnet.fork import ForkError, ForkInconsistent, check_streams, fork_base_hash, fork_testnet
+from state_manager.messages import Request
+from state_manager.streams import Stream
+
+
+def _state(height: int, streams: dict[str, Stream]):
+    return SimpleNamespace(metadata=SimpleNamespace(batch_number=height), streams=streams)
+
+
+def _stream(begin: int, count: int, signals_end: int) -> Stream:
+    return Stream(begin, [Request(1, 1001, "m", b"", i) for i in range(count)], signals_end)
+
+
+def test_states_that_agree_on_their_streams_pass() -> None:
+    # a sent 5 (0..4) of which b inducted 3; b sent 2, of which a inducted both
+    check_streams({"a": _state(10, {"b": _stream(0, 5, 2)}), "b": _state(12, {"a": _stream(0, 2, 3)})})
+    check_streams({"a": _state(10, {}), "b": _state(12, {})})
+
+
+def test_a_receiver_that_inducted_more_than_was_sent_is_refused() -> None:
+    with pytest.raises(ForkInconsistent, match="b at height 12 has inducted 4 messages of a's stream"):
+        check_streams({"a": _state(10, {"b": _stream(0, 3, 0)}), "b": _state(12, {"a": _stream(0, 0, 4)})})
+
+
+def test_a_sender_that_dropped_what_was_not_acknowledged_is_refused() -> None:
+    with pytest.raises(ForkInconsistent, match="a at height 10 has dropped its stream to b below index 3"):
+        check_streams({"a": _state(10, {"b": _stream(3, 2, 0)}), "b": _state(7, {"a": _stream(0, 0, 1)})})
+
+
+def test_the_base_hash_is_the_forks_own() -> None:
+    one = fork_base_hash("subnet-0", 5, b"\x01" * 32, b"\x02" * 48)
+    assert one != fork_base_hash("subnet-0", 5, b"\x01" * 32, b"\x03" * 48)   # another fork's key
+    assert len(one) == 32
+
+
+def test_targets_and_sources_that_cannot_be_forked(tmp_path: Path) -> None:
+    source = tmp_path / "source"
+    source.mkdir()
+    (source / "manifest.json").write_text(json.dumps({"subnets": ["subnet-0"], "nodes": 1}))
+    with pytest.raises(ForkError, match="holds no recorded run"):
+        fork_testnet(source, 5, tmp_path / "fork")
+    with pytest.raises(ForkError, match="inside the source"):
+        fork_testnet(source, 5, source / "fork")
+    (tmp_path / "full").mkdir()
+    (tmp_path / "full" / "x").write_text("kept")
+    with pytest.raises(ForkError, match="not an empty directory"):
+        fork_testnet(source, 5, tmp_path / "full")
+    assert (tmp_path / "full" / "x").read_text() == "kept"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["full", "source"]   # nothing half-made
