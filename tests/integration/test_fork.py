@@ -16,6 +16,7 @@ import pytest
 from consensus_stub.registry import decode_registry
 from message_routing.batch import decode_batch
 from replica.audit.run_log import load_run_log
+from replica.cli import main as cli_main
 from replica.processes import lifecycle
 from replica.testing import Testnet
 from replica.testnet.fork import ForkError, fork_testnet, started_states
@@ -49,7 +50,7 @@ def _wait_heights(directory: Path, more: int, deadline_s: float = 120.0) -> dict
         time.sleep(0.1)
 
 
-def test_fork_of_a_recorded_run(tmp_path: Path) -> None:
+def test_fork_of_a_recorded_run(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     source = tmp_path / "source"
     with Testnet(subnets=2, nodes=1, mode="live", directory=source, round_ms=20) as net:
         counter = net.install(COUNTER.read_text(), class_name="Counter", subnet="subnet-0")
@@ -113,6 +114,16 @@ def test_fork_of_a_recorded_run(tmp_path: Path) -> None:
         for data in mine.batches[fork_at:]:
             assert all(m.method_payload != dry_payload(7) or m.method_name != "increment"
                        for m in decode_batch(data).ingress)
+    assert _checksums(source) == before
+
+    # the command line: per-subnet heights, written only (--no-start), the recorded hashes printed
+    at_1 = fork_at - 3
+    assert cli_main(["testnet", "fork", "--from", str(source), "--at", str(fork_at), "--at", f"subnet-1={at_1}",
+                     "--dir", str(tmp_path / "cli-fork"), "--no-start"]) == 0
+    printed = capsys.readouterr().out
+    for subnet, height in (("subnet-0", fork_at), ("subnet-1", at_1)):
+        full = recorded.subnet(subnet).hashes[height - 1][1].hex()[:16]
+        assert any(line.split()[:2] == [subnet, str(height)] and full in line for line in printed.splitlines()), printed
     assert _checksums(source) == before
 
 
