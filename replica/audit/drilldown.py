@@ -13,13 +13,19 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Sequence
 
+from message_routing.batch import Batch
 from state_manager.codec import CodecError
+from state_manager.messages import Ingress, Request, Response
 from state_manager.state_codec import decode_state
 from state_manager.state_tree import build_state_trees
 
+from .faults import batch_messages
 from .tree_diff import diff_tries
 
-__all__ = ["DrillRequest", "drill_requests", "diff_states"]
+__all__ = ["DrillRequest", "drill_requests", "diff_states", "describe_messages", "MAX_MESSAGES"]
+
+#: Messages of a batch listed in a drill-down (the rest are counted).
+MAX_MESSAGES = 50
 
 
 @dataclass(frozen=True)
@@ -87,3 +93,25 @@ def diff_states(minority: tuple, majority: tuple, expected: tuple[bytes | None, 
         "more_paths": diff.more,
         "notes": notes,
     }
+
+
+def describe_messages(batch: Batch, limit: int = MAX_MESSAGES) -> dict[str, Any]:
+    """The messages a batch gave its replicas to execute, by fault index (``faults``): where
+    each came from, what it is, who sends and receives it, the method and payload size."""
+    listed = []
+    refs = batch_messages(batch)
+    for ref in refs[:limit]:
+        m = ref.message
+        entry: dict[str, Any] = {"index": ref.index, "from": ref.container, "kind": type(m).__name__.lower()}
+        if type(m) is Ingress:
+            entry.update(sender=m.source.hex(), receiver=m.receiver, method=m.method_name,
+                         payload_bytes=len(m.method_payload))
+        elif type(m) is Request:
+            entry.update(sender=m.sender, receiver=m.receiver, method=m.method_name,
+                         payload_bytes=len(m.method_payload))
+        elif type(m) is Response:
+            entry.update(sender=m.respondent, receiver=m.originator,
+                         method=type(m.response_payload).__name__.lower())
+        listed.append(entry)
+    return {"height": batch.batch_number, "registry_version": batch.registry_version, "time": batch.time,
+            "count": len(refs), "listed": listed}

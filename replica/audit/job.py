@@ -33,24 +33,26 @@ from pyspark import StorageLevel
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
+from message_routing.batch import decode_batch
+
 from . import analysis
 from .build import BuildInfo, build_from_value, current_build
 from .environment import ARCHIVE_ALIAS, EXECUTOR_PYTHON, environment_archive
 from .build_check import compare_builds
-from .drilldown import diff_states, drill_requests
-from .errors import AuditError, EnvironmentArchiveError
+from .drilldown import describe_messages, diff_states, drill_requests
+from .errors import AuditError, EnvironmentArchiveError, PerturbationError
 from .faults import apply_fault
 from .inputs import RunInputs, prepare_run
 from .perturbation import Fault
 from replica.progress import Progress
 
 from .progress import SparkProgress
-from .replicas import ReplicaSpec, assign_partitions, plan_replicas
+from .replicas import ReplicaSpec, assign_partitions, in_run, plan_live_replicas, plan_replicas
 from .report import AuditFacts, build_report, reproduce_command
 from .run_log import RunLog, encode_run_log
 from .worker import describe_worker, replay_task, states_task
 
-__all__ = ["AuditOptions", "spark_session", "run_audit", "worker_hash_seed", "default_worker_hash_seed",
+__all__ = ["AuditOptions", "spark_session", "run_audit", "report_rows", "plan_for", "worker_hash_seed", "default_worker_hash_seed",
            "default_partitions", "analysis_partitions", "describe_executors"]
 
 
@@ -62,6 +64,7 @@ class AuditOptions:
     partitions: int | None = None       # default: ``default_partitions``
     drilldowns: int = 32
     from_genesis: bool = False
+    plan: str = "default"               # or "live": ``replicas.plan_live_replicas`` (what ``live`` replays)
 
 
 #: Fewer replicas than this per partition cost more in task and subprocess overhead than they balance.
@@ -179,6 +182,9 @@ def _validate_faults(run: RunInputs, specs: tuple[ReplicaSpec, ...]) -> None:
     for spec in specs:
         fault = spec.perturbation.fault
         if fault is not None:
+            if fault.height > run.subnet(spec.subnet).height:
+                raise PerturbationError(f"fault {fault.text()} of replica {spec.replica}: subnet {spec.subnet} has "
+                                        f"{run.subnet(spec.subnet).height} batches")
             apply_fault(run.subnet(spec.subnet).batches[fault.height - 1], fault)
 
 
@@ -202,6 +208,19 @@ def _b(value) -> bytes | None:
     return None if value is None else bytes(value)
 
 
+def plan_for(log: RunLog, options: AuditOptions, worker_seed: int) -> tuple[ReplicaSpec, ...]:
+    """The replicas ``options`` asks for on ``log``: ``plan_replicas``, or with ``plan="live"``
+    the live audit's plan (``plan_live_replicas``) cut to the replicas the run reached."""
+    heights = {s.subnet_id: s.height for s in log.subnets}
+    checkpoints = {s.subnet_id: s.checkpoint_heights() for s in log.subnets}
+    if options.plan == "live":
+        planned = plan_live_replicas(log.subnet_ids(), options.replicas, options.seed, log.checkpoint_interval,
+                                     faults=dict(options.faults), worker_hash_seed=worker_seed)
+        return in_run(planned, heights, checkpoints)
+    return plan_replicas(heights, checkpoints, options.replicas, options.seed, faults=dict(options.faults),
+                         worker_hash_seed=worker_seed, from_genesis=options.from_genesis)
+
+
 def run_audit(spark: SparkSession, log: RunLog, options: AuditOptions, *, source: str, run_dir: str | None,
               status: Progress | None = None) -> dict[str, Any]:
     """Audit ``log`` with ``options``; return the report (``report.build_report``)."""
@@ -212,17 +231,11 @@ def run_audit(spark: SparkSession, log: RunLog, options: AuditOptions, *, source
     run = prepare_run(log)
     heights = {s.subnet_id: s.height for s in log.subnets}
     worker_seed = worker_hash_seed(spark)
-    specs = plan_replicas(heights, {s.subnet_id: s.checkpoint_heights() for s in log.subnets}, options.replicas,
-                          options.seed, faults=dict(options.faults), worker_hash_seed=worker_seed,
-                          from_genesis=options.from_genesis)
+    specs = plan_for(log, options, worker_seed)
     _validate_faults(run, specs)
     partitions = options.partitions or default_partitions(len(specs), sc.defaultParallelism)
     assignment = assign_partitions(specs, heights, partitions)
-    shuffle = analysis_partitions(sum(s.expected_rows(heights[s.subnet]) for s in specs))
-    spark.conf.set("spark.sql.shuffle.partitions", str(shuffle))
-    # Local relations (held by the driver's JVM): a query reading them runs no Python on the executors.
     spec_df = spark.createDataFrame(_spec_rows(specs, assignment, heights), analysis.SPEC_SCHEMA)
-    recorded_df = spark.createDataFrame(_recorded_rows(log), analysis.RECORDED_SCHEMA)
     blob = encode_run_log(log)
     broadcast = sc.broadcast(blob)
     # -- transform: replay -------------------------------------------------------------------
@@ -230,8 +243,34 @@ def run_audit(spark: SparkSession, log: RunLog, options: AuditOptions, *, source
                 .mapPartitions(partial(replay_task, broadcast)))
     rows = spark.createDataFrame(replayed, analysis.ROW_SCHEMA, verifySchema=False).persist(StorageLevel.MEMORY_AND_DISK)
     with SparkProgress(sc, status, f"replaying {len(specs)} replicas in {partitions} partitions", "audit-replay"):
-        row_count = rows.count()
+        rows.count()
     replay_s = time.perf_counter() - started
+    try:
+        return report_rows(spark, rows, specs, log, options, broadcast=broadcast, source=source, run_dir=run_dir,
+                           worker_seed=worker_seed, status=status, partitions=partitions, assignment=assignment,
+                           replay_s=replay_s)
+    finally:
+        rows.unpersist()
+        broadcast.unpersist()
+
+
+def report_rows(spark: SparkSession, rows: DataFrame, specs: tuple[ReplicaSpec, ...], log: RunLog,
+                options: AuditOptions, *, broadcast, source: str, run_dir: str | None, worker_seed: int,
+                status: Progress, partitions: int, assignment: dict[int, int] | None = None,
+                replay_s: float = 0.0) -> dict[str, Any]:
+    """The report of replay ``rows`` (``analysis.ROW_SCHEMA``) of ``specs`` on ``log``: the
+    analysis, the builds, the drill-down (replaying from ``broadcast``, the blob of ``log``).
+    The offline audit calls it once on its rows; the live audit on the rows it kept."""
+    sc = spark.sparkContext
+    started = time.perf_counter()
+    heights = {s.subnet_id: s.height for s in log.subnets}
+    assignment = assignment or {s.replica: 0 for s in specs}
+    shuffle = analysis_partitions(sum(s.expected_rows(heights[s.subnet]) for s in specs))
+    spark.conf.set("spark.sql.shuffle.partitions", str(shuffle))
+    # Local relations (held by the driver's JVM): a query reading them runs no Python on the executors.
+    spec_df = spark.createDataFrame(_spec_rows(specs, assignment, heights), analysis.SPEC_SCHEMA)
+    recorded_df = spark.createDataFrame(_recorded_rows(log), analysis.RECORDED_SCHEMA)
+    row_count = rows.count()
     # -- transform: analysis -----------------------------------------------------------------
     with SparkProgress(sc, status, "comparing hashes", "audit-analysis"):
         groups = analysis.hash_groups(rows).persist()
@@ -248,7 +287,7 @@ def run_audit(spark: SparkSession, log: RunLog, options: AuditOptions, *, source
         divergent_replicas = sum(c["size"] for c in cluster_rows)
         incomplete = [tuple(r) for r in analysis.incomplete_replicas(rows, spec_df).collect()]
         replayed_by = [(r.build, r.replicas, r.rows, list(r.sample)) for r in analysis.replay_builds(rows).collect()]
-    analysis_s = time.perf_counter() - started - replay_s
+    analysis_s = time.perf_counter() - started
     with SparkProgress(sc, status, "asking the executors which build they run", "audit-builds"):
         executors = describe_executors(spark)
     own = current_build()
@@ -261,21 +300,21 @@ def run_audit(spark: SparkSession, log: RunLog, options: AuditOptions, *, source
     if chosen:
         with SparkProgress(sc, status, f"drilling down into {len(chosen)} clusters", "audit-drilldown"):
             _drill(spark, broadcast, chosen, rows, majority, spec_df, by_replica, run_dir, worker_seed)
-    drill_s = time.perf_counter() - started - replay_s - analysis_s
-    rows.unpersist()
+            _messages_of(log, chosen)
+    drill_s = time.perf_counter() - started - analysis_s
     groups.unpersist()
     majority.unpersist()
     first.unpersist()
-    broadcast.unpersist()
     # -- load --------------------------------------------------------------------------------
     kinds = Tally(kind for s in specs for kind in s.perturbation.kinds())
+    faults = [f"{r}:{f.text()}" for r, f in options.faults if r in by_replica]
     facts = AuditFacts(
         source=source,
         subnets=[{"subnet": s.subnet_id, "batches": s.height, "checkpoints": list(s.checkpoint_heights())}
                  for s in log.subnets],
         canister_modules=list(log.canister_modules), limits=log.limits_name, replicas=len(specs),
         seed=options.seed, worker_hash_seed=worker_seed, from_genesis=options.from_genesis,
-        faults=[f"{r}:{f.text()}" for r, f in options.faults], perturbation_counts=dict(kinds),
+        faults=faults, perturbation_counts=dict(kinds),
         replica_batches=_replica_batches(len(specs), row_count, incomplete), rows=int(row_count),
         error_rows=int(error_rows), per_height=per_height, split_groups=split, clusters=clusters_sorted,
         recorded_mismatches=mismatches, incomplete=incomplete, divergent_replicas=int(divergent_replicas),
@@ -284,10 +323,25 @@ def run_audit(spark: SparkSession, log: RunLog, options: AuditOptions, *, source
                      "shuffle_partitions": shuffle, "driver_build": own.fingerprint,
                      "executors": [{**e, "build": e["build"].fingerprint} for e in executors],
                      "timing_s": {"replay": round(replay_s, 3), "analysis": round(analysis_s, 3),
-                                  "drilldown": round(drill_s, 3), "total": round(time.perf_counter() - started, 3)}},
+                                  "drilldown": round(drill_s, 3),
+                                  "total": round(replay_s + time.perf_counter() - started, 3)}},
     )
     recorded = {(s.subnet_id, h): (f, c) for s in log.subnets for h, f, c in s.hashes}
-    return build_report(facts, recorded)
+    report = build_report(facts, recorded)
+    if options.plan != "default":
+        report["audit"]["plan"] = options.plan
+    return report
+
+
+def _messages_of(log: RunLog, chosen: list[dict]) -> None:
+    """Each drilled cluster's drill-down gets the messages of the batch executed at its first
+    divergent height (the recorded batch, as every replica but a faulted one executed it)."""
+    for cluster in chosen:
+        drill = cluster.get("drilldown")
+        subnet = log.subnet(cluster["subnet"])
+        height = cluster["first_height"]
+        if drill is not None and 1 <= height <= subnet.height:
+            drill["messages"] = describe_messages(decode_batch(subnet.batches[height - 1]))
 
 
 def _drill(spark: SparkSession, broadcast, chosen: list[dict], rows: DataFrame, majority: DataFrame,

@@ -45,7 +45,7 @@ from .faults import apply_fault
 from .perturbation import NONE, Perturbation
 from .shuffle import present_xnet_payload, shuffled, shuffled_state
 
-__all__ = ["ReplayContext", "ReplayStep", "replay", "replay_states", "verified_checkpoints", "load_canister_classes",
+__all__ = ["ReplayContext", "ReplayStep", "ReplicaRun", "replay", "replay_states", "verified_checkpoints", "load_canister_classes",
            "shuffle_rng"]
 
 
@@ -102,6 +102,48 @@ def _load(data: bytes, perturbation: Perturbation, height: int, purpose: str) ->
     return state
 
 
+class ReplicaRun:
+    """One simulated replica that can be advanced a batch at a time (module docstring): the
+    offline replay drives it through a whole run, the live audit (``live_host``) keeps it
+    between micro-batches. ``start`` is the state of height ``p.start`` (genesis or a
+    checkpoint) as bytes; ``height``, ``state`` and ``trees`` are where the replica stands.
+    ``resume`` continues a replica from a snapshot of its own state at ``height``
+    (``encode_state``), decoded as its start state is (shuffled under ``shuffle``)."""
+
+    def __init__(self, start: bytes, perturbation: Perturbation, context: ReplayContext, *,
+                 height: int | None = None) -> None:
+        self.perturbation = perturbation
+        self.context = context
+        at = perturbation.start if height is None else height
+        self.state = _load(start, perturbation, at, "start" if height is None else "resume")
+        self.manager = StateManager(self.state, keep_heights=1)
+        shuffle = perturbation.shuffle_seed
+        self.environment = context.environment(None if shuffle is None else shuffle_rng(shuffle, "registry"))
+        self.height = at
+        self.trees = self.manager.latest
+
+    def step(self, batch: Batch) -> tuple[int, ReplicatedState, StateTrees]:
+        """Execute the batch of the next height; its ``(height, state, trees)``."""
+        height = self.height + 1
+        perturbation = self.perturbation
+        if batch.batch_number != height:
+            raise ReplayError(f"batch {height - 1} of the log has number {batch.batch_number}")
+        fault = perturbation.fault
+        if fault is not None and fault.height == height:
+            batch = apply_fault(batch, fault)
+        shuffle = perturbation.shuffle_seed
+        if shuffle is not None:
+            batch = present_xnet_payload(batch, shuffle_rng(shuffle, "xnet", height))
+        state, trees = process_batch(self.manager, batch, self.context.topology(batch.registry_version),
+                                     self.environment, self.context.limits)
+        if perturbation.restart_at == height:
+            state = _load(encode_state(state), perturbation, height, "restart")
+            self.manager = StateManager(state, keep_heights=1)
+            trees = self.manager.latest
+        self.height, self.state, self.trees = height, state, trees
+        return height, state, trees
+
+
 def replay_states(
     genesis: bytes,
     batches: Sequence[Batch],
@@ -120,27 +162,10 @@ def replay_states(
             raise ReplayError(f"the run has no checkpoint at height {start}")
     else:
         data = genesis
-    state = _load(data, perturbation, start, "start")
-    manager = StateManager(state, keep_heights=1)
-    shuffle = perturbation.shuffle_seed
-    environment = context.environment(None if shuffle is None else shuffle_rng(shuffle, "registry"))
-    limits = context.limits
-    fault = perturbation.fault
-    yield start, state, manager.latest
+    run = ReplicaRun(data, perturbation, context)
+    yield start, run.state, run.trees
     for height in range(start + 1, last + 1):
-        batch = batches[height - 1]
-        if batch.batch_number != height:
-            raise ReplayError(f"batch {height - 1} of the log has number {batch.batch_number}")
-        if fault is not None and fault.height == height:
-            batch = apply_fault(batch, fault)
-        if shuffle is not None:
-            batch = present_xnet_payload(batch, shuffle_rng(shuffle, "xnet", height))
-        state, trees = process_batch(manager, batch, context.topology(batch.registry_version), environment, limits)
-        if perturbation.restart_at == height:
-            state = _load(encode_state(state), perturbation, height, "restart")
-            manager = StateManager(state, keep_heights=1)
-            trees = manager.latest
-        yield height, state, trees
+        yield run.step(batches[height - 1])
 
 
 def replay(

@@ -15,6 +15,14 @@ A replica that starts at ``k`` reports heights ``k..n`` and executes batches ``k
 it has no opinion about heights below ``k``. Faults are added to the replicas they name
 (moved to start at genesis if their start would skip the fault's height).
 
+``plan_live_replicas`` is the plan of a live audit (``live``), made before the run's last
+height is known: the same classes, but a replica that does not start at genesis starts at one
+of the first ``LIVE_STARTS`` checkpoint heights (like a node restarting early from its
+checkpoint) and a ``restart`` replica restarts within ``2 × interval`` heights after its
+start; ``hashseed`` draws from ``LIVE_HASH_SEEDS`` seeds (each seed is a process kept for the
+whole audit). ``in_run`` keeps the replicas whose start height a run reached: an offline
+audit with ``AuditOptions(plan="live")`` replays exactly the replicas a live audit did.
+
 ``assign_partitions`` groups replicas into contiguous, cost-balanced partitions, hash-seed
 replicas of one seed together (one subprocess per seed and partition).
 """
@@ -28,7 +36,8 @@ from typing import Mapping, Sequence
 from .errors import PerturbationError
 from .perturbation import Fault, Perturbation
 
-__all__ = ["ReplicaSpec", "plan_replicas", "assign_partitions", "replica_cost", "HASH_SEED_POOL_SIZE",
+__all__ = ["ReplicaSpec", "plan_replicas", "plan_live_replicas", "in_run", "LIVE_STARTS", "LIVE_HASH_SEEDS",
+           "assign_partitions", "replica_cost", "HASH_SEED_POOL_SIZE",
            "hash_seed_pool", "CLASSES"]
 
 CLASSES = ("plain", "shuffle", "hashseed", "restart")
@@ -114,6 +123,63 @@ def plan_replicas(
             perturbation = replace(perturbation, start=start, restart_at=restart, fault=fault)
         specs.append(ReplicaSpec(replica, subnet, perturbation))
     return tuple(specs)
+
+
+#: A live replica that does not start at genesis starts at one of this many checkpoint heights.
+LIVE_STARTS = 4
+#: Hash seeds of a live audit (fewer than offline: each is a process that lives as long as the audit).
+LIVE_HASH_SEEDS = 2
+
+
+def plan_live_replicas(subnets: Sequence[str], replicas: int, seed: int, interval: int, *,
+                       faults: Mapping[int, Fault] | None = None,
+                       worker_hash_seed: int | None = 0) -> tuple[ReplicaSpec, ...]:
+    """The replicas of a live audit (module docstring): replica ``r`` of subnet
+    ``subnets[r mod S]``, class by ``r div S`` as in ``plan_replicas``."""
+    subnets = sorted(subnets)
+    if replicas < len(subnets):
+        raise PerturbationError(f"{replicas} replicas cannot cover {len(subnets)} subnets (one baseline each)")
+    if interval < 1:
+        raise PerturbationError("the checkpoint interval is at least 1")
+    faults = dict(faults or {})
+    seeds = hash_seed_pool(worker_hash_seed)[:LIVE_HASH_SEEDS]
+    starts = [k * interval for k in range(LIVE_STARTS + 1)]
+    specs = []
+    for replica in range(replicas):
+        subnet = subnets[replica % len(subnets)]
+        i = replica // len(subnets)
+        rng = random.Random(f"audit-live-plan/{seed}/{replica}")
+        perturbation = Perturbation()
+        if i:
+            cls = CLASSES[(i - 1) % len(CLASSES)]
+            start = rng.choice(starts)
+            if cls == "shuffle":
+                perturbation = Perturbation(start=start, shuffle_seed=rng.randrange(2**32))
+            elif cls == "hashseed":
+                perturbation = Perturbation(start=start, hash_seed=rng.choice(seeds))
+            elif cls == "restart":
+                perturbation = Perturbation(start=start, restart_at=start + rng.randint(1, 2 * interval))
+            else:
+                perturbation = Perturbation(start=start)
+        fault = faults.get(replica)
+        if fault is not None:
+            if not 0 <= replica < replicas:
+                raise PerturbationError(f"fault for replica {replica}, but replicas are 0..{replicas - 1}")
+            start = perturbation.start if perturbation.start < fault.height else 0
+            restart = perturbation.restart_at if perturbation.restart_at is not None and perturbation.restart_at > start else None
+            perturbation = replace(perturbation, start=start, restart_at=restart, fault=fault)
+        specs.append(ReplicaSpec(replica, subnet, perturbation))
+    for replica in faults:
+        if not 0 <= replica < replicas:
+            raise PerturbationError(f"fault for replica {replica}, but replicas are 0..{replicas - 1}")
+    return tuple(specs)
+
+
+def in_run(specs: Sequence[ReplicaSpec], heights: Mapping[str, int],
+           checkpoint_heights: Mapping[str, Sequence[int]]) -> tuple[ReplicaSpec, ...]:
+    """The replicas whose start the run reached: genesis, or a checkpoint it has."""
+    return tuple(s for s in specs if s.start == 0 or (s.start <= heights.get(s.subnet, 0)
+                                                        and s.start in checkpoint_heights.get(s.subnet, ())))
 
 
 def replica_cost(spec: ReplicaSpec, subnet_height: int) -> float:

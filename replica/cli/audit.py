@@ -3,6 +3,12 @@
 ``replica audit RUN_DIR`` (or ``--generate …``) runs the Spark job, prints the summary,
 writes ``report.json`` and ``report.html`` to ``--out`` and exits 0 when every replica
 agrees with every other and with the live run, 1 when not, 2 when the input is unusable.
+``replica audit --follow [--dir D]`` audits a running testnet as it runs: every height its
+nodes execute is replayed on Spark (Structured Streaming) by 64 replicas per subnet under the
+same perturbations; the verdict and the lag in rounds are in ``D/live-audit/status.json``
+(``replica testnet status``, the status page) and on its own ``/metrics``; a divergence is
+reported with the offline drill-down; when the testnet stops it reports the whole run
+(exit status as above). Stopped and started again, it resumes where it stopped.
 ``replica replay-one`` replays one replica locally (in a subprocess with the hash seed the
 audit's workers used, or the replica's own), compares it with the live hashes and
 optionally with another replica, down to the differing state paths.
@@ -48,7 +54,13 @@ def register(sub) -> None:
     gen.add_argument("--nondeterministic", action="store_true",
                      help="also host the deliberately nondeterministic example canister")
     audit.add_argument("--seed", type=int, default=1, help="seed of the workload and of the replica plan")
-    audit.add_argument("--replicas", type=int, default=2048, help="simulated replicas to replay the run on")
+    audit.add_argument("--replicas", type=int, default=None, help="simulated replicas to replay the run on "
+                       "(default 2048; with --follow, --replicas-per-subnet per subnet)")
+    live = audit.add_argument_group("following a running testnet (instead of RUN_DIR)")
+    live.add_argument("--follow", action="store_true", help="audit a running testnet's heights as its nodes execute them")
+    live.add_argument("--dir", default=None, help="the testnet directory (default: $REPLICA_TESTNET, else .replica/testnet)")
+    live.add_argument("--replicas-per-subnet", type=int, default=64, help="with --follow: replicas per subnet")
+    live.add_argument("--trigger-ms", type=int, default=250, help="with --follow: how often Spark looks for new heights")
     audit.add_argument("--master", default="local[*]", help="local[*] or spark://HOST:PORT")
     audit.add_argument("--environment-archive", default=None, metavar="TAR_GZ",
                        help="the executors' packed environment for a cluster master (default: this build's, "
@@ -60,7 +72,8 @@ def register(sub) -> None:
                        metavar="SPEC", help="several faults at once")
     audit.add_argument("--from-genesis", action="store_true", help="every replica replays from genesis")
     audit.add_argument("--drilldowns", type=int, default=32, help="divergence clusters to diff down to state paths (at most)")
-    audit.add_argument("--out", default="runs/audit", help="directory for report.json, report.html (and a generated run)")
+    audit.add_argument("--out", default=None, help="directory for report.json, report.html (and a generated run); "
+                       "default runs/audit, with --follow DIR/live-audit")
     audit.add_argument("--quiet", action="store_true", help="no progress line")
     audit.set_defaults(func=audit_command)
 
@@ -99,9 +112,18 @@ def audit_command(args: argparse.Namespace) -> int:
     from replica.audit.session import audit_run_log
 
     status = Progress(quiet=args.quiet)
+    if args.follow:
+        if args.run_dir or args.generate:
+            print("replica audit: --follow audits a running testnet: give no RUN_DIR or --generate", file=sys.stderr)
+            return 2
+        from .audit_follow import follow_command
+
+        return follow_command(args, status)
     if bool(args.run_dir) == bool(args.generate):
         print("replica audit: give a RUN_DIR or --generate (not both)", file=sys.stderr)
         return 2
+    args.replicas = 2048 if args.replicas is None else args.replicas
+    args.out = "runs/audit" if args.out is None else args.out
     try:
         if args.generate:
             log, run_dir = _generate(args, status)
