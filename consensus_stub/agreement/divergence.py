@@ -173,8 +173,10 @@ class ShareTally:
         return tuple(self._shares.get(height, {}).values())
 
     def stalled_height(self, finalized_height: int, rounds: int) -> Optional[int]:
-        """The lowest height above the last certified one that has shares and is at least
-        ``rounds`` below ``finalized_height``; ``None`` if there is none."""
-        candidates = [h for h in self._shares if self.certified_height < h <= finalized_height - rounds
-                      and self._shares[h]]
-        return min(candidates) if candidates else None
+        """The lowest height above the last certified one, at least ``rounds`` below
+        ``finalized_height``, whose shares disagree; else the lowest such height with shares
+        (too few of them: nodes that lagged do not sign); ``None`` if there is none."""
+        candidates = sorted(h for h in self._shares if self.certified_height < h <= finalized_height - rounds
+                            and self._shares[h])
+        disagreeing = [h for h in candidates if len({s.root for s in self._shares[h].values()}) > 1]
+        return disagreeing[0] if disagreeing else candidates[0] if candidates else None

@@ -382,7 +382,10 @@ class Node(ReplicaNode):
 
     def _diverged(self, certification: Certification, own_root: bytes, shares: Optional[SharesAtHeight]) -> None:
         """The subnet certified another root than ours at a height: diverged, if the
-        certification verifies (a bad one proves nothing and is dropped)."""
+        certification verifies (a bad one proves nothing and is dropped). Once diverged, the
+        later heights' certifications differ too: the first one is what is reported."""
+        if self.health.divergence is not None:
+            return
         registry = self.registry.get()
         key = registry.public_key_for(self.subnet_id, registry.latest_version)
         try:
@@ -415,12 +418,20 @@ class Node(ReplicaNode):
         """Continue from a verified peer checkpoint of ``height``: its state, a chain starting at
         its block, a checkpoint of it, a new agreement at that tip (keeping the artifacts this
         node signed); not if the node has executed that height meanwhile — unless it diverged
-        at or below ``height``: then ``_repair``."""
+        at or below ``height``: then ``_repair``, or, if it no longer keeps the blocks above
+        ``height``, this same install (its checkpoints from the diverged height up set aside)."""
         divergence = self.health.divergence
         if divergence is not None and divergence.height <= height <= self.height:
-            return self._repair(height, block_hash, state, certification, source)
-        if height <= self.height:
+            if self._repair(height, block_hash, state, certification, source):
+                return True
+            if self.block_store.hash_at(height) not in (block_hash, None):
+                _log.warning("%s: the certified checkpoint of height %d is not on its chain; not installed",
+                             self.node_id, height)
+                return False
+        elif height <= self.height:
             return False
+        if divergence is not None:
+            self.storage.set_aside_from(divergence.height)
         self.install_state(state, certification)
         self._validated.clear()
         self._decided.clear()
@@ -438,8 +449,6 @@ class Node(ReplicaNode):
         chain there differs or lacks a block above)."""
         store, tip = self.block_store, self.height
         if store.hash_at(height) != block_hash or any(store.block(h) is None for h in range(height + 1, tip + 1)):
-            _log.warning("%s: the certified checkpoint of height %d does not continue its chain; not installed",
-                         self.node_id, height)
             return False
         blocks = [(store.block(h), store.hash_at(h)) for h in range(height + 1, tip + 1)]
         self.install_state(state, certification)

@@ -24,8 +24,9 @@ A submission through its ingress API is admitted to its pool, then gossiped, and
 "accepted" once one peer holds it too. A node far behind (its peers no longer keep the blocks
 it needs) syncs state from a peer's checkpoint (``replica.node.state_sync``) and serves its own
 the same way. So does a node whose state diverged from the root the subnet certified: it
-stops signing, keeps executing, and asks its peers every 2 s for a certified checkpoint at or
-above the diverged height (``Node.install_synced``). Every tick it also checks whether
+stops signing, keeps executing, and, once its peers are past the first checkpoint height at
+or above the diverged height, asks them every 2 s for a certified checkpoint at or above it
+(``Node.install_synced``). Every tick it also checks whether
 certification stalls (``STALL_ROUNDS`` finalized heights past an uncertified one).
 
 Every tick (or every ``registry_poll_s``) the main thread re-reads the registry if it changed
@@ -370,7 +371,10 @@ class NodeProcess:
         self.runner.locked(lambda: self.node.check_certification(STALL_ROUNDS))
         divergence = self.node.health.divergence
         if divergence is not None:   # the minority: a certified checkpoint at or above the diverged height
-            reason: str | None = f"its state diverged at height {divergence.height}"
+            interval = self.config.checkpoint_interval
+            due = -(-divergence.height // interval) * interval   # peers' first checkpoint height that may do
+            peers_at = max(self.state_sync.peer_heights.values(), default=0)
+            reason: str | None = f"its state diverged at height {divergence.height}" if peers_at >= due else None
             min_height, retry_s = divergence.height, 2.0
         else:
             reason = self.state_sync.reason(self.runner.node.finalized_height)

@@ -100,6 +100,9 @@ class MemoryStorage:
         """A diverged node takes a certified state of ``height`` and keeps its chain: nothing
         is kept of states here."""
 
+    def set_aside_from(self, height: int) -> None:
+        pass
+
     def close(self) -> None:
         self.blocks.close()
 
@@ -191,12 +194,16 @@ class FileStorage:
         re-executes the blocks above): its checkpoints from ``diverged_at`` up and its executed
         log (diverged hashes) are moved aside, never deleted; the certified state becomes a
         checkpoint with its certification."""
-        self.checkpoints.set_aside_from(diverged_at)
+        self.set_aside_from(diverged_at)
         self.executed_log.close()
         move_aside(self.files.executed_log)
         self.executed_log = ExecutedLog(self.files.executed_log)
         self.checkpoints.write(height, state, full_hash)
         self.checkpoints.keep_certification(certification, block_hash)
+
+    def set_aside_from(self, height: int) -> None:
+        """Checkpoints of ``height`` and above (a diverged state's) moved aside, never deleted."""
+        self.checkpoints.set_aside_from(height)
 
     def close(self) -> None:
         for closable in (self.blocks, self.executed_log, self.agreement_log):

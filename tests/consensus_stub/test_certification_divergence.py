@@ -79,6 +79,16 @@ def test_too_few_shares_is_another_reason(dealt, share):
     assert stall is not None and stall.reason == "too few shares (2 of 3)" and not stall.shares.disagree
 
 
+def test_a_height_with_disagreeing_shares_is_named_before_a_lower_one_with_too_few(dealt, share):
+    registry, _ = dealt
+    aggregator = CertificationAggregator(registry.subnet("alpha", 1))
+    aggregator.add(share(1, height=3))                     # lagging nodes left height 3 short
+    aggregator.add(share(1, height=4))
+    aggregator.add(share(3, OTHER, height=4))
+    stall = aggregator.stall(finalized_height=10, rounds=3)
+    assert stall.height == 4 and stall.reason == "shares disagree"
+
+
 def test_a_later_certification_ends_the_stall(dealt, share):
     registry, _ = dealt
     aggregator = CertificationAggregator(registry.subnet("alpha", 1))
