@@ -104,6 +104,14 @@ def test_a_diverged_node_is_reported_stops_signing_and_recovers_from_the_certifi
         assert _health(cluster, node).get("state") == "ok", (node, _health(cluster, node))
     # the recovered node's own hashes from the installed height on are the subnet's
     assert cluster.assert_converged(SUBNET) >= target
+    # and it restarts from the certified state it installed (its diverged checkpoints are aside)
+    cluster.kill(victim)
+    cluster.start(victim)
+    tip = max(cluster.status(n).get("certified_height") or 0 for n in others) + 3
+    cluster.wait_until(lambda: (cluster.status(victim).get("certified_height") or 0) >= tip, 120,
+                       f"{victim} certifying after its restart")
+    assert _health(cluster, victim).get("state") == "ok"
+    assert cluster.assert_converged(SUBNET) >= tip
 
 
 def test_diverged_on_two_of_four_nodes_certification_stalls_and_every_status_says_why(cluster):
