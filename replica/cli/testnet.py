@@ -364,9 +364,9 @@ def register(sub) -> None:
     registry.add_argument("--to", default=None, help="route: the subnet the range goes to")
     registry.add_argument("--along", default=None, help="trace: the subnets, source first (A,B)")
     registry.add_argument("--json", action="store_true", help="show: machine-readable output")
-    fork = command("fork", "a new testnet (--dir NEW) starting from the recorded state of a stopped one at a height",
+    fork = command("fork", "a new testnet (--dir NEW) starting from the recorded state of another at a height",
                    _fork)
-    fork.add_argument("--from", dest="source", required=True, help="the stopped testnet directory to fork (only read)")
+    fork.add_argument("--from", dest="source", required=True, help="the testnet directory to fork, stopped or running (only read)")
     fork.add_argument("--at", action="append", required=True, metavar="HEIGHT|SUBNET=HEIGHT",
                       help="the height every subnet forks at, or one subnet's (repeatable)")
     fork.add_argument("--nodes", type=int, default=None, help="nodes per subnet (none: as many as the source's)")

@@ -37,7 +37,7 @@ from state_manager.encoding import EncodingError, decode, encode
 
 __all__ = [
     "NodeStoreError", "CorruptRecordFile", "ExecutedMismatch", "RecordFile", "AgreementLog", "ProofFile",
-    "ExecutedLog", "move_aside",
+    "ExecutedLog", "move_aside", "parse_records", "read_executed_log",
 ]
 
 _log = logging.getLogger(__name__)
@@ -75,6 +75,28 @@ def _frame(payload: bytes) -> bytes:
     return length + zlib.crc32(length + payload).to_bytes(4, "big") + payload
 
 
+def parse_records(path: Path, data: bytes, magic: bytes) -> tuple[list[bytes], int | None]:
+    """The records of a record file's bytes, and the offset of a torn last record (``None``:
+    none); ``CorruptRecordFile`` for any other damage. Writes nothing: a reader of another
+    process's live file (a fork of a running testnet) takes what is complete."""
+    if data[:_HEADER] != magic:
+        raise CorruptRecordFile(path, 0, 0, f"not a {magic!r} file")
+    records, pos = [], _HEADER
+    while pos < len(data):
+        if len(data) - pos < 8:
+            return records, pos
+        length = int.from_bytes(data[pos:pos + 4], "big")
+        end = pos + 8 + length
+        if end > len(data):
+            return records, pos
+        payload = data[pos + 8:end]
+        if zlib.crc32(data[pos:pos + 4] + payload) != int.from_bytes(data[pos + 4:pos + 8], "big"):
+            raise CorruptRecordFile(path, len(records), pos, "checksum mismatch")
+        records.append(payload)
+        pos = end
+    return records, None
+
+
 class RecordFile:
     """An append-only file of framed records (module docstring)."""
 
@@ -91,26 +113,12 @@ class RecordFile:
             self._write_new(self.path, [])
             return []
         data = self.path.read_bytes()
-        if data[:_HEADER] != self.magic:
-            if len(data) < _HEADER and self.magic.startswith(data):
-                _log.warning("%s: header cut short by a crash; starting it again", self.path)
-                self._write_new(self.path, [])
-                return []
-            raise CorruptRecordFile(self.path, 0, 0, f"not a {self.magic!r} file")
-        records, pos = [], _HEADER
-        while pos < len(data):
-            if len(data) - pos < 8:
-                return self._torn(data, records, pos)
-            length = int.from_bytes(data[pos:pos + 4], "big")
-            end = pos + 8 + length
-            if end > len(data):
-                return self._torn(data, records, pos)
-            payload = data[pos + 8:end]
-            if zlib.crc32(data[pos:pos + 4] + payload) != int.from_bytes(data[pos + 4:pos + 8], "big"):
-                raise CorruptRecordFile(self.path, len(records), pos, "checksum mismatch")
-            records.append(payload)
-            pos = end
-        return records
+        if data[:_HEADER] != self.magic and len(data) < _HEADER and self.magic.startswith(data):
+            _log.warning("%s: header cut short by a crash; starting it again", self.path)
+            self._write_new(self.path, [])
+            return []
+        records, torn_at = parse_records(self.path, data, self.magic)
+        return records if torn_at is None else self._torn(data, records, torn_at)
 
     def _torn(self, data: bytes, records: list[bytes], pos: int) -> list[bytes]:
         _log.warning("%s: dropping a torn last record at byte %d (a crash cut an append short)", self.path, pos)
@@ -189,22 +197,37 @@ class ProofFile:
         write_atomically(self.path, encode((height, digest, tuple(proof))), sync=False)
 
 
+_EXECUTED_MAGIC = b"execlog1"
+
+
+def _executed_entries(path: Path, records: list[bytes]) -> list[tuple[int, bytes, bytes, bytes]]:
+    entries: list[tuple[int, bytes, bytes, bytes]] = []
+    for index, record in enumerate(records):
+        try:
+            height, batch, full, root = check_tuple(decode(record), "executed", 4)
+            entry = (check_u64(height, "height"), check_bytes(batch, "batch"),
+                     check_bytes(full, "full hash", 32), check_bytes(root, "root", 32))
+        except (EncodingError, CodecError, TypeError, ValueError) as exc:
+            raise CorruptRecordFile(path, index, 0, str(exc)) from exc
+        if entries and entry[0] != entries[-1][0] + 1:
+            raise CorruptRecordFile(path, index, 0, f"height {entry[0]} after {entries[-1][0]}")
+        entries.append(entry)
+    return entries
+
+
+def read_executed_log(path: Path) -> list[tuple[int, bytes, bytes, bytes]]:
+    """The complete entries of an executed log, read only (a record being appended is left
+    out); ``CorruptRecordFile`` for damage, ``OSError`` if it cannot be read."""
+    path = Path(path)
+    return _executed_entries(path, parse_records(path, path.read_bytes(), _EXECUTED_MAGIC)[0])
+
+
 class ExecutedLog:
     """Per executed height: batch bytes, full hash, certified root (module docstring)."""
 
     def __init__(self, path: Path) -> None:
-        self._file = RecordFile(path, b"execlog1", sync=False)
-        self.entries: list[tuple[int, bytes, bytes, bytes]] = []
-        for index, record in enumerate(self._file.records):
-            try:
-                height, batch, full, root = check_tuple(decode(record), "executed", 4)
-                entry = (check_u64(height, "height"), check_bytes(batch, "batch"),
-                         check_bytes(full, "full hash", 32), check_bytes(root, "root", 32))
-            except (EncodingError, CodecError, TypeError, ValueError) as exc:
-                raise CorruptRecordFile(self._file.path, index, 0, str(exc)) from exc
-            if self.entries and entry[0] != self.entries[-1][0] + 1:
-                raise CorruptRecordFile(self._file.path, index, 0, f"height {entry[0]} after {self.entries[-1][0]}")
-            self.entries.append(entry)
+        self._file = RecordFile(path, _EXECUTED_MAGIC, sync=False)
+        self.entries: list[tuple[int, bytes, bytes, bytes]] = _executed_entries(self._file.path, self._file.records)
 
     @property
     def first_height(self) -> int | None:

@@ -2,15 +2,19 @@
 
 ``fork_testnet(source, at, target)`` writes a testnet directory whose subnets begin at the
 state a recorded run of ``source`` had committed at height ``H`` (docs/architecture.md,
-*Forks and dry runs*). What it takes from ``source`` (a stopped testnet directory; it is only
-read, never written):
+*Forks and dry runs*). What it takes from ``source`` (a testnet directory, stopped or running;
+it is only read, never written):
 
 * the run log ``DIR/run`` (written by ``replica testnet down``): per subnet its genesis, its
-  batches, the hashes committed at every height and checkpoints every few heights. The state
-  of height ``H`` is the nearest checkpoint at or below ``H`` with the recorded batches above
-  it replayed through the audit's replay (``replica.audit.replay.replay_states``: the node's
-  own batch processor), every replayed height checked against the recorded hashes, so the
-  fork's state hash at ``H`` *is* the recorded one or the fork is refused (``ForkError``);
+  batches, the hashes committed at every height and checkpoints every few heights; or, when
+  the run log does not reach ``H`` (a running testnet), what its nodes record as they run:
+  the executed log (batch and hashes per height, from genesis) of the subnet's node that
+  executed the most, up to the subnet's certified height, and the checkpoints its nodes keep
+  (every 100 heights, the newest few). The state of height ``H`` is the nearest checkpoint at
+  or below ``H`` with the recorded batches above it replayed through the audit's replay
+  (``replica.audit.replay.replay_states``: the node's own batch processor), every replayed
+  height checked against the recorded hashes, so the fork's state hash at ``H`` *is* the
+  recorded one or the fork is refused (``ForkError``);
 * ``registry.bin``: its versions up to the one the forked states run at (``V``), so the
   fork's history replays as the source's did; the manifest (canister modules, limits, tick).
 
@@ -64,13 +68,14 @@ from replica.audit.errors import AuditError
 from replica.audit.inputs import context_for
 from replica.audit.perturbation import Perturbation
 from replica.audit.replay import replay_states
-from replica.audit.run_log import RunLog, load_run_log
+from replica.audit.run_log import RunLog, SubnetLog, limits_preset_name, load_run_log
 from replica.node.checkpoints import NodeCheckpoints
-from replica.node.node_store import ExecutedLog
+from replica.node.node_store import ExecutedLog, NodeStoreError, read_executed_log
 from replica.node.process_config import NodeProcessConfig
 from replica.progress import Progress
 from state_manager.codec import CodecError
 from state_manager.replicated_state import ReplicatedState
+from state_manager.store import CorruptCheckpoint, read_checkpoint_bytes
 
 from .launcher import TestnetError, TestnetLayout, write_atomically
 
@@ -181,6 +186,53 @@ def check_streams(states: Mapping[str, ReplicatedState]) -> None:
                     f"only {inducted}: fork {receiver} at a later height or {sender} at an earlier one")
 
 
+def _covers(log: RunLog, at: int | Mapping[str, int]) -> bool:
+    wanted = {s: at for s in log.subnet_ids()} if isinstance(at, int) else dict(at)
+    return all(s in log.subnet_ids() and log.subnet(s).height >= h for s, h in wanted.items())
+
+
+def _recorded_run(layout: TestnetLayout, manifest: dict, registry: Registry, at: int | Mapping[str, int]) -> RunLog:
+    """What ``source`` recorded (module docstring): its run log ``DIR/run`` if it reaches the
+    heights asked for, else what its nodes record while they run — per subnet the executed log
+    (from genesis) of the node that executed the most, with the checkpoints any of its nodes
+    keeps, each verified against its digest. Nothing is written: a running node's log is read
+    up to its last complete record."""
+    earlier = load_run_log(layout.run) if layout.run.is_dir() else None
+    if earlier is not None and _covers(earlier, at):
+        return earlier
+    subnets = []
+    for record in registry.latest().subnets:
+        best: list = []
+        # the checkpoints of a run log written at an earlier stop, every few heights, are as good
+        checkpoints: dict[int, bytes] = {} if earlier is None or record.subnet_id not in earlier.subnet_ids() \
+            else dict(earlier.subnet(record.subnet_id).checkpoints)
+        for node in record.node_ids:
+            files = layout.node_files(node)
+            if files.executed_log.exists():
+                entries = read_executed_log(files.executed_log)
+                if entries and entries[0][0] == 1 and len(entries) > len(best):
+                    best = entries
+            heights = [int(p.name) for p in files.checkpoints.glob("*") if p.is_dir() and p.name.isdigit()]
+            for height in heights:
+                try:   # a running node may delete an old one meanwhile: then it is not used
+                    checkpoints.setdefault(height, read_checkpoint_bytes(files.checkpoints / f"{height:020d}", height)[1])
+                except CorruptCheckpoint:
+                    continue
+        if not best:
+            raise ForkError(f"no node of {record.subnet_id} in {layout.root} holds its executed log from genesis, "
+                            f"and {layout.run} does not reach the height asked for")
+        status = layout.read_json(layout.status(record.subnet_id)) or {}
+        certified = status.get("certified_height") if layout.pid("launcher").exists() else None
+        if isinstance(certified, int):   # a running testnet: only certified heights
+            best = best[:max(certified - best[0][0] + 1, 0)]
+        subnets.append(SubnetLog(record.subnet_id, layout.genesis(record.subnet_id).read_bytes(),
+                                 tuple(e[1] for e in best), tuple((e[0], e[2], e[3]) for e in best),
+                                 tuple(sorted((h, d) for h, d in checkpoints.items() if h <= len(best)))))
+    limits = layout.limits(manifest)
+    return RunLog(tuple(sorted(subnets, key=lambda s: s.subnet_id)), tuple(manifest["canister_modules"]),
+                  limits_preset_name(limits), limits, 1, tuple(r.topology() for r in registry.records))
+
+
 def fork_base_hash(subnet: str, height: int, full_hash: bytes, subnet_key: bytes) -> bytes:
     """The block hash the fork's chain of ``subnet`` continues from: of its own (the source's
     block is not the parent of a block signed by other keys), fixed by the forked state and the
@@ -227,14 +279,11 @@ def fork_testnet(source: Path | str, at: int | Mapping[str, int], target: Path |
     manifest = layout.read_manifest()
     if nodes is not None and (type(nodes) is not int or nodes < 1):
         raise ForkError(f"a subnet of the fork needs at least one node, not {nodes!r}")
-    if not layout.run.is_dir():
-        raise ForkError(f"{source} holds no recorded run ({layout.run} is written by `replica testnet down`): "
-                        f"stop the testnet first, or fork another")
     try:
-        log = load_run_log(layout.run)
         registry = decode_registry(layout.registry.read_bytes())
+        log = _recorded_run(layout, manifest, registry, at)
         context = context_for(log)
-    except (AuditError, RegistryError, OSError) as exc:
+    except (AuditError, RegistryError, NodeStoreError, OSError) as exc:
         raise ForkError(f"the recorded run of {source} cannot be read: {exc}") from exc
     heights = fork_heights(log, at)
     progress = progress or Progress("fork", quiet=True)

@@ -1,5 +1,5 @@
 """Issue 26, part 2, on node processes: a recorded 2 x 1 testnet is forked at a height in the
-middle of its run (``Testnet.fork``). The fork's nodes start from the recorded state hashes
+middle of its run (``Testnet.fork``; and once while it runs, from its nodes' records). The fork's nodes start from the recorded state hashes
 of that height (what each node reports it started from, and the fork's own run log, which
 replays from the source's genesis through the fork's heights at ``down``); the fork has the
 source's canisters and values of that height, serves calls and dry runs, and the source
@@ -59,12 +59,20 @@ def test_fork_of_a_recorded_run(tmp_path: Path, capsys: pytest.CaptureFixture[st
         assert net.update_call(counter, "increment", 5) == 5
         assert net.update_call(pinger, "ping", {"target": ponger, "rounds": 2})["pongs_received"] == 2
         _wait_heights(source, 30)
-        fork_at = min(_heights(source).values())   # every call of the run so far answered, streams quiet
+        # every call so far answered, the streams quiet: each subnet forks at its height of this
+        # moment (the subnets started apart, so one height number is two different moments)
+        fork_at = _heights(source)
         _wait_heights(source, 30)
         assert net.update_call(counter, "increment", 100) == 105   # after the fork height
         _wait_heights(source, 5)
+        # while it runs (no run log yet): from the nodes' executed logs and checkpoints
+        while_running = fork_testnet(source, fork_at, tmp_path / "while-running")
+        assert not launcher.TestnetLayout(source).run.exists()
     recorded = load_run_log(launcher.TestnetLayout(source).run)
-    assert all(s.height > fork_at + 20 for s in recorded.subnets)
+    for forked in while_running.subnets:
+        at = fork_at[forked.subnet_id]
+        assert (forked.full_hash, forked.certified_root) == recorded.subnet(forked.subnet_id).hashes[at - 1][1:]
+    assert all(s.height > fork_at[s.subnet_id] + 20 for s in recorded.subnets)
     before = _checksums(source)
 
     with pytest.raises(ForkError, match="not an empty directory"):
@@ -79,13 +87,15 @@ def test_fork_of_a_recorded_run(tmp_path: Path, capsys: pytest.CaptureFixture[st
     with Testnet.fork(source, fork_at, target) as fork:
         report = fork.fork_report
         for forked in report.subnets:
-            height, full, root = recorded.subnet(forked.subnet_id).hashes[fork_at - 1]
-            assert (forked.height, forked.full_hash, forked.certified_root) == (height, full, root)
-            assert forked.replayed == fork_at - forked.checkpoint_height < recorded.checkpoint_interval
+            at = fork_at[forked.subnet_id]
+            height, full, root = recorded.subnet(forked.subnet_id).hashes[at - 1]
+            assert (forked.height, forked.full_hash, forked.certified_root) == (height, full, root) == (at, full, root)
+            assert forked.replayed == at - forked.checkpoint_height < recorded.checkpoint_interval
         started = started_states(target)
         assert sorted(started) == ["subnet-0-node-1", "subnet-1-node-1"]
         for node, (subnet, height, full_hash) in started.items():
-            assert (height, full_hash) == (fork_at, recorded.subnet(subnet).hashes[fork_at - 1][1].hex()), node
+            at = fork_at[subnet]
+            assert (height, full_hash) == (at, recorded.subnet(subnet).hashes[at - 1][1].hex()), node
         # the fork's keys are its own
         source_keys = {s.subnet_id: s.public_key
                        for s in decode_registry(launcher.TestnetLayout(source).registry.read_bytes()).latest().subnets}
@@ -108,20 +118,21 @@ def test_fork_of_a_recorded_run(tmp_path: Path, capsys: pytest.CaptureFixture[st
     forked_log = load_run_log(launcher.TestnetLayout(target).run)
     for s in recorded.subnets:
         mine = forked_log.subnet(s.subnet_id)
-        assert mine.hashes[:fork_at] == s.hashes[:fork_at]
-        assert mine.height > fork_at
+        at = fork_at[s.subnet_id]
+        assert mine.hashes[:at] == s.hashes[:at]
+        assert mine.height > at
         # no block of the fork carried the dry run's call
-        for data in mine.batches[fork_at:]:
+        for data in mine.batches[at:]:
             assert all(m.method_payload != dry_payload(7) or m.method_name != "increment"
                        for m in decode_batch(data).ingress)
     assert _checksums(source) == before
 
     # the command line: per-subnet heights, written only (--no-start), the recorded hashes printed
-    at_1 = fork_at - 3
-    assert cli_main(["testnet", "fork", "--from", str(source), "--at", str(fork_at), "--at", f"subnet-1={at_1}",
-                     "--dir", str(tmp_path / "cli-fork"), "--no-start"]) == 0
+    heights = {"subnet-0": fork_at["subnet-0"], "subnet-1": fork_at["subnet-1"] - 3}
+    assert cli_main(["testnet", "fork", "--from", str(source), "--at", f"subnet-0={heights['subnet-0']}",
+                     "--at", f"subnet-1={heights['subnet-1']}", "--dir", str(tmp_path / "cli-fork"), "--no-start"]) == 0
     printed = capsys.readouterr().out
-    for subnet, height in (("subnet-0", fork_at), ("subnet-1", at_1)):
+    for subnet, height in heights.items():
         full = recorded.subnet(subnet).hashes[height - 1][1].hex()[:16]
         assert any(line.split()[:2] == [subnet, str(height)] and full in line for line in printed.splitlines()), printed
     assert _checksums(source) == before
