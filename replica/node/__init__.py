@@ -8,6 +8,8 @@
 * ``batch_processor``  the one block → batch → ``execute_round`` → commit step (the audit's replay API)
 * ``storage``          what a node keeps, in files or in memory (``node_store``: record files;
                        ``checkpoints``); ``state_sync``: deciding, fetching, verifying, serving
+* ``certification_health``  a node's divergence and certification stalls, said loudly (log,
+                       ``/metrics``, status); ``faults``: the test knob that makes a node diverge
 * ``process``          ``replica node run``: the node process, a thin shell (``testnet_dir``,
                        ``agreement_runner``, ``agreement_transport``, ``registry_file``, ``ports``,
                        ``process_config``)
