@@ -82,6 +82,18 @@ def record_run(directory: Path, height: int, round_ms: int, traffic_every_s: flo
     return down_s
 
 
+def measure_fork(source: Path, height: int, target: Path) -> dict:
+    """Step 2 for one height (what ``benchmarks/live_audit.py`` may call on its own recorded
+    run): ``fork_s``, ``fork_height`` and ``replayed_blocks`` per subnet; the fork is left in
+    ``target``."""
+    started = time.perf_counter()
+    report = fork_testnet(source, height, target)
+    return {"fork_s": round(time.perf_counter() - started, 3), "fork_height": height,
+            "replayed_blocks": {s.subnet_id: s.replayed for s in report.subnets},
+            "checkpoint_heights": {s.subnet_id: s.checkpoint_height for s in report.subnets},
+            "report": report}
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--height", type=int, default=5000, help="the fork height")
@@ -101,15 +113,12 @@ def main() -> None:
         result["heights"] = {s.subnet_id: s.height for s in log.subnets}
         result["run_log_bytes"] = sum(p.stat().st_size for p in TestnetLayout(source).run.iterdir())
 
-        started = time.perf_counter()
-        report = fork_testnet(source, args.height, work / "fork")
-        result["fork_s"] = round(time.perf_counter() - started, 3)
-        result["replayed_blocks"] = {s.subnet_id: s.replayed for s in report.subnets}
-        result["checkpoint_heights"] = {s.subnet_id: s.checkpoint_height for s in report.subnets}
-        started = time.perf_counter()
-        worst = fork_testnet(source, args.height + 9, work / "fork-worst")
-        result["fork_worst_s"] = round(time.perf_counter() - started, 3)
-        result["fork_worst_replayed_blocks"] = {s.subnet_id: s.replayed for s in worst.subnets}
+        measured = measure_fork(source, args.height, work / "fork")
+        report = measured.pop("report")
+        result.update(measured)
+        worst = measure_fork(source, args.height + 9, work / "fork-worst")
+        result["fork_worst_s"] = worst["fork_s"]
+        result["fork_worst_replayed_blocks"] = worst["replayed_blocks"]
 
         started = time.perf_counter()
         lifecycle.up(work / "fork", out=io.StringIO())
