@@ -36,6 +36,7 @@ from replica.client import http_wire
 from replica.client.envelope import compute_message_id, decode_signed_ingress, sign_ingress
 from replica.execution import module_hash
 from replica.node import state_sync as sync
+from replica.execution.dry_run import DryRunResult, OutgoingCall
 from replica.node.node_store import AgreementLog, ExecutedLog, ProofFile
 from replica.testnet.recording import decode_recording, encode_recording
 from state_manager import certification as cm
@@ -487,6 +488,12 @@ def _static_vectors() -> list[Vector]:
         Vector("HTTP query answer (reject)",
                lambda: http_wire.QueryAnswer(fx.HEIGHT, reject_code="CANISTER_ERROR", reject_message="trapped \u2713"),
                http_wire.encode_query_answer, decode=lambda d: http_wire.decode_query_answer(d, 1 << 16),
+               unversioned_note=HTTP_NOTE),
+        Vector("HTTP dry_run answer",
+               lambda: DryRunResult(fx.HEIGHT, "waiting", None, None, None, 1234, False,
+                                    (OutgoingCall(1000, "pong", b"arg", 0), OutgoingCall(7, "m", b"", 1_700_000_000)),
+                                    ("/canister_state/1/stable/pings_sent", "/ingress_history/0x01@2"), 3),
+               http_wire.encode_dry_run_answer, decode=lambda d: http_wire.decode_dry_run_answer(d, 1 << 16),
                unversioned_note=HTTP_NOTE),
         # replica.audit and replica.testnet recordings
         Vector("run log blob", fx.run_log, encode_run_log, "replica.audit.run_log.RUN_LOG_VERSION", v1, decode_run_log),
