@@ -205,6 +205,11 @@ def render_text(report: dict[str, Any]) -> str:
                 lines.append(f"  {p['path']}: {_value(p['minority'])}  (majority: {_value(p['majority'])})")
             if len(drill["paths"]) > 8 or drill["more_paths"]:
                 lines.append(f"  … {len(drill['paths']) - 8 + drill['more_paths']} more differing paths")
+            executed = drill.get("messages")
+            if executed:
+                lines.append(f"  executed at height {executed['height']}: {executed['count']} message(s)" + (
+                    ": " + "; ".join(f"#{m['index']} {m['kind']} from {m['from']} to {m.get('receiver')} "
+                                     f"{m.get('method', '')}" for m in executed["listed"][:5]) if executed["listed"] else ""))
         if c.get("reproduce"):
             lines.append(f"  reproduce: {c['reproduce']}")
     if report["clusters_more"]:
@@ -341,6 +346,12 @@ def render_html(report: dict[str, Any]) -> str:
             sections.append(_table(["path", "minority", "majority"],
                                    [[p["path"], _value(p["minority"], 200), _value(p["majority"], 200)]
                                     for p in drill["paths"]]))
+            executed = drill.get("messages")
+            if executed:
+                sections.append(f"<p>Executed at height {executed['height']}: {executed['count']} message(s)</p>")
+                sections.append(_table(["index", "from", "kind", "sender", "receiver", "method", "payload bytes"],
+                                       [[m["index"], m["from"], m["kind"], m.get("sender"), m.get("receiver"),
+                                         m.get("method"), m.get("payload_bytes", "")] for m in executed["listed"]]))
         if c.get("reproduce"):
             sections.append(f"<p>Reproduce: <code>{html.escape(c['reproduce'])}</code></p>")
     style = ("body{font-family:sans-serif;margin:2em;max-width:1100px}table{border-collapse:collapse;margin:.5em 0}"

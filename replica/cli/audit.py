@@ -71,6 +71,9 @@ def register(sub) -> None:
     audit.add_argument("--faults", dest="faults", nargs="+", action="extend", type=parse_replica_fault,
                        metavar="SPEC", help="several faults at once")
     audit.add_argument("--from-genesis", action="store_true", help="every replica replays from genesis")
+    audit.add_argument("--plan", choices=("default", "live"), default="default",
+                       help="live: the replicas a live audit (--follow) with the same --replicas and --seed replays, "
+                            "to compare an offline audit with it")
     audit.add_argument("--drilldowns", type=int, default=32, help="divergence clusters to diff down to state paths (at most)")
     audit.add_argument("--out", default=None, help="directory for report.json, report.html (and a generated run); "
                        "default runs/audit, with --follow DIR/live-audit")
@@ -133,7 +136,8 @@ def audit_command(args: argparse.Namespace) -> int:
         print(f"replica audit: {exc}", file=sys.stderr)
         return 2
     options = AuditOptions(replicas=args.replicas, seed=args.seed, faults=tuple(args.faults),
-                           partitions=args.partitions, drilldowns=args.drilldowns, from_genesis=args.from_genesis)
+                           partitions=args.partitions, drilldowns=args.drilldowns, from_genesis=args.from_genesis,
+                           plan=args.plan)
     return audit_run_log(log, run_dir=run_dir, out=args.out, options=options, master=args.master, status=status,
                          archive=Path(args.environment_archive) if args.environment_archive else None)
 

@@ -63,6 +63,7 @@ def _down(args: argparse.Namespace) -> int:
 def _status(args: argparse.Namespace) -> int:
     """The directory's view of each subnet, then (while it runs) heights, rates and streams
     read from certified state (``replica.observe.stream_status``); ``--watch`` repeats."""
+    from replica.audit.live_status import describe_live_status, read_live_status
     from replica.processes.lifecycle import status, testnet_directory
     from replica.observe.stream_status import format_view, reader_for_testnet
     from replica.testnet.certification_status import certification_problems
@@ -76,10 +77,12 @@ def _status(args: argparse.Namespace) -> int:
         while True:
             view = reader.view(interval_s=args.interval) if reader is not None else None
             problems = certification_problems(TestnetLayout(directory))   # diverged or stalled nodes
+            live = read_live_status(directory)   # replica audit --follow: its verdict and lag
             if args.json:
                 print(json.dumps({"subnets": [r.as_json() for r in rows],
                                   "certified": view.as_json() if view is not None else None,
-                                  "certification_problems": [p.as_json() for p in problems]}, indent=2), flush=True)
+                                  "certification_problems": [p.as_json() for p in problems],
+                                  "live_audit": live}, indent=2), flush=True)
             else:
                 if args.watch:
                     print("\033[H\033[J", end="")  # clear the terminal between views
@@ -93,6 +96,8 @@ def _status(args: argparse.Namespace) -> int:
                           f"{r.certified_height or 0:>9}  {nodes:>5}  {endpoints or '-'}{held}")
                 for problem in problems:
                     print("\n".join(problem.lines()))
+                if live is not None:
+                    print(describe_live_status(live))
                 if view is not None:
                     print()
                     print("\n".join(format_view(view)), flush=True)

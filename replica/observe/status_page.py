@@ -27,6 +27,7 @@ from pathlib import Path
 from aiohttp import web
 
 from consensus_stub.block_store import BlockStoreError, read_block_log
+from replica.audit.live_status import describe_live_status, read_live_status
 from replica.errors import ReplicaError
 from replica.node.app_thread import AppThread
 
@@ -139,6 +140,8 @@ class StatusPage:
             return {"starting": True, "subnets": [], "streams": [], "recent": [], "time_ns": time.time_ns()}
         view = reader.view(interval_s=0).as_json()
         view.update(starting=False, recent=self.recent_calls(reader), time_ns=time.time_ns())
+        live = read_live_status(self.layout.root)   # a live audit's verdict and lag (replica audit --follow)
+        view["live_audit"] = None if live is None else describe_live_status(live)
         return view
 
     def recent_calls(self, reader: StatusReader) -> list[dict]:
@@ -197,6 +200,7 @@ _PAGE = """<!doctype html>
 <body>
 <h1>testnet status <span id="updated" class="muted"></span></h1>
 <div id="starting" class="muted"></div>
+<div id="live-audit" class="muted"></div>
 <h2>subnets</h2>
 <table id="subnets"><thead><tr><th class="l">subnet</th><th>nodes up</th><th>finalized</th><th>certified</th>
 <th>rounds/s</th></tr></thead><tbody></tbody></table>
@@ -246,6 +250,8 @@ async function refresh() {
   try {
     const v = await (await fetch('/api/view')).json();
     document.getElementById('starting').textContent = v.starting ? 'the subnets are starting…' : '';
+    document.getElementById('live-audit').textContent = v.live_audit || '';
+    document.getElementById('live-audit').className = (v.live_audit || '').includes('DIVERGENT') ? 'stuck' : 'muted';
     document.getElementById('updated').textContent = 'updated ' + new Date().toLocaleTimeString();
     rows('subnets', v.subnets, s => [[s.subnet, 1], [s.nodes_up + '/' + s.nodes], [s.finalized_height ?? '-'],
       [s.certified_height ?? '-'], [s.rounds_per_s == null ? '-' : s.rounds_per_s.toFixed(2)]]);
