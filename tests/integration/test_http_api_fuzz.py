@@ -29,7 +29,7 @@ pytestmark = pytest.mark.timeout(180)
 
 HOME = canister(ALPHA, GREETER)
 _http = httpx.Client(trust_env=False, timeout=10.0, verify=False)  # plain HTTP on 127.0.0.1
-ENDPOINTS = ("call", "query", "read_state")
+ENDPOINTS = ("call", "query", "dry_run", "read_state")
 FUZZ = settings(max_examples=40, deadline=None, suppress_health_check=list(HealthCheck))
 
 
@@ -77,7 +77,7 @@ def test_random_msgpack_values(api, endpoint, value):
 
 
 @FUZZ
-@given(endpoint=st.sampled_from(ENDPOINTS[:2]), position=st.integers(0, 10**6), byte=st.integers(0, 255),
+@given(endpoint=st.sampled_from(ENDPOINTS[:3]), position=st.integers(0, 10**6), byte=st.integers(0, 255),
        method=st.text(max_size=140), arg=msgpack_values)
 def test_mutated_envelopes(api, endpoint, position, byte, method, arg):
     try:
