@@ -101,6 +101,12 @@ class DeterministicNetwork:
     def __init__(self, specs: list[SubnetSpec], *, seed: bytes, limits: Limits, clock: ManualClock,
                  diverge: dict[str, int] | None = None) -> None:
         registry, secrets = dealt_genesis(tuple(sorted(specs, key=lambda s: s.subnet_id)), seed)
+        unknown = sorted(set(diverge or {}) - set(secrets))
+        if unknown:
+            raise UnknownNode(f"diverge names nodes this testnet does not have: {unknown}")
+        bad = {n: h for n, h in (diverge or {}).items() if type(h) is not int or h < 1}
+        if bad:
+            raise TestingError(f"diverge takes a height of at least 1 per node, not {bad}")
         self.registry = RegistryHolder(registry)
         self.limits = limits
         self.clock = clock

@@ -98,8 +98,11 @@ class Testnet:
         else:
             from .live import LiveNetwork
 
-            if not isinstance(subnets, int) or limits is not DEFAULT or diverge:
+            if not isinstance(subnets, int) or limits is not DEFAULT:
                 raise NotInThisMode("a live testnet names its subnets subnet-0, subnet-1, ... and uses DEFAULT limits")
+            if diverge:
+                raise NotInThisMode("diverge needs a deterministic testnet: a live one's nodes take the knob "
+                                    "fault_diverge_at_height in their node config")
             self._net = LiveNetwork.start(subnets, nodes, seed=str(seed), directory=directory, round_ms=round_ms)
         #: The subnet ids, in the order given (``subnets[0]`` hosts canister ids 0..999, and so on).
         self.subnets: list[str] = names if mode == "deterministic" else list(self._net.topology())

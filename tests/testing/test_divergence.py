@@ -9,7 +9,7 @@ import logging
 import pytest
 
 from replica.inprocess.subnet import CertificationStalled
-from replica.testing import Testnet
+from replica.testing import NotInThisMode, Testnet, TestingError, UnknownNode
 
 from .apps import Greeter
 
@@ -92,3 +92,12 @@ def test_diverged_beyond_f_nodes_certification_stalls_and_says_why(caplog):
         assert any(f"ingress {message_id.hex()}" in r.getMessage() for r in caplog.records)
         # no node recovers: there is no certified majority to recover from
         assert all(n.health.divergence is None for n in _subnet(net).nodes.values())
+
+
+def test_the_knob_refuses_unknown_nodes_bad_heights_and_the_live_mode():
+    with pytest.raises(UnknownNode, match="subnet-0-node-9"):
+        Testnet(1, 4, diverge={"subnet-0-node-9": 3})
+    with pytest.raises(TestingError, match="at least 1"):
+        Testnet(1, 4, diverge={"subnet-0-node-1": 0})
+    with pytest.raises(NotInThisMode, match="fault_diverge_at_height"):
+        Testnet(1, 4, mode="live", diverge={"subnet-0-node-1": 3})
