@@ -161,6 +161,10 @@ class NodeHooks:
     #: hashes are then not checked against its peers'; certification finds it diverged.
     diverge_at: int | None = None
 
+    def __post_init__(self) -> None:
+        if self.diverge_at is not None and (type(self.diverge_at) is not int or self.diverge_at < 1):
+            raise SubnetError(f"diverge_at is a height of at least 1 (or None), not {self.diverge_at!r}")
+
 
 class Subnet:
     """The nodes of ``subnet_id`` and the agreement between them (module docstring)."""

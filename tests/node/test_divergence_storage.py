@@ -5,9 +5,12 @@ from __future__ import annotations
 
 import datetime
 
+import pytest
+
 from consensus_stub.genesis import SubnetSpec, genesis_registry
 from replica.node.faults import FAULT_COUNTER, diverge_state
-from replica.node.process_config import NodeFiles
+from replica.inprocess.subnet import NodeHooks, SubnetError
+from replica.node.process_config import NodeConfigError, NodeFiles, NodeProcessConfig
 from replica.node.storage import FileStorage
 from state_manager.certification import Certification, aggregate_certification, sign_certification_share
 from state_manager.state_tree import build_state_trees
@@ -70,3 +73,19 @@ def test_repair_sets_the_diverged_checkpoints_aside_and_keeps_the_certified_stat
         assert storage.offer() is not None   # it serves the certified state to its peers
     finally:
         storage.close()
+
+
+def test_the_knobs_refuse_what_is_not_a_height(tmp_path):
+    config = NodeProcessConfig(str(tmp_path), "alpha-node-1", SUBNET, fault_diverge_at_height=12)
+    assert NodeProcessConfig.from_file(_written(tmp_path, config.to_json())).fault_diverge_at_height == 12
+    for bad in (-1, 1.5, "12", True):
+        with pytest.raises(NodeConfigError, match="fault_diverge_at_height"):
+            NodeProcessConfig(str(tmp_path), "alpha-node-1", SUBNET, fault_diverge_at_height=bad)
+    with pytest.raises(SubnetError, match="diverge_at"):
+        NodeHooks(diverge_at=0)
+
+
+def _written(tmp_path, text: str):
+    path = tmp_path / "config.json"
+    path.write_text(text)
+    return path
