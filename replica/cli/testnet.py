@@ -303,7 +303,7 @@ def register(sub) -> None:
     from replica.processes import lifecycle
 
     parser = sub.add_parser("testnet", formatter_class=HelpFormatter, description=plain(__doc__),
-                            help="a local multi-subnet testnet: up, status, logs, kill-node, restart-node, migrate, registry, down "
+                            help="a local multi-subnet testnet: up, status, logs, kill-node, restart-node, migrate, registry, fork, down "
                                  "(or a scripted run)")
     commands = parser.add_subparsers(dest="testnet_command", required=True)
 
