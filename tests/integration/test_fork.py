@@ -8,6 +8,7 @@ directory is byte for byte what it was. A dry run is answered but reaches no blo
 from __future__ import annotations
 
 import hashlib
+import json
 import time
 from pathlib import Path
 
@@ -50,7 +51,9 @@ def _wait_heights(directory: Path, more: int, deadline_s: float = 120.0) -> dict
         time.sleep(0.1)
 
 
-def test_fork_of_a_recorded_run(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_fork_of_a_recorded_run(tmp_path: Path, capsys: pytest.CaptureFixture[str],
+                                monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("REPLICA_HOME", str(tmp_path / "home"))   # the command line's identities
     source = tmp_path / "source"
     with Testnet(subnets=2, nodes=1, mode="live", directory=source, round_ms=20) as net:
         counter = net.install(COUNTER.read_text(), class_name="Counter", subnet="subnet-0")
@@ -107,6 +110,12 @@ def test_fork_of_a_recorded_run(tmp_path: Path, capsys: pytest.CaptureFixture[st
         assert (dry.status, dry.instructions > 0) == ("replied", True)
         assert any(path.startswith(f"/canister_state/{counter}/stable") for path in dry.changed_paths)
         assert fork.query_call(counter, "get") == 5   # nothing committed
+        capsys.readouterr()
+        assert cli_main(["call", str(counter), "increment", "7", "--dry-run", "--json", "--dir", str(target)]) == 0
+        printed = json.loads(capsys.readouterr().out)
+        assert (printed["status"], printed["reply"], printed["instructions"] > 0) == ("replied", 12, True)
+        assert f"/canister_state/{counter}/stable/value" in printed["changed_paths"]
+        assert fork.query_call(counter, "get") == 5
         crossing = fork.dry_run(pinger, "ping", {"target": ponger, "rounds": 1})
         assert crossing.status == "waiting" and [c.receiver for c in crossing.calls] == [ponger]
         assert fork.update_call(counter, "increment", 1) == 6
