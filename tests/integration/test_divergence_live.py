@@ -100,8 +100,10 @@ def test_a_diverged_node_is_reported_stops_signing_and_recovers_from_the_certifi
     assert "replica_state_recoveries_total 1.0" in metrics
     assert "replica_diverged_height 0.0" in metrics
     assert f"{victim}: diverged" not in _testnet_status(cluster)
-    for node in others:
-        assert _health(cluster, node).get("state") == "ok", (node, _health(cluster, node))
+    # (with f = 1 spent on the diverged node, a lagging healthy node may leave a few heights
+    # short of shares for a while: what matters is that every status settles at ok)
+    cluster.wait_until(lambda: all(_health(cluster, n).get("state") == "ok" for n in others), 120,
+                       "the others' certification status ok")
     # the recovered node's own hashes from the installed height on are the subnet's
     assert cluster.assert_converged(SUBNET) >= target
     # and it restarts from the certified state it installed (its diverged checkpoints are aside)
