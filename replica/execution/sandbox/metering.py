@@ -35,7 +35,7 @@ from __future__ import annotations
 import ast
 import copy
 
-from .meter import FUNCTION_CALL, LOOP_ITERATION
+from .meter import FUNCTION_CALL, LOOP_ITERATION, MAX_CALL_DEPTH
 from .syntax import INT, LEN, SHORT_TEXT, SMALL, STR, node_cost
 from .syntax import SIZED_OPS as _SIZED_OPS
 from .syntax import TREE_OPS as _TREE_OPS
@@ -200,17 +200,20 @@ class _Instrument(ast.NodeTransformer):
         node.decorator_list = [self.visit(d) for d in node.decorator_list]
         node.args = self.visit(node.args)
         self.scopes.append("function")
+        cost = FUNCTION_CALL + sum(self.statement_cost(s) for s in node.body)
+        # ``__m__.depth = __d__ = __m__.depth + 1`` and the same for ``left``, then one test
+        # of the two locals: fewer attribute reads than augmented assignments.
         entry: list[ast.stmt] = [
             ast.Assign([_store(_LOCAL)], _name(METER)),
-            ast.AugAssign(ast.Attribute(_name(_LOCAL), "depth", ast.Store()), ast.Add(), ast.Constant(1)),
-        ]
-        cost = FUNCTION_CALL + sum(self.statement_cost(s) for s in node.body)
-        entry += [
-            ast.AugAssign(ast.Attribute(_name(_LOCAL), "left", ast.Store()), ast.Sub(), ast.Constant(cost)),
+            ast.Assign([_store("__d__")], ast.BinOp(ast.Attribute(_name(_LOCAL), "depth", ast.Load()), ast.Add(),
+                                                    ast.Constant(1))),
+            ast.Assign([ast.Attribute(_name(_LOCAL), "depth", ast.Store())], _name("__d__")),
+            ast.Assign([_store("__l__")], ast.BinOp(ast.Attribute(_name(_LOCAL), "left", ast.Load()), ast.Sub(),
+                                                    ast.Constant(cost))),
+            ast.Assign([ast.Attribute(_name(_LOCAL), "left", ast.Store())], _name("__l__")),
             ast.If(ast.BoolOp(ast.Or(), [
-                ast.Compare(ast.Attribute(_name(_LOCAL), "left", ast.Load()), [ast.Lt()], [ast.Constant(0)]),
-                ast.Compare(ast.Attribute(_name(_LOCAL), "depth", ast.Load()), [ast.Gt()],
-                            [ast.Attribute(_name(_LOCAL), "max_depth", ast.Load())])]),
+                ast.Compare(_name("__l__"), [ast.Lt()], [ast.Constant(0)]),
+                ast.Compare(_name("__d__"), [ast.Gt()], [ast.Constant(MAX_CALL_DEPTH)])]),
                 [ast.Expr(_method(_LOCAL, "out"))], []),
         ]
         body = self.block(node.body, charge=False)  # its statements were charged at entry

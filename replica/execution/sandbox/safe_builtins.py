@@ -42,6 +42,7 @@ _PASSED = (
 )
 _PLAIN = (str, int, float, bool, type(None), bytes)
 _SHORT_INT = 10**18
+_GENERATOR = type(_ for _ in ())
 
 
 def _text(value: Any, convert: Any, sandbox: Sandbox) -> str:
@@ -181,11 +182,13 @@ def make_builtins(sandbox: Sandbox) -> dict[str, Any]:
     def range_(*args: Any) -> Range:
         return Range.make(builtins.range(*args), sandbox.charge)
 
+    # A generator is handed over as it is (``sized`` charges nothing for it: its items are
+    # charged as they are made), without the call.
     def list_(iterable: Any = ()) -> list:
-        return list(sized(iterable))
+        return list(iterable if iterable.__class__ is _GENERATOR else sized(iterable))
 
     def tuple_(iterable: Any = ()) -> tuple:
-        return tuple(sized(iterable))
+        return tuple(iterable if iterable.__class__ is _GENERATOR else sized(iterable))
 
     def dict_(*args: Any, **kwargs: Any) -> dict:
         return dict(*(sized(a) for a in args), **kwargs)
@@ -209,7 +212,7 @@ def make_builtins(sandbox: Sandbox) -> dict[str, Any]:
 
     def reduce_with(function: Any) -> Any:
         def reducer(iterable: Any, *args: Any, **kwargs: Any) -> Any:
-            return function(sized(iterable), *args, **kwargs)
+            return function(iterable if iterable.__class__ is _GENERATOR else sized(iterable), *args, **kwargs)
         reducer.__name__ = reducer.__qualname__ = function.__name__
         return reducer
 
