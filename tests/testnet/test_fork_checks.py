@@ -10,7 +10,9 @@ from types import SimpleNamespace
 
 import pytest
 
-from replica.testnet.fork import ForkError, ForkInconsistent, check_streams, fork_base_hash, fork_testnet
+from replica.testnet.fork import (
+    ForkError, ForkInconsistent, check_streams, fork_base_hash, fork_heights, fork_testnet,
+)
 from state_manager.messages import Request
 from state_manager.streams import Stream
 
@@ -37,6 +39,18 @@ def test_a_receiver_that_inducted_more_than_was_sent_is_refused() -> None:
 def test_a_sender_that_dropped_what_was_not_acknowledged_is_refused() -> None:
     with pytest.raises(ForkInconsistent, match="a at height 10 has dropped its stream to b below index 3"):
         check_streams({"a": _state(10, {"b": _stream(3, 2, 0)}), "b": _state(7, {"a": _stream(0, 0, 1)})})
+
+
+def test_a_height_is_an_integer_or_one_per_subnet() -> None:
+    log = SimpleNamespace(subnet_ids=lambda: ("subnet-0", "subnet-1"),
+                          subnet=lambda s: SimpleNamespace(height=100))
+    assert fork_heights(log, 40) == {"subnet-0": 40, "subnet-1": 40}
+    assert fork_heights(log, {"subnet-1": 30}) == {"subnet-0": 30, "subnet-1": 30}
+    assert fork_heights(log, {"subnet-0": 50, "subnet-1": 30}) == {"subnet-0": 50, "subnet-1": 30}
+    for bad, reason in ((True, "an integer or"), ("40", "an integer or"), (0, "positive integer"),
+                        (101, "recorded heights 1..100"), ({"subnet-9": 5}, "no subnet subnet-9"), ({}, "none given")):
+        with pytest.raises(ForkError, match=reason):
+            fork_heights(log, bad)
 
 
 def test_the_base_hash_is_the_forks_own() -> None:
