@@ -44,7 +44,7 @@ from . import analysis
 from .errors import AuditError
 from .job import AuditOptions, report_rows, worker_hash_seed
 from .live_feed import Entry, FeedReader, decode_chunk
-from .live_host import advance_task, read_checkpoint, stop_hosts
+from .live_host import advance_task, has_checkpoint, read_checkpoint, stop_hosts
 from .live_status import STATUS_FILE, FORMAT, LiveMetrics
 from .perturbation import Fault
 from .replicas import ReplicaSpec, assign_partitions, in_run, plan_live_replicas
@@ -123,6 +123,8 @@ class LiveAudit:
         self._query = None
         self._stop = threading.Event()
         self._status_thread: threading.Thread | None = None
+        self._reporter: threading.Thread | None = None
+        self._report_again = False
         self._resume()
 
     # -- resuming ------------------------------------------------------------------------------
@@ -203,7 +205,7 @@ class LiveAudit:
             return False
         if spec.start == 0:
             return targets[spec.subnet] > 0 or self.reported[spec.replica] < 0
-        return spec.start <= targets[spec.subnet] and read_checkpoint(self.dir, spec.subnet, spec.start) is not None
+        return spec.start <= targets[spec.subnet] and has_checkpoint(self.dir, spec.subnet, spec.start)
 
     def _advance(self, batch_id: str) -> int:
         """Advance every runnable replica to the last heights; the rows it gave."""
@@ -250,12 +252,24 @@ class LiveAudit:
         """Find new divergences at ``keys``: unanimous heights that equal the live hashes need
         nothing; the others go through ``analysis`` (module docstring)."""
         suspect = []
-        for subnet, height in keys:
-            group = self.groups.get((subnet, height), {})
-            live = self._recorded(subnet, height)
-            if len(group) != 1 or next(iter(group))[2] is not None or \
-                    (live is not None and next(iter(group))[:2] != live):
-                suspect.append((subnet, height))
+        if rows is not None:
+            # rows of replicas already found divergent below their height are no news; a height whose
+            # other new rows all hold the live hash needs no analysis
+            fresh: dict[tuple[str, int], set] = {}
+            for replica, subnet, height, full, root, error, _ in rows:
+                if self.divergent.get(replica, height + 1) > height:
+                    fresh.setdefault((subnet, height), set()).add((full, root, error))
+            for key, hashes in fresh.items():
+                live = self._recorded(*key)
+                if len(hashes) != 1 or live is None or next(iter(hashes)) != (*live, None):
+                    suspect.append(key)
+        else:
+            for subnet, height in keys:
+                group = self.groups.get((subnet, height), {})
+                live = self._recorded(subnet, height)
+                if len(group) != 1 or next(iter(group))[2] is not None or \
+                        (live is not None and next(iter(group))[:2] != live):
+                    suspect.append((subnet, height))
         if not suspect:
             return
         spark = self.spark
@@ -300,8 +314,23 @@ class LiveAudit:
         self._write_status()
         self._say(f"DIVERGENCE: {subnet} at height {height} (replicas {', '.join(map(str, replicas)) or 'none'}; "
                   f"the testnet is at {self.first_divergence['detected_at']}); drilling down")
-        report = self.report()
-        self._say(render_text(report))
+        # The drill-down replays and the analysis of every row take a while: in a thread of their own
+        # (Spark runs jobs of several threads), so that micro-batches go on and the lag stays small.
+        if self._reporter is None or not self._reporter.is_alive():
+            self._reporter = threading.Thread(target=self._report_divergence, name="live-audit-report", daemon=True)
+            self._reporter.start()
+        else:
+            self._report_again = True
+
+    def _report_divergence(self) -> None:
+        while True:
+            self._report_again = False
+            try:
+                self._say(render_text(self.report()))
+            except Exception as exc:   # the audit goes on; the final report is made anyway
+                self._say(f"the divergence report failed: {type(exc).__name__}: {exc}")
+            if not self._report_again:
+                return
 
     # -- reports --------------------------------------------------------------------------------
 
@@ -366,6 +395,8 @@ class LiveAudit:
             late = 0
             while self._advance(f"f{late:010d}-{time.time_ns()}") and time.monotonic() < deadline:
                 late += 1   # replicas whose checkpoint came in the last micro-batch start now
+            if self._reporter is not None:
+                self._reporter.join()
             self.state = "finished"
             return self.report()
         finally:

@@ -9,7 +9,7 @@ worker runs the task. Spark schedules the tasks; a host only keeps states, so a 
 replicas continue where they stood (``replay.ReplicaRun``: the offline replay, a batch at a time).
 
 A host that is gone (the audit restarted, the process was killed) is started again and its
-replicas resume from their snapshots: every ``checkpoint_interval`` heights each replica
+replicas resume from their snapshots: every ``SNAPSHOT_EVERY`` checkpoint intervals each replica
 writes its own state (``replicas/<replica>/<height>.bin``), restored exactly as a restart
 perturbation reloads a state, and replays from there the batches it has already reported
 without reporting them again (they are read from the feed). The unperturbed baseline replica
@@ -51,9 +51,14 @@ from .perturbation import NONE, parse_perturbation
 from .replay import ReplayContext, ReplicaRun, load_canister_classes
 
 __all__ = ["ReplicaHost", "advance_task", "host_address", "call_host", "stop_hosts", "snapshot_path", "checkpoint_path",
-           "read_checkpoint", "START_TIMEOUT_S"]
+           "read_checkpoint", "has_checkpoint", "START_TIMEOUT_S"]
 
 _SNAPSHOT_TAG = "replica-live-snapshot"
+#: Decoded batches a host keeps (all replicas of a host read the same ones; late starters and
+#: resumed replicas read older ones, from the feed once).
+MAX_KEPT_BATCHES = 50_000
+#: A replica snapshots its own state every this many checkpoint intervals.
+SNAPSHOT_EVERY = 5
 #: A host waits this long for its first connection, and at most this long between requests
 #: while its audit process is gone.
 _IDLE_S = 1.0
@@ -73,6 +78,10 @@ def snapshot_path(audit_dir: Path, replica: int, height: int) -> Path:
 
 def checkpoint_path(audit_dir: Path, subnet: str, height: int) -> Path:
     return audit_dir / "checkpoints" / subnet / f"{height:010d}.bin"
+
+
+def has_checkpoint(audit_dir: Path, subnet: str, height: int) -> bool:
+    return checkpoint_path(audit_dir, subnet, height).exists()
 
 
 def read_checkpoint(audit_dir: Path, subnet: str, height: int) -> bytes | None:
@@ -129,11 +138,12 @@ class ReplicaHost:
             self._context = (data, ReplayContext(self._classes[1], context.limits, context.topologies))
         return self._context[1]
 
-    def _batch(self, subnet: str, height: int) -> Batch:
+    def _batch(self, subnet: str, height: int, target: int) -> Batch:
         batch = self._batches.get((subnet, height))
-        if batch is None:   # an older height: a replica resuming from its snapshot
-            for h, data, _, _ in self.feed.entries(subnet, height, height):
-                batch = decode_batch(data)
+        if batch is None:   # an older height (a replica resuming or starting late): up to the target at once
+            for h, data, _, _ in self.feed.entries(subnet, height, target):
+                self._batches[(subnet, h)] = decode_batch(data)
+            batch = self._batches.get((subnet, height))
         if batch is None:
             raise ReplayError(f"no batch of {subnet} at height {height}")
         return batch
@@ -156,18 +166,26 @@ class ReplicaHost:
             data = self.feed.genesis(subnet)
         return ReplicaRun(data, perturbation, context)
 
-    def _keep(self, replica: int, run: ReplicaRun, subnet: str, baseline: bool, interval: int) -> None:
-        """Snapshot (and for the baseline, the run's checkpoint) at checkpoint heights."""
+    def _keep(self, replica: int, run: ReplicaRun, subnet: str, baseline: bool, interval: int) -> bool:
+        """The baseline's checkpoint at every checkpoint height (as a run log has them); a
+        snapshot of the replica's own state every ``SNAPSHOT_EVERY`` of them (encoding a state
+        costs about as much as executing a few batches, so not at every one). Whether it
+        snapshotted."""
         if run.height % interval or run.height == 0:
-            return
+            return False
+        snapshot = run.height % (interval * SNAPSHOT_EVERY) == 0
+        if not (snapshot or baseline):
+            return False
         state = encode_state(run.state)
-        path = snapshot_path(self.audit_dir, replica, run.height)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        write_atomically(path, encode((_SNAPSHOT_TAG, replica, state)), sync=False)
+        if snapshot:
+            path = snapshot_path(self.audit_dir, replica, run.height)
+            path.parent.mkdir(parents=True, exist_ok=True)
+            write_atomically(path, encode((_SNAPSHOT_TAG, replica, state)), sync=False)
         if baseline:
             checkpoint = checkpoint_path(self.audit_dir, subnet, run.height)
             checkpoint.parent.mkdir(parents=True, exist_ok=True)
             write_atomically(checkpoint, state)
+        return snapshot
 
     def _prune(self, replica: int, reported: int) -> None:
         """Snapshots older than the newest one at or below what the audit has kept go."""
@@ -177,7 +195,11 @@ class ReplicaHost:
             path.unlink(missing_ok=True)
 
     def advance(self, specs: list, targets: dict[str, int], batches: list, interval: int) -> Iterator[tuple]:
-        self._batches = {(subnet, height): decode_batch(data) for subnet, height, data in batches}
+        for subnet, height, data in batches:
+            self._batches[(subnet, height)] = decode_batch(data)
+        if len(self._batches) > MAX_KEPT_BATCHES:   # the oldest heights go first
+            for key in sorted(self._batches, key=lambda k: k[1])[: len(self._batches) - MAX_KEPT_BATCHES]:
+                del self._batches[key]
         for replica, subnet, text, reported in specs:
             if replica in self.failed:
                 continue
@@ -193,18 +215,19 @@ class ReplicaHost:
                         yield (replica, subnet, run.height, run.trees.full_hash, run.trees.certified_root, None, self.build)
                 run.context = self.context()   # a registry version may have come since
                 baseline = parse_perturbation(text) == NONE
+                snapshotted = False
                 while run.height < target:
                     at = run.height + 1
-                    height, _, trees = run.step(self._batch(subnet, at))
-                    self._keep(replica, run, subnet, baseline, interval)
+                    height, _, trees = run.step(self._batch(subnet, at, target))
+                    snapshotted = self._keep(replica, run, subnet, baseline, interval) or snapshotted
                     if height > reported:
                         yield (replica, subnet, height, trees.full_hash, trees.certified_root, None, self.build)
-                self._prune(replica, reported)
+                if snapshotted:
+                    self._prune(replica, reported)
             except Exception as exc:  # a replica's failure is a finding, reported as a row (as offline)
                 self.failed.add(replica)
                 self.runs.pop(replica, None)
                 yield (replica, subnet, max(at, reported + 1), None, None, f"{type(exc).__name__}: {exc}", self.build)
-        self._batches = {}
 
 
 def advance_task(payload: tuple, items) -> Iterator[tuple]:

@@ -12,6 +12,7 @@ from replica.audit.executor import replay_replica
 from replica.audit.inputs import prepare_run
 from replica.audit.job import AuditOptions, plan_for
 from replica.audit.live_feed import FeedContext, FeedReader, FeedWriter, decode_chunk, encode_chunk
+from replica.audit import live_host
 from replica.audit.live_host import ReplicaHost, read_checkpoint
 from replica.audit.replicas import LIVE_HASH_SEEDS, in_run, plan_live_replicas
 from replica.node.node_store import ExecutedLog
@@ -105,7 +106,8 @@ def _advance(host, specs, reported, targets, log, sent, audit_dir):
     return rows
 
 
-def test_kept_replicas_give_the_offline_rows_and_resume_from_their_snapshots(log, tmp_path):
+def test_kept_replicas_give_the_offline_rows_and_resume_from_their_snapshots(log, tmp_path, monkeypatch):
+    monkeypatch.setattr(live_host, "SNAPSHOT_EVERY", 1)   # a snapshot at every checkpoint height of this short run
     feed = _feed(log, tmp_path / "feed")
     audit_dir = tmp_path / "audit"
     specs = [s for s in plan_for(log, AuditOptions(replicas=12, seed=3, plan="live"), 0)
