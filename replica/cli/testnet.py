@@ -197,7 +197,10 @@ def _fork(args: argparse.Namespace) -> int:
     except argparse.ArgumentTypeError as exc:
         print(f"replica testnet fork: {exc}", file=sys.stderr)
         return 2
-    report = fork_testnet(Path(args.source), at, Path(args.dir), nodes=args.nodes, progress=Progress())
+    if args.align and not isinstance(at, int):   # only the subnets named: the others align with them
+        at = {subnet: height for subnet, height in at.items() if any(v.startswith(f"{subnet}=") for v in args.at)}
+    report = fork_testnet(Path(args.source), at, Path(args.dir), nodes=args.nodes, align=args.align,
+                          progress=Progress())
     print(f"forked {report.source} into {report.target} in {report.seconds:.2f} s; the fork's registry version "
           f"{report.registry_version} gives every subnet {report.nodes} new nodes and a new threshold key")
     print(f"{'subnet':<10} {'height':>7}  {'from':<16} {'full state hash':<20} certified root")
@@ -374,6 +377,9 @@ def register(sub) -> None:
     fork.add_argument("--from", dest="source", required=True, help="the testnet directory to fork, stopped or running (only read)")
     fork.add_argument("--at", action="append", required=True, metavar="HEIGHT|SUBNET=HEIGHT",
                       help="the height every subnet forks at, or one subnet's (repeatable)")
+    fork.add_argument("--align", action="store_true",
+                      help="the subnets --at does not name fork at the moment (block time) of the first it names "
+                           "(--at HEIGHT alone: the first subnet's height)")
     fork.add_argument("--nodes", type=int, default=None, help="nodes per subnet (none: as many as the source's)")
     fork.add_argument("--no-start", action="store_true", help="write the fork only; start it with `up`")
     run = command("run", "the scripted foreground run: demo traffic, settle, check, stop", _run)

@@ -66,14 +66,15 @@ class LiveNetwork:
         return network
 
     @classmethod
-    def fork(cls, source: Path | str, at, directory: Path | str | None, nodes: int | None = None) -> "LiveNetwork":
+    def fork(cls, source: Path | str, at, directory: Path | str | None, nodes: int | None = None,
+             align: bool = False) -> "LiveNetwork":
         """Fork the stopped testnet ``source`` at ``at`` (``replica.testnet.fork``) into
         ``directory`` (a fresh temporary one by default) and start the fork; ``fork_report``
         says what it started from."""
         from replica.testnet.fork import fork_testnet
 
         path = Path(directory) if directory is not None else Path(tempfile.mkdtemp(prefix="replica-fork-"))
-        report = fork_testnet(source, at, path, nodes=nodes)
+        report = fork_testnet(source, at, path, nodes=nodes, align=align)
         lifecycle.up(path, out=io.StringIO())
         try:
             network = cls(path, owned=True, round_s=float(TestnetLayout(path).read_manifest().get("tick_s", 0.5)))

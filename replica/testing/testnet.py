@@ -123,19 +123,20 @@ class Testnet:
 
     @classmethod
     def fork(cls, source: Path | str, height: int | dict[str, int], directory: Path | str | None = None, *,
-             nodes: int | None = None) -> "Testnet":
+             nodes: int | None = None, align: bool = False) -> "Testnet":
         """A live ``Testnet`` on a new testnet that begins at the recorded state of the stopped
         testnet ``source`` at ``height`` (per subnet: ``{"subnet-1": h}``), as ``replica testnet
         fork`` makes it (``replica.testnet.fork``): same canisters, ids, code and stable state,
-        its own nodes and keys; ``source`` is only read. ``fork_report`` says each subnet's
-        height and state hash; ``close`` stops the fork."""
+        its own nodes and keys; ``source`` is only read. ``align``: the subnets ``height``
+        does not name fork at the moment of the first it names. ``fork_report`` says each
+        subnet's height and state hash; ``close`` stops the fork."""
         from .live import LiveNetwork
 
         net = cls.__new__(cls)
         net.mode = "live"
         net.seed = None
         net._messages = {}
-        net._net = LiveNetwork.fork(source, height, directory, nodes)
+        net._net = LiveNetwork.fork(source, height, directory, nodes, align)
         net.subnets = list(net._net.topology())
         return net
 

@@ -24,7 +24,10 @@ their own pace, so the chosen states must agree on the messages between them: fo
 ordered pair (A, B), B has inducted no more of A's stream than A had sent, and A has not
 garbage-collected what B had not yet acknowledged (``A.begin <= B.signals_end <= A.end``).
 A choice that breaks this is refused (``ForkInconsistent``, naming the pair and indices);
-choose other heights per subnet.
+choose other heights per subnet, or ``align``: the subnets not named fork at the moment of
+the first one named, the highest height whose block time is at most that height's
+(``aligned_heights``) — states of one moment agree, as one machine's clock stamps every
+block of a local testnet.
 
 **What carries over and what does not.** Everything in the replicated state: canisters (ids,
 code, stable state, logs), their queues and call contexts, the streams with every message in
@@ -80,7 +83,7 @@ from state_manager.store import CorruptCheckpoint, read_checkpoint_bytes
 from .launcher import TestnetError, TestnetLayout, write_atomically
 
 __all__ = ["ForkError", "ForkInconsistent", "ForkedSubnet", "ForkReport", "fork_testnet", "fork_heights",
-           "check_streams", "fork_base_hash", "started_states"]
+           "aligned_heights", "check_streams", "fork_base_hash", "started_states"]
 
 _BASE_DOMAIN = b"\x12replica-fork-base"
 
@@ -131,12 +134,16 @@ def fork_heights(log: RunLog, at: int | Mapping[str, int]) -> dict[str, int]:
         default = max(at.values())
         heights = {s: at.get(s, default) for s in subnets}
     for subnet, height in heights.items():
-        recorded = log.subnet(subnet).height
-        if type(height) is not int or height < 1:
-            raise ForkError(f"a fork height is a positive integer, not {height!r}")
-        if height > recorded:
-            raise ForkError(f"subnet {subnet} recorded heights 1..{recorded}; it has no height {height}")
+        _check_height(log, subnet, height)
     return heights
+
+
+def _check_height(log: RunLog, subnet: str, height: object) -> None:
+    recorded = log.subnet(subnet).height
+    if type(height) is not int or height < 1:
+        raise ForkError(f"a fork height is a positive integer, not {height!r}")
+    if height > recorded:
+        raise ForkError(f"subnet {subnet} recorded heights 1..{recorded}; it has no height {height}")
 
 
 def _state_at(log: RunLog, subnet: str, height: int, context) -> tuple[ReplicatedState, ForkedSubnet]:
@@ -180,12 +187,52 @@ def check_streams(states: Mapping[str, ReplicatedState]) -> None:
                 raise ForkInconsistent(
                     f"{receiver} at height {other.metadata.batch_number} has inducted {inducted} messages of "
                     f"{sender}'s stream, but {sender} at height {state.metadata.batch_number} had sent only {end}: "
-                    f"fork {sender} at a later height or {receiver} at an earlier one (--at {sender}=HEIGHT)")
+                    f"fork {sender} at a later height or {receiver} at an earlier one (--at {sender}=HEIGHT), "
+                    f"or the others at the moment of one (--align)")
             if inducted < begin:
                 raise ForkInconsistent(
                     f"{sender} at height {state.metadata.batch_number} has dropped its stream to {receiver} "
                     f"below index {begin}, but {receiver} at height {other.metadata.batch_number} had inducted "
-                    f"only {inducted}: fork {receiver} at a later height or {sender} at an earlier one")
+                    f"only {inducted}: fork {receiver} at a later height or {sender} at an earlier one, "
+                    f"or the others at the moment of one (--align)")
+
+
+def _batch_time(log: RunLog, subnet: str, height: int) -> int:
+    try:
+        return decode_batch(log.subnet(subnet).batches[height - 1]).time
+    except CodecError as exc:
+        raise ForkError(f"subnet {subnet}: the recorded batch of height {height} does not decode: {exc}") from exc
+
+
+def aligned_heights(log: RunLog, at: Mapping[str, int]) -> dict[str, int]:
+    """``at`` with every subnet it does not name at the same moment as the first it names:
+    the highest height whose block time is at most that height's block time (block times
+    only grow, so a binary search over a few recorded batches finds it). Subnets make heights
+    at their own pace; the states of one moment agree on the messages between them."""
+    if not at:
+        raise ForkError("aligning needs one subnet's height to align the others with")
+    unknown = sorted(set(at) - set(log.subnet_ids()))
+    if unknown:
+        raise ForkError(f"no subnet {', '.join(unknown)} in the run; its subnets are {', '.join(log.subnet_ids())}")
+    for subnet, height in at.items():
+        _check_height(log, subnet, height)
+    anchor = sorted(at)[0]
+    moment = _batch_time(log, anchor, at[anchor])
+    heights = dict(at)
+    for subnet in log.subnet_ids():
+        if subnet in heights:
+            continue
+        low, high = 0, log.subnet(subnet).height   # invariant: the time at low is <= moment (0: genesis)
+        while low < high:
+            middle = (low + high + 1) // 2
+            if _batch_time(log, subnet, middle) <= moment:
+                low = middle
+            else:
+                high = middle - 1
+        if low == 0:
+            raise ForkError(f"subnet {subnet} had executed no height when {anchor} executed {at[anchor]}")
+        heights[subnet] = low
+    return heights
 
 
 def _covers(log: RunLog, at: int | Mapping[str, int]) -> bool:
@@ -272,10 +319,11 @@ def _fork_registry(registry: Registry, version: int, nodes: int | None, seed: by
 
 
 def fork_testnet(source: Path | str, at: int | Mapping[str, int], target: Path | str, *, nodes: int | None = None,
-                 progress: Progress | None = None) -> ForkReport:
+                 align: bool = False, progress: Progress | None = None) -> ForkReport:
     """Write the fork of ``source`` at ``at`` into ``target`` (module docstring); it is started
     by ``replica testnet up --dir TARGET`` like any stopped testnet. ``nodes``: per subnet
-    (default: as many as the source's subnets had)."""
+    (default: as many as the source's subnets had). ``align``: the subnets ``at`` does not
+    name fork at the moment of the first it names (``aligned_heights``)."""
     started = time.monotonic()
     source, target = Path(source), Path(target)
     layout = TestnetLayout(source)
@@ -289,6 +337,10 @@ def fork_testnet(source: Path | str, at: int | Mapping[str, int], target: Path |
         context = context_for(log)
     except (AuditError, RegistryError, NodeStoreError, OSError) as exc:
         raise ForkError(f"the recorded run of {source} cannot be read: {exc}") from exc
+    if align:
+        if type(at) is int:   # one height: the first subnet's
+            at = {log.subnet_ids()[0]: at}
+        at = aligned_heights(log, at) if isinstance(at, Mapping) else at
     heights = fork_heights(log, at)
     progress = progress or Progress("fork", quiet=True)
     stage = progress.child(f"fork {source} into {target}", total=len(heights))

@@ -20,7 +20,7 @@ from replica.audit.run_log import load_run_log
 from replica.cli import main as cli_main
 from replica.processes import lifecycle
 from replica.testing import Testnet
-from replica.testnet.fork import ForkError, fork_testnet, started_states
+from replica.testnet.fork import ForkError, aligned_heights, fork_testnet, started_states
 from replica.testnet import launcher
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(300)]
@@ -136,10 +136,11 @@ def test_fork_of_a_recorded_run(tmp_path: Path, capsys: pytest.CaptureFixture[st
                        for m in decode_batch(data).ingress)
     assert _checksums(source) == before
 
-    # the command line: per-subnet heights, written only (--no-start), the recorded hashes printed
-    heights = {"subnet-0": fork_at["subnet-0"], "subnet-1": fork_at["subnet-1"] - 3}
-    assert cli_main(["testnet", "fork", "--from", str(source), "--at", f"subnet-0={heights['subnet-0']}",
-                     "--at", f"subnet-1={heights['subnet-1']}", "--dir", str(tmp_path / "cli-fork"), "--no-start"]) == 0
+    # the command line: subnet-1 at subnet-0's moment (--align), written only (--no-start), the
+    # recorded hashes printed
+    heights = aligned_heights(recorded, {"subnet-0": fork_at["subnet-0"] + 10})
+    assert cli_main(["testnet", "fork", "--from", str(source), "--at", f"subnet-0={heights['subnet-0']}", "--align",
+                     "--dir", str(tmp_path / "cli-fork"), "--no-start"]) == 0
     printed = capsys.readouterr().out
     for subnet, height in heights.items():
         full = recorded.subnet(subnet).hashes[height - 1][1].hex()[:16]

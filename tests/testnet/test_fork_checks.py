@@ -10,8 +10,11 @@ from types import SimpleNamespace
 
 import pytest
 
+from message_routing.batch import Batch, encode_batch
+from message_routing.limits import DEFAULT
+from replica.audit.run_log import RunLog, SubnetLog
 from replica.testnet.fork import (
-    ForkError, ForkInconsistent, check_streams, fork_base_hash, fork_heights, fork_testnet,
+    ForkError, ForkInconsistent, aligned_heights, check_streams, fork_base_hash, fork_heights, fork_testnet,
 )
 from state_manager.messages import Request
 from state_manager.streams import Stream
@@ -51,6 +54,27 @@ def test_a_height_is_an_integer_or_one_per_subnet() -> None:
                         (101, "recorded heights 1..100"), ({"subnet-9": 5}, "no subnet subnet-9"), ({}, "none given")):
         with pytest.raises(ForkError, match=reason):
             fork_heights(log, bad)
+
+
+def _timed_log(times: dict[str, list[int]]) -> RunLog:
+    """A run log whose batch of height h of each subnet has block time ``times[subnet][h - 1]``."""
+    subnets = tuple(SubnetLog(s, b"", tuple(encode_batch(Batch(h, t, 1)) for h, t in enumerate(ts, start=1)),
+                              tuple((h, bytes(32), bytes(32)) for h in range(1, len(ts) + 1)))
+                    for s, ts in sorted(times.items()))
+    return RunLog(subnets, (), "DEFAULT", DEFAULT, 10, ())
+
+
+def test_aligned_heights_are_of_one_moment() -> None:
+    # subnet-1 started later and runs faster: its height 2 is subnet-0's height 5's moment
+    log = _timed_log({"subnet-0": [10, 20, 30, 40, 50, 60], "subnet-1": [45, 49, 52, 53, 54, 70, 80],
+                      "subnet-2": [5, 50, 95]})
+    assert aligned_heights(log, {"subnet-0": 5}) == {"subnet-0": 5, "subnet-1": 2, "subnet-2": 2}
+    assert aligned_heights(log, {"subnet-0": 6}) == {"subnet-0": 6, "subnet-1": 5, "subnet-2": 2}
+    assert aligned_heights(log, {"subnet-1": 7, "subnet-2": 1}) == {"subnet-0": 6, "subnet-1": 7, "subnet-2": 1}
+    with pytest.raises(ForkError, match="subnet-1 had executed no height when subnet-0 executed 3"):
+        aligned_heights(log, {"subnet-0": 3})
+    with pytest.raises(ForkError, match="recorded heights 1..6"):
+        aligned_heights(log, {"subnet-0": 9})
 
 
 def test_the_base_hash_is_the_forks_own() -> None:
