@@ -4,7 +4,9 @@ Peers keep ``AgreementConfig.retained_heights`` finalized blocks; a node that wa
 cannot catch up block by block. This module holds all of it:
 
 * **deciding** (``StateSyncer.reason``): peers report heights more than they keep above ours,
-  or we have been behind without finalizing for a while;
+  or we have been behind without finalizing for a while; or (the node process asks its
+  ``Node``) our state diverged from the certified one: then an offer at or above the
+  diverged height will do, even below our own height (``Node.install_synced``);
 * **fetching and verifying** (``StateSyncer.sync``): ask a peer for its latest checkpoint
   (``AgreementClient.fetch_checkpoint``, the ``FetchCheckpoint`` method of the agreement gRPC
   service), get a ``CheckpointOffer`` and check it with ``verify_offer`` against the subnet's
