@@ -93,7 +93,8 @@ def drive_traffic(net: DemoNetwork, rng: random.Random, ticks: int, status: Prog
 
 def _query(net: DemoNetwork, subnet: str, canister: int, method: str, arg=None):
     sim = net.simulation
-    answer = run_query(sim.execution_environment.registry, sim.state_of(subnet), canister, method, arg, b"demo")
+    answer = run_query(sim.execution_environment.registry, sim.state_of(subnet), canister, method, arg, b"demo",
+                       sim.limits)
     if type(answer) is not Reply:
         raise RuntimeError(f"query {method} on canister {canister} was rejected: {answer.message}")
     return decode(answer.data) if answer.data else None

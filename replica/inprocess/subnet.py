@@ -359,7 +359,7 @@ class Subnet:
         """Run a query on the latest state; the decoded reply, or ``SubnetError`` for a reject."""
         with self._lock:
             node = self._reader()
-            answer = node.environment.run_query(node.state, canister_id, method, arg, caller)
+            answer = node.environment.run_query(node.state, canister_id, method, arg, caller, limits=self.limits)
         if type(answer) is not Reply:
             if isinstance(answer, Reject):
                 raise SubnetError(f"query {method} on {canister_id} rejected: {answer.message}")

@@ -470,9 +470,9 @@ class Node(ReplicaNode):
             return None
         environment = self.environment
         if not isinstance(environment, ExecutionEnvironment):
-            return environment.run_query(self.state, canister_id, method, arg, caller), latest[0].height
+            return environment.run_query(self.state, canister_id, method, arg, caller, limits=self.limits), latest[0].height
         usage = MessageUsage("query")
-        answer = environment.run_query(self.state, canister_id, method, arg, caller, usage=usage)
+        answer = environment.run_query(self.state, canister_id, method, arg, caller, limits=self.limits, usage=usage)
         self.metrics.message_executed(canister_id, None, usage)
         return answer, latest[0].height
 

@@ -302,7 +302,7 @@ class NodeProcess:
 
     def query(self, canister_id: int, method: str, arg: Any = None, caller: bytes = b"") -> Any:
         answer = self.runner.locked(lambda: self.environment.run_query(self.node.state, canister_id, method, arg,
-                                                                       caller))
+                                                                       caller, limits=self.limits))
         if type(answer) is not Reply:
             raise RuntimeError(f"query {method} on {canister_id} failed: {answer}")
         return decode(answer.data) if answer.data else None

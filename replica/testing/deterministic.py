@@ -265,7 +265,7 @@ class DeterministicNetwork:
         # The argument travels encoded, as over HTTP: the canister sees what a live one would.
         value = decode_payload(encode_value(arg))
         reply = subnet.read(lambda state: self.environment.run_query(state, canister_id, method, value,
-                                                                     sender.source))
+                                                                     sender.source, limits=self.limits))
         if type(reply) is not Reply:
             raise CallRejected(reject_code_name(reply.code), reply.message)
         return decode_payload(reply.data) if reply.data else None

@@ -273,3 +273,38 @@ def test_limits_are_the_testnets():
         net.advance_time(61 * SECOND)                        # expired under this TTL, not under DEFAULT's 5 minutes
         with pytest.raises(CallNotAnswered):
             net.await_call(mid, max_ticks=2)
+
+
+COUNTER_SOURCE = '''
+from replica.sdk import Canister, query, update
+
+
+class Counter(Canister):
+    @query
+    def count_to(self, n):
+        total = 0
+        for i in range(n):
+            total += i % 7
+        return total
+
+    @update
+    def count_to_in_update(self, n):
+        return self.count_to(n)
+'''
+
+
+def test_queries_run_under_the_testnets_query_limit():
+    """A query is bounded by the testnet's ``max_instructions_per_query``, not by the default:
+    the same work passes as an update (larger limit) and traps as a query."""
+    import dataclasses
+
+    from message_routing.limits import DEFAULT
+
+    tight = dataclasses.replace(DEFAULT, max_instructions_per_query=20_000)
+    with Testnet(limits=tight) as net:
+        cid = net.install(COUNTER_SOURCE, class_name="Counter")
+        assert net.query_call(cid, "count_to", 10) == sum(i % 7 for i in range(10))
+        assert net.update_call(cid, "count_to_in_update", 20_000) == sum(i % 7 for i in range(20_000))
+        with pytest.raises(CallRejected) as refused:
+            net.query_call(cid, "count_to", 20_000)
+        assert refused.value.message == f"Canister {cid} exceeded the instruction limit for single message execution"
