@@ -25,6 +25,7 @@
 from __future__ import annotations
 
 import json
+import logging
 import os
 import threading
 import time
@@ -54,6 +55,7 @@ from .run_log import SubnetLog, encode_run_log, write_run_log
 __all__ = ["LiveOptions", "LiveAudit", "read_rows_file"]
 
 _ROWS_TAG = "replica-live-rows"
+_log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -104,7 +106,8 @@ class LiveAudit:
         self.specs = plan_live_replicas(self.subnets, options.replicas, options.seed, self.interval,
                                         faults=dict(options.faults), worker_hash_seed=self.worker_seed)
         self.partitions = options.partitions or spark.sparkContext.defaultParallelism
-        self.assignment = assign_partitions(self.specs, {s: 1 for s in self.subnets}, self.partitions)
+        # costs as if the run were long: what differs between live replicas is the seed, not the start
+        self.assignment = assign_partitions(self.specs, {s: 1_000_000 for s in self.subnets}, self.partitions)
         self.entries: dict[str, list[Entry]] = {s: [] for s in self.subnets}
         self.reported: dict[int, int] = {s.replica: -1 for s in self.specs}
         self.failed: set[int] = set()
@@ -403,9 +406,14 @@ class LiveAudit:
             self.close()
 
     def close(self) -> None:
-        """Stop the query (if it runs), the hosts (by their pids) and the status writer."""
-        if self._query is not None and self._query.isActive:
-            self._query.stop()
+        """Stop the query (if it runs), the hosts (by their pids) and the status writer. A
+        signal that reached Spark's JVM as well (Ctrl-C in a terminal reaches the whole
+        process group) may have stopped the query already: that is logged, not raised."""
+        try:
+            if self._query is not None and self._query.isActive:
+                self._query.stop()
+        except Exception as exc:   # py4j's errors once the JVM is gone; nothing is left to stop there
+            _log.warning("the streaming query did not stop cleanly: %s", exc)
         stop_hosts(self.dir)
         if self.state == "following":
             self.state = "stopped"

@@ -184,7 +184,8 @@ class ReplicaHost:
         if baseline:
             checkpoint = checkpoint_path(self.audit_dir, subnet, run.height)
             checkpoint.parent.mkdir(parents=True, exist_ok=True)
-            write_atomically(checkpoint, state)
+            # not fsynced (nor are snapshots): after a power loss the baseline writes it again
+            write_atomically(checkpoint, state, sync=False)
         return snapshot
 
     def _prune(self, replica: int, reported: int) -> None:

@@ -97,4 +97,7 @@ def follow_command(args: argparse.Namespace, status: Progress) -> int:
         if metrics is not None:
             metrics.stop()
         if spark is not None:
-            spark.stop()
+            try:
+                spark.stop()
+            except Exception as exc:   # the JVM got the signal too and is gone: nothing left to stop
+                print(f"replica audit --follow: Spark did not stop cleanly: {exc}", file=sys.stderr)

@@ -87,8 +87,13 @@ def _height_with_a_call(directory: Path) -> int:
 
 
 def _stop(process: subprocess.Popen) -> int:
-    os.killpg(process.pid, signal.SIGTERM)
-    return process.wait(180)
+    """SIGTERM to the audit's own pid (it stops its JVM and hosts); its group only if it hangs."""
+    process.send_signal(signal.SIGTERM)
+    try:
+        return process.wait(300)
+    except subprocess.TimeoutExpired:
+        os.killpg(process.pid, signal.SIGKILL)
+        raise
 
 
 def test_follow_flags_an_injected_divergence_and_a_clean_run_reports_as_offline(tmp_path):
