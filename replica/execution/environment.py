@@ -44,14 +44,21 @@ Observer = Callable[[int, Any, MessageUsage], None]
 
 
 def execute_management_messages(state: ReplicatedState, modules: SourceModules, budget: int,
-                                limits: Limits = DEFAULT, instructions: int | None = None) -> tuple[int, int]:
+                                limits: Limits = DEFAULT, instructions: int | None = None,
+                                observer: Observer | None = None) -> tuple[int, int]:
     """Execute up to ``budget`` queued calls to the management canister, starting none once
-    ``instructions`` (default: the round's) are used; ``(how many ran, instructions used)``."""
+    ``instructions`` (default: the round's) are used; ``(how many ran, instructions used)``.
+    ``observer``, if given, sees each install's usage (kind ``"install"``) under the
+    installed canister's id."""
     allowance = limits.max_instructions_per_round if instructions is None else instructions
     queue = state.management_queue
     executed = used = 0
     while executed < budget and used < allowance and queue.elements:
-        used += execute_management_ingress(state, queue.pop(), modules, limits)
+        ingress = queue.pop()
+        usage = execute_management_ingress(state, ingress, modules, limits)
+        used += usage.instructions
+        if observer is not None and usage.canister_id is not None and usage.instructions:
+            observer(usage.canister_id, ingress, usage)
         executed += 1
     return executed, used
 
@@ -141,7 +148,8 @@ class ExecutionEnvironment:
         self.limits = limits
         remaining = limits.max_messages_per_round
         instructions = limits.max_instructions_per_round
-        executed, used = execute_management_messages(state, self.modules, remaining, limits, instructions)
+        executed, used = execute_management_messages(state, self.modules, remaining, limits, instructions,
+                                                     self.observer)
         remaining -= executed
         instructions -= used
         per_canister = limits.max_messages_per_canister_per_round

@@ -82,7 +82,7 @@ from .call_contexts import answer_ingress
 from .canister import MethodSpec
 from .codec import EncodingError, decode_payload, encode_value
 from .errors import InstallError, ManagementError, ModuleLoadError
-from .message_execution import instructions_counter
+from .message_execution import MessageUsage, instructions_counter
 from .registry import check_canister_class, module_hash, module_name_of
 from .runtime import finish_method, run_method
 from .sandbox import InstructionLimitExceeded
@@ -107,14 +107,16 @@ class _Rejected(Exception):
         self.reject = Reject(code, truncate_reject_message(message))
 
 
-class InstallUsage:
-    """Instructions an install used: the module body (as recorded when it was loaded, so
-    the same on every replica whether or not the module was cached) plus the lifecycle method."""
+class InstallUsage(MessageUsage):
+    """What an install used (a ``MessageUsage`` of kind ``"install"``, for the same observers):
+    the module body's instructions (as recorded when it was loaded, so the same on every
+    replica whether or not the module was cached) plus the lifecycle method's, and the
+    canister installed (None when the call failed before it named an existing canister)."""
 
-    __slots__ = ("instructions", "canister_id")
+    __slots__ = ("canister_id",)
 
     def __init__(self) -> None:
-        self.instructions = 0
+        super().__init__("install")
         self.canister_id: int | None = None
 
 
@@ -139,6 +141,7 @@ def _run_lifecycle(state: ReplicatedState, canister: CanisterState, cls: type, s
     trap = finish_method(api, ok, result, None, return_is_reply=False)
     if usage is not None:
         usage.instructions += api.instructions
+        usage.limit_exceeded = api.limit_exceeded
     if trap is None:
         return None
     canister.log = log  # a failed install leaves the canister as it was: no trap record either
@@ -263,6 +266,7 @@ def install_code(
     module_instructions = modules.module_instructions(digest)
     if module_instructions > limits.max_instructions_per_install:
         # Cached from a load under a larger limit: refuse it as a fresh load would.
+        usage.limit_exceeded = True
         raise ModuleLoadError(f"the module {InstructionLimitExceeded.description} while it ran")
     usage.instructions += module_instructions
     if mode == "upgrade":
@@ -446,9 +450,9 @@ def _import_canister(state: ReplicatedState, caller: bytes, arg: Any) -> dict:
 
 
 def execute_management_ingress(state: ReplicatedState, ingress: Ingress, modules: SourceModules,
-                               limits: Limits = DEFAULT) -> int:
+                               limits: Limits = DEFAULT) -> InstallUsage:
     """Execute one user call to the management canister; its answer goes into the ingress
-    history. Returns the instructions it used (an install's; 0 for the other methods)."""
+    history. Returns what it used (an install's instructions; 0 for the other methods)."""
     usage = InstallUsage()
     try:
         answer: Reply | Reject = _management_answer(state, ingress, modules, limits, usage)
@@ -457,7 +461,7 @@ def execute_management_ingress(state: ReplicatedState, ingress: Ingress, modules
     answer_ingress(state, ingress.message_id, MANAGEMENT_CANISTER_ID, ingress.source, answer)
     if usage.instructions and usage.canister_id in state.canisters:
         state.metadata.count(instructions_counter(usage.canister_id), usage.instructions)
-    return usage.instructions
+    return usage
 
 
 # -- stop and start -----------------------------------------------------------------------------

@@ -43,7 +43,8 @@ def instructions_counter(canister_id: int) -> str:
 class MessageUsage:
     """What executing one message used, for observers outside the replicated state (a
     node's metrics, ``replica trace``): ``kind`` — ``"update"``, ``"query"`` (a query method
-    run by a canister's call, or by a user's query) or ``"callback"`` —, the instructions
+    run by a canister's call, or by a user's query), ``"callback"`` or ``"install"``
+    (``management.InstallUsage``) —, the instructions
     it used (0 for a builtin canister and for a message answered without running), and
     whether it trapped on its instruction limit."""
 

@@ -18,7 +18,8 @@ twice in separate places. Two kinds of numbers:
   ``replica_message_instructions``               histogram of the instructions each message this node
                                                  executed used, by ``kind`` (``update``, ``callback``,
                                                  ``query``: a user's query, or a canister's call to a
-                                                 query method); builtin canisters count 0
+                                                 query method; ``install``: an install or upgrade
+                                                 from source); builtin canisters count 0
   ``replica_instruction_limit_traps_total``      messages that trapped on their instruction limit,
                                                  by ``kind``
   ``replica_state_divergences_total``            times this node's root differed from the root the

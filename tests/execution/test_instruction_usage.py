@@ -85,3 +85,27 @@ def test_a_state_that_never_ran_metered_code_has_no_instruction_counter_and_dele
     node.ok(MGMT, "stop_canister", {"canister_id": cid})
     node.ok(MGMT, "delete_canister", {"canister_id": cid})
     assert instructions_counter(cid) not in node.state.metadata.counters
+
+
+def test_installs_are_observed_with_their_instructions_and_limit_traps():
+    node = Node()
+    cid = node.create()
+    seen = []
+    with node.env.observed_by(lambda canister, message, usage: seen.append((canister, usage.kind, usage.instructions,
+                                                                             usage.limit_exceeded))):
+        assert node.install(cid, DIARY, "Diary").state is IngressState.REPLIED
+        node.ok(MGMT, "canister_status", {"canister_id": cid})          # no instructions: not an install
+    assert [(c, kind, exceeded) for c, kind, _, exceeded in seen] == [(cid, "install", False)]
+    assert seen[0][2] == _status(node, cid)["instructions_executed"] > 0
+    # an init that runs past the install limit: seen as a limit trap of kind "install"
+    spinning_init = DIARY.replace('        if arg == "trap":', '        while arg == "spin":\n            pass\n        if arg == "trap":', 1)
+    assert spinning_init != DIARY
+    other = node.create()
+    seen.clear()
+    limits = DEFAULT.with_(max_instructions_per_install=200_000)
+    node.n += 1
+    submit(node.state, MGMT, "install_code", {"canister_id": other, "mode": "install", "source": spinning_init,
+                                              "class_name": "Diary", "arg": "spin"}, n=node.n)
+    with node.env.observed_by(lambda canister, message, usage: seen.append((canister, usage.kind, usage.limit_exceeded))):
+        run(node.env, node.state, limits)
+    assert seen == [(other, "install", True)]
