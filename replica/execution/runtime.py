@@ -145,9 +145,10 @@ def _outcome(api: SystemApi, ok: bool, result: Any, return_is_reply: bool, read_
         if fault is not None:
             return False, _Fault(fault)
         view = api.stable_view
-        if ok and not read_only and view is not None and view.growth > 0:
-            size = _stable_size_after(api, view.growth)
-            api.stable_before = size - view.growth   # known now, for the cache at commit
+        growth = 0 if view is None else view.growth
+        if ok and not read_only and growth > 0:
+            size = _stable_size_after(api, growth)
+            api.stable_before = size - growth   # known now, for the cache at commit
             if size > api.stable_limit:
                 return False, f"stable state of {size} bytes exceeds the limit of {api.stable_limit} bytes"
     return ok, result

@@ -22,9 +22,9 @@ from dataclasses import dataclass
 
 from ..errors import ModuleLoadError
 from .meter import SandboxFault
-from .metering import INT, LEN, METER, STR, instrument
+from .metering import INT, LEN, METER, PROXIED, STR, TYPE, instrument, real_type
 from .operations import Sandbox
-from .safe_builtins import make_builtins
+from .safe_builtins import REAL_TYPES, make_builtins
 from .subset import check_module
 from .values import SharedStateError, check_shared, scrub
 
@@ -67,6 +67,9 @@ def load_sandboxed(source: str, name: str, file_name: str, instruction_limit: in
     namespace[INT] = int
     namespace[STR] = str
     namespace[LEN] = len
+    namespace[TYPE] = type
+    for builtin in PROXIED:
+        namespace[real_type(builtin)] = REAL_TYPES[builtin]
     sandbox.begin(instruction_limit, memory_limit)
     try:
         exec(code, namespace)

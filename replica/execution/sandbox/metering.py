@@ -19,6 +19,9 @@ runs with ``__meter__`` (a ``safe_builtins.Sandbox``) in its globals:
   function, ints, and str slices and ``+`` with results under ``SHORT_TEXT``, run natively
   after inline type tests); a ``for`` loop's iterable goes through ``loop`` (a ``range`` is
   iterated natively there);
+* ``isinstance(x, <builtin type>)`` and ``type(x) is <builtin type>`` test the real types
+  (no call of the name's proxy) when the module never binds those names; same answers,
+  same counts;
 * set displays and set comprehensions build ``OrderedSet``s; ``x.keys()``/``x.items()``
   give views whose set operations are ordered too;
 * attribute stores and deletes go through the sandbox, which refuses them on classes,
@@ -36,7 +39,10 @@ import ast
 import copy
 
 from .meter import FUNCTION_CALL, LOOP_ITERATION, MAX_CALL_DEPTH
-from .syntax import INT, LEN, SHORT_TEXT, SMALL, STR, node_cost
+from .syntax import INT, LEN, PROXIED, SHORT_TEXT, SMALL, STR, TYPE, node_cost, real_type
+from .syntax import bound_names as _bound_names
+from .syntax import native_type_compare as _native_type_compare
+from .syntax import native_type_test as _native_type_test
 from .syntax import SIZED_OPS as _SIZED_OPS
 from .syntax import TREE_OPS as _TREE_OPS
 from .syntax import charge as _charge
@@ -48,7 +54,7 @@ from .syntax import sized_tree as _sized_tree
 from .syntax import small as _small
 from .syntax import store as _store
 
-__all__ = ["instrument", "node_cost", "SIZED_METHODS", "METER", "INT", "STR", "LEN"]
+__all__ = ["instrument", "node_cost", "SIZED_METHODS", "METER", "INT", "STR", "LEN", "TYPE", "PROXIED", "real_type"]
 
 METER = "__meter__"
 _LOCAL = "__m__"
@@ -73,9 +79,10 @@ def _short_texts(a: str, b: str) -> ast.expr:
 
 
 class _Instrument(ast.NodeTransformer):
-    def __init__(self) -> None:
+    def __init__(self, builtins: frozenset[str]) -> None:
         self.scopes: list[str] = ["module"]   # module | class | function | lambda | comprehension
         self.try_counter = 0
+        self.builtins = builtins   # builtin names the module never binds
 
     # -- where the meter is --------------------------------------------------------------------
 
@@ -533,7 +540,14 @@ class _Instrument(ast.NodeTransformer):
             node.value = _method(self.meter, "sized", node.value)
         return node
 
+    def visit_Compare(self, node: ast.Compare) -> ast.expr:
+        native = _native_type_compare(node, self.builtins)
+        return self.generic_visit(native if native is not None else node)
+
     def visit_Call(self, node: ast.Call) -> ast.expr:
+        if (isinstance(node.func, ast.Name) and node.func.id == "isinstance" and "isinstance" in self.builtins
+                and len(node.args) == 2 and not node.keywords):
+            node.args[1] = _native_type_test(node.args[1], self.builtins) or node.args[1]
         node.args = [self.visit(a) for a in node.args]
         node.keywords = [self.visit(k) for k in node.keywords]
         function = node.func
@@ -553,6 +567,7 @@ class _Instrument(ast.NodeTransformer):
 
 def instrument(tree: ast.Module) -> ast.Module:
     """The metered form of ``tree`` (module docstring); ``tree`` itself is changed."""
-    result = _Instrument().visit(tree)
+    builtins = frozenset(("type", "isinstance", "bool", "float", *PROXIED)) - _bound_names(tree)
+    result = _Instrument(builtins).visit(tree)
     return ast.fix_missing_locations(result)
 

@@ -30,7 +30,7 @@ from .operations import Sandbox, _check_spec
 from .ordered_set import OrderedFrozenSet, OrderedSet
 from .values import ModuleProxy, Range, check_int_digits, scrub
 
-__all__ = ["make_builtins"]
+__all__ = ["make_builtins", "REAL_TYPES"]
 
 _PASSED = (
     "abs", "bool", "callable", "chr", "classmethod", "dict", "divmod", "float", "hasattr", "isinstance",
@@ -43,6 +43,10 @@ _PASSED = (
 _PLAIN = (str, int, float, bool, type(None), bytes)
 _SHORT_INT = 10**18
 _GENERATOR = type(_ for _ in ())
+#: The real type behind each proxied builtin name (``isinstance`` and ``type(x) is`` tests
+#: with these names run on the real types: ``metering``).
+REAL_TYPES = {"list": list, "tuple": tuple, "dict": dict, "set": OrderedSet, "frozenset": OrderedFrozenSet,
+              "bytes": bytes, "bytearray": bytearray, "int": int, "str": str, "range": Range}
 
 
 def _text(value: Any, convert: Any, sandbox: Sandbox) -> str:

@@ -27,6 +27,10 @@ _ABSENT = object()
 #: Instructions of one read (``get``, ``[]``, ``in``).
 READ = 1
 _SCALARS = (type(None), bool, int, str, bytes)
+#: ``_int_bytes`` of an int in ``[0, 2**64)`` by its bit length (one lookup on the write path).
+_UINT_BYTES = tuple(1 if bits <= 7 else 2 if bits <= 8 else 3 if bits <= 16 else 5 if bits <= 32 else 9
+                    for bits in range(65))
+_UINT_MAX = 2**64 - 1
 
 
 def _int_bytes(value: int) -> int:
@@ -137,7 +141,7 @@ class StableView:
         # ``stable_entry_bytes`` sizes it): one call less per write on the hottest path.
         key_bytes = len(key) if key.isascii() else len(key.encode("utf-8"))
         if value.__class__ is int:
-            size = key_bytes + (1 if -32 <= value <= 127 else _int_bytes(value))
+            size = key_bytes + (_UINT_BYTES[value.bit_length()] if 0 <= value <= _UINT_MAX else _int_bytes(value))
         else:
             if value.__class__ not in _SCALARS:
                 check_exact_value(value)
@@ -150,7 +154,8 @@ class StableView:
         old = stable.get(key, _ABSENT)
         stable[key] = value
         if old is not _ABSENT:
-            size -= key_bytes + (_int_bytes(old) if old.__class__ is int else len(encode(old)))
+            size -= key_bytes + ((_UINT_BYTES[old.bit_length()] if 0 <= old <= _UINT_MAX else _int_bytes(old))
+                                 if old.__class__ is int else len(encode(old)))
         self._sandbox_growth += size
 
     def __delitem__(self, key: str) -> None:

@@ -12,7 +12,8 @@ import ast
 
 __all__ = [
     "node_cost", "name", "store", "method", "charge", "small", "sized_tree", "runs_to_the_end",
-    "numeric_constant", "SIZED_OPS", "TREE_OPS", "INT", "STR", "LEN", "SMALL", "SHORT_TEXT",
+    "numeric_constant", "SIZED_OPS", "TREE_OPS", "INT", "STR", "LEN", "SMALL", "SHORT_TEXT", "PROXIED", "TYPE",
+    "real_type", "bound_names", "native_type_test", "native_type_compare",
 ]
 
 SIZED_OPS = {ast.Add: "add", ast.Mult: "mul", ast.Mod: "mod", ast.Pow: "pow", ast.LShift: "lshift"}
@@ -127,3 +128,63 @@ SHORT_TEXT = 256
 def small(identifier: str) -> ast.expr:
     """``-SMALL < identifier < SMALL``."""
     return ast.Compare(ast.Constant(-SMALL), [ast.Lt(), ast.Lt()], [name(identifier), ast.Constant(SMALL)])
+
+
+#: The builtin names that are proxies of a real type in canister code (``safe_builtins``):
+#: calling one is charged, ``isinstance`` with one and ``type(x) is`` one are not. The real
+#: type is the global ``real_type(name)`` of instrumented code; ``TYPE`` is the real ``type``.
+PROXIED = ("list", "tuple", "dict", "set", "frozenset", "bytes", "bytearray", "int", "str", "range")
+TYPE = "__type_function__"
+
+
+def real_type(builtin: str) -> str:
+    return f"__real_{builtin}__"
+
+
+def bound_names(tree: ast.AST) -> set[str]:
+    """Every name ``tree`` binds anywhere: assigned, deleted, a parameter, a definition, an
+    import, a handler's or a pattern's capture, or declared global or nonlocal."""
+    names: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Name) and not isinstance(node.ctx, ast.Load):
+            names.add(node.id)
+        elif isinstance(node, ast.arg):
+            names.add(node.arg)
+        elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            names.add(node.name)
+        elif isinstance(node, ast.alias):
+            names.add((node.asname or node.name).split(".")[0])
+        elif isinstance(node, (ast.ExceptHandler, ast.MatchAs, ast.MatchStar)) and node.name:
+            names.add(node.name)
+        elif isinstance(node, ast.MatchMapping) and node.rest:
+            names.add(node.rest)
+        elif isinstance(node, (ast.Global, ast.Nonlocal)):
+            names.update(node.names)
+    return names
+
+
+def native_type_test(node: ast.expr, builtins: frozenset[str]) -> ast.expr | None:
+    """The class argument of ``isinstance(x, <builtin>)`` (or a tuple of them) with the
+    proxies replaced by their real types — the same answer, without the proxy's Python
+    ``__instancecheck__`` — or None. ``builtins``: the builtin names the module never binds."""
+    if isinstance(node, ast.Name) and node.id in builtins and node.id in PROXIED:
+        return name(real_type(node.id))
+    if isinstance(node, ast.Tuple) and any(isinstance(e, ast.Name) and e.id in PROXIED and e.id in builtins
+                                           for e in node.elts):
+        return ast.Tuple([native_type_test(e, builtins) or e for e in node.elts], ast.Load())
+    return None
+
+
+def native_type_compare(node: ast.Compare, builtins: frozenset[str]) -> ast.Compare | None:
+    """``type(x) is <builtin type>`` (or ``is not``) as ``real type(x) is <real type>``: the
+    same answer, without the ``type()`` wrapper (which refuses to hand out a class's type;
+    here nothing is handed out, so a class's type simply compares unequal); or None."""
+    left, right = node.left, node.comparators[0] if len(node.comparators) == 1 else None
+    if not (isinstance(left, ast.Call) and isinstance(left.func, ast.Name) and left.func.id == "type"
+            and "type" in builtins and len(left.args) == 1 and not left.keywords
+            and not isinstance(left.args[0], ast.Starred) and len(node.ops) == 1
+            and isinstance(node.ops[0], (ast.Is, ast.IsNot)) and isinstance(right, ast.Name)
+            and right.id in builtins and right.id in (*PROXIED, "bool", "float")):
+        return None
+    real = name(real_type(right.id)) if right.id in PROXIED else right
+    return ast.Compare(ast.Call(name(TYPE), left.args, []), node.ops, [real])
