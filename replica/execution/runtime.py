@@ -141,11 +141,10 @@ def _outcome(api: SystemApi, ok: bool, result: Any, return_is_reply: bool, read_
             ok, result = False, f"reply value cannot be encoded: {exc}"
     sandbox = api.sandbox
     if sandbox is not None:
-        fault = sandbox.exhausted()
-        if fault is not None:
-            return False, _Fault(fault)
+        if sandbox.left < 0 or sandbox.fault is not None:   # ``exhausted()``, tested inline first
+            return False, _Fault(sandbox.exhausted())
         view = api.stable_view
-        growth = 0 if view is None else view.growth
+        growth = 0 if view is None else view._sandbox_growth   # ``growth``, without the property
         if ok and not read_only and growth > 0:
             size = _stable_size_after(api, growth)
             api.stable_before = size - growth   # known now, for the cache at commit

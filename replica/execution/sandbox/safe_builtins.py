@@ -208,7 +208,10 @@ def make_builtins(sandbox: Sandbox) -> dict[str, Any]:
         if kind is list or kind is tuple or kind is dict:
             # Charged as below (``sized``, then the sort), in one step and one copy.
             n = len(iterable)
-            sandbox.charge(n + 1 + n * max(n.bit_length(), 1) + 1)
+            left = sandbox.left - (n + 1 + n * max(n.bit_length(), 1) + 1)
+            sandbox.left = left
+            if left < 0:
+                sandbox.out()
             return sorted(iterable, key=key, reverse=reverse)
         items = list(sized(iterable))
         sandbox.charge(len(items) * max(len(items).bit_length(), 1) + 1)
