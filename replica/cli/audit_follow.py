@@ -11,6 +11,7 @@ from __future__ import annotations
 import argparse
 import signal
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -30,8 +31,13 @@ class _Stopped(Exception):
     pass
 
 
-def _raise_stopped(signum, frame) -> None:
-    raise _Stopped(signum)
+#: Set by SIGTERM; the loop checks it between polls (an exception raised in the handler could
+#: land in a py4j finalizer, which swallows it).
+_STOP = threading.Event()
+
+
+def _note_stop(signum, frame) -> None:
+    _STOP.set()
 
 
 def follow_command(args: argparse.Namespace, status: Progress) -> int:
@@ -56,7 +62,8 @@ def follow_command(args: argparse.Namespace, status: Progress) -> int:
     replicas = args.replicas or args.replicas_per_subnet * len(recorder.subnets)
     options = LiveOptions(replicas=replicas, seed=args.seed, faults=tuple(args.faults), partitions=args.partitions,
                           drilldowns=args.drilldowns, trigger_ms=args.trigger_ms)
-    previous = signal.signal(signal.SIGTERM, _raise_stopped)
+    _STOP.clear()
+    previous = signal.signal(signal.SIGTERM, _note_stop)
     spark = audit = metrics = None
     try:
         spark = spark_session(args.master, app_name="replica-live-audit", status=status,
@@ -71,6 +78,8 @@ def follow_command(args: argparse.Namespace, status: Progress) -> int:
               flush=True)
         quiet = 0
         while True:
+            if _STOP.is_set():
+                raise _Stopped()
             appended = recorder.poll()
             failure = audit.failure()
             if failure is not None:
