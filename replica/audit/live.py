@@ -123,6 +123,7 @@ class LiveAudit:
         self.metrics_url: str | None = None
         self.state = "following"
         self._lock = threading.Lock()
+        self._status_lock = threading.Lock()
         self._query = None
         self._stop = threading.Event()
         self._status_thread: threading.Thread | None = None
@@ -440,11 +441,12 @@ class LiveAudit:
 
     def _write_status(self) -> None:
         status = self.status()
-        write_atomically(self.dir / STATUS_FILE, json.dumps(status, sort_keys=True).encode(), sync=False)
-        if self.metrics is not None:
-            self.metrics.update(status, len(self.divergent))
-        if self.micro_batches and status["state"] == "following":
-            self.lag_samples.append(status["lag_rounds_max"])
+        with self._status_lock:   # three threads write it (status loop, micro-batches, reports): one tmp file
+            write_atomically(self.dir / STATUS_FILE, json.dumps(status, sort_keys=True).encode(), sync=False)
+            if self.metrics is not None:
+                self.metrics.update(status, len(self.divergent))
+            if self.micro_batches and status["state"] == "following":
+                self.lag_samples.append(status["lag_rounds_max"])
         self.progress.update(f"{status['verdict']}: audited {status['audited']}, lag {status['lag_rounds_max']} rounds, "
                              f"{self.micro_batches} micro-batches")
 
