@@ -200,6 +200,6 @@ def finish_method(
         view = api.stable_view
         if sandbox is not None and view is not None and api.stable_before >= 0:
             stable = api.canister.stable
-            sandbox.stable_sizes[api.canister_id] = (stable, api.stable_before + view.growth, len(stable))
+            sandbox.stable_sizes[api.canister_id] = (stable, api.stable_before + view._sandbox_growth, len(stable))
         api.commit(call_context_id)
     return api.answer

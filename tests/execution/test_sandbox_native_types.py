@@ -79,3 +79,22 @@ def test_a_module_that_binds_a_builtin_name_keeps_the_proxied_tests():
     # ``int`` is the proxy of str here: the tests compare with what the name is bound to.
     assert _run(SHADOWED, "test", "a")[0] == (True, True)
     assert _run(SHADOWED, "test", 1)[0] == (False, False)
+
+
+LOOPS = '''
+def loops(a, b):
+    total = 0
+    for i, x in enumerate(a):
+        total += i
+    for x, y in zip(a, b):
+        total += 1
+    return total, [x for x in sorted(a)], [x for x in list(b)], {x: 1 for x in tuple(a)}, [x for x in map(str, a)]
+'''
+
+
+def test_loops_over_builtin_calls_count_as_through_the_meter():
+    # Binding the names keeps every iterable going through ``Sandbox.loop``.
+    plain = _run("ALIASES = 1\n" + LOOPS, "loops", (3, 1, 2), "abc")
+    bound = _run("zip, enumerate, sorted, list, tuple, map = zip, enumerate, sorted, list, tuple, map\n" + LOOPS,
+                 "loops", (3, 1, 2), "abc")
+    assert plain == bound

@@ -65,6 +65,10 @@ SIZED_METHODS = frozenset({
     "lstrip", "rstrip", "upper", "lower", "casefold", "title", "capitalize", "swapcase", "encode", "decode",
     "hex", "fromhex", "translate", "insert", "remove", "partition", "rpartition", "startswith", "endswith",
 })
+#: Builtins whose result a loop iterates as it is (``Sandbox.loop`` would hand it back).
+_ITERATORS = ("zip", "enumerate", "map", "filter", "iter", "sorted", "list", "tuple")   # not reversed: __reversed__ may give a range
+
+
 def _str_constant(node: ast.expr) -> bool:
     return isinstance(node, ast.Constant) and type(node.value) is str
 
@@ -249,7 +253,7 @@ class _Instrument(ast.NodeTransformer):
         if self.scopes[-1] == "function" and _runs_to_the_end(node):
             return self.upfront_for(node, per_iteration)
         node.target = self.visit(node.target)
-        node.iter = _method(self.meter, "loop", self.visit(node.iter))
+        node.iter = self.loop(node.iter, self.visit(node.iter))
         node.body = self.block(node.body, extra=per_iteration)
         node.orelse = self.block(node.orelse)
         return node
@@ -380,7 +384,7 @@ class _Instrument(ast.NodeTransformer):
             generator.target = self.visit(generator.target)
             # No walrus temporaries anywhere in a comprehension, its first iterable included
             # (Python refuses an assignment expression there).
-            generator.iter = _method(self.meter, "loop", self.inside("comprehension", generator.iter))
+            generator.iter = self.loop(generator.iter, self.inside("comprehension", generator.iter))
             ifs = [self.inside("comprehension", i) for i in generator.ifs]
             cost = LOOP_ITERATION + sum(node_cost(i) for i in generator.ifs) + (
                 per_item if position == len(generators) - 1 else 0)
@@ -540,6 +544,14 @@ class _Instrument(ast.NodeTransformer):
             node.value = _method(self.meter, "sized", node.value)
         return node
 
+    def loop(self, original: ast.expr, iterable: ast.expr) -> ast.expr:
+        """``Sandbox.loop(iterable)``, or ``iterable`` itself where it is a call of a builtin
+        (``zip``, ``enumerate``, ...) that never gives a range or a dict view to unwrap."""
+        if (isinstance(original, ast.Call) and isinstance(original.func, ast.Name)
+                and original.func.id in _ITERATORS and original.func.id in self.builtins):
+            return iterable
+        return _method(self.meter, "loop", iterable)
+
     def visit_Compare(self, node: ast.Compare) -> ast.expr:
         native = _native_type_compare(node, self.builtins)
         return self.generic_visit(native if native is not None else node)
@@ -567,7 +579,7 @@ class _Instrument(ast.NodeTransformer):
 
 def instrument(tree: ast.Module) -> ast.Module:
     """The metered form of ``tree`` (module docstring); ``tree`` itself is changed."""
-    builtins = frozenset(("type", "isinstance", "bool", "float", *PROXIED)) - _bound_names(tree)
+    builtins = frozenset(("type", "isinstance", "bool", "float", *PROXIED, *_ITERATORS)) - _bound_names(tree)
     result = _Instrument(builtins).visit(tree)
     return ast.fix_missing_locations(result)
 
