@@ -18,7 +18,7 @@ runs with ``__meter__`` (a ``safe_builtins.Sandbox``) in its globals:
   ``SIZED_METHODS``) go through the sandbox, which charges by size before they run (in a
   function, ints, and str slices and ``+`` with results under ``SHORT_TEXT``, run natively
   after inline type tests); a ``for`` loop's iterable goes through ``loop`` (a ``range`` is
-  iterated natively there);
+  iterated natively there) unless it is a call of ``zip``, ``enumerate``, ... (``_ITERATORS``);
 * ``isinstance(x, <builtin type>)`` and ``type(x) is <builtin type>`` test the real types
   (no call of the name's proxy) when the module never binds those names; same answers,
   same counts;
