@@ -111,7 +111,8 @@ def main() -> int:
         started = time.monotonic()
         while True:
             if audit.poll() is not None:
-                raise RuntimeError(f"the audit exited with {audit.returncode}: {(work / 'audit.out').read_text()[-3000:]}")
+                tail = (work / "audit.out").read_text()[-3000:]
+                raise RuntimeError(f"the audit exited with {audit.returncode}: {tail}")
             status = _status(status_path) or {}
             lag = status.get("lag_rounds_max")
             if status.get("micro_batches") and lag is not None:

@@ -52,7 +52,8 @@ from .report import AuditFacts, build_report, reproduce_command
 from .run_log import RunLog, encode_run_log
 from .worker import describe_worker, replay_task, states_task
 
-__all__ = ["AuditOptions", "spark_session", "run_audit", "report_rows", "plan_for", "worker_hash_seed", "default_worker_hash_seed",
+__all__ = ["AuditOptions", "spark_session", "run_audit", "report_rows", "plan_for", "worker_hash_seed",
+           "default_worker_hash_seed",
            "default_partitions", "analysis_partitions", "describe_executors"]
 
 

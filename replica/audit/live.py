@@ -196,7 +196,8 @@ class LiveAudit:
 
     def _take(self, subnet: str, entries: tuple[Entry, ...]) -> None:
         if subnet not in self.entries:
-            raise AuditError(f"the feed brings heights of {subnet}, which the testnet did not have when the audit began")
+            raise AuditError(f"the feed brings heights of {subnet}, which the testnet did not have when the audit "
+                             "began")
         kept = self.entries[subnet]
         for entry in entries:
             if entry[0] == len(kept) + 1:
@@ -226,7 +227,10 @@ class LiveAudit:
                 .mapPartitions(partial(advance_task, payload)).collect())
         rows = [tuple(r) for r in rows]
         (self.dir / "rows").mkdir(parents=True, exist_ok=True)
-        write_atomically(self.dir / "rows" / f"{batch_id}.bin", encode_unchecked((_ROWS_TAG, tuple(rows))))
+        # a name of its own even when Spark runs a micro-batch again after a restart (its rows then
+        # are only those after what the first run kept, which must stay)
+        name = f"{batch_id}.{time.time_ns()}.bin"
+        write_atomically(self.dir / "rows" / name, encode_unchecked((_ROWS_TAG, tuple(rows))))
         with self._lock:
             self.sent = dict(targets)
             self._take_rows(rows)
@@ -397,7 +401,7 @@ class LiveAudit:
                 self._query.stop()
             deadline = time.monotonic() + timeout_s
             late = 0
-            while self._advance(f"f{late:010d}-{time.time_ns()}") and time.monotonic() < deadline:
+            while self._advance(f"f{late:010d}") and time.monotonic() < deadline:
                 late += 1   # replicas whose checkpoint came in the last micro-batch start now
             if self._reporter is not None:
                 self._reporter.join()
@@ -447,7 +451,8 @@ class LiveAudit:
                 self.metrics.update(status, len(self.divergent))
             if self.micro_batches and status["state"] == "following":
                 self.lag_samples.append(status["lag_rounds_max"])
-        self.progress.update(f"{status['verdict']}: audited {status['audited']}, lag {status['lag_rounds_max']} rounds, "
+        self.progress.update(f"{status['verdict']}: audited {status['audited']}, "
+                             f"lag {status['lag_rounds_max']} rounds, "
                              f"{self.micro_batches} micro-batches")
 
     def _status_loop(self) -> None:

@@ -213,7 +213,8 @@ class ReplicaHost:
                     self.runs[replica] = run
                     if run.height > reported:
                         at = run.height
-                        yield (replica, subnet, run.height, run.trees.full_hash, run.trees.certified_root, None, self.build)
+                        trees = run.trees
+                        yield (replica, subnet, run.height, trees.full_hash, trees.certified_root, None, self.build)
                 run.context = self.context()   # a registry version may have come since
                 baseline = parse_perturbation(text) == NONE
                 snapshotted = False

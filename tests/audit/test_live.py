@@ -91,7 +91,8 @@ def test_the_live_plan_is_fixed_before_the_run_ends_and_offline_can_replay_it(lo
     reached = in_run(specs, {"subnet-a": 25, "subnet-b": 25}, {"subnet-a": (10, 20), "subnet-b": (10, 20)})
     assert all(s.start in (0, 10, 20) for s in reached) and len(reached) < len(specs)
     offline = plan_for(log, AuditOptions(replicas=12, seed=3, plan="live"), 0)
-    assert offline == in_run(plan_live_replicas(log.subnet_ids(), 12, 3, 4), {s.subnet_id: s.height for s in log.subnets},
+    heights = {s.subnet_id: s.height for s in log.subnets}
+    assert offline == in_run(plan_live_replicas(log.subnet_ids(), 12, 3, 4), heights,
                              {s.subnet_id: s.checkpoint_heights() for s in log.subnets})
 
 
