@@ -30,7 +30,7 @@ from replica.audit.report import comparable
 from replica.node.node_store import ExecutedLog
 from replica.processes import lifecycle
 from replica.testing import Testnet
-from replica.testnet.launcher import TestnetLayout
+from replica.testnet import launcher
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow, pytest.mark.timeout(2400)]
 
@@ -79,7 +79,7 @@ def _wait(what: str, condition, timeout_s: float, process: subprocess.Popen | No
 
 def _height_with_a_call(directory: Path) -> int:
     """The last height of subnet-0 whose batch holds an ingress message."""
-    log = ExecutedLog(TestnetLayout(directory).node_files("subnet-0-node-1").executed_log)
+    log = ExecutedLog(launcher.TestnetLayout(directory).node_files("subnet-0-node-1").executed_log)
     try:
         return max(h for h, batch, _, _ in log.entries if decode_batch(batch).ingress)
     finally:
