@@ -1,14 +1,18 @@
 """The artifacts the nodes of one subnet exchange to agree on blocks, and their encoding (pure).
 
-Every message is canonical msgpack ``[version, kind, ...fields]`` (version 1)::
+Every message is canonical msgpack ``[version, kind, ...fields]`` (version 2)::
 
-    [1, 1, block_bytes, signature]                          Proposal            (block_bytes = encode_block)
-    [1, 2, height, block_hash, signer, signature]            NotarizationShare
-    [1, 3, height, block_hash, signer, signature]            FinalizationShare
-    [1, 4, sender, finalized_height, notarized_height]       Status              (heartbeat, asks for catch-up)
-    [1, 5, [block_bytes, ...], [[signer, signature], ...]]   CatchUp             (finalization of the last block)
-    [1, 6, [ingress, ...]]                                   IngressGossip       (state_codec ingress values)
-    [1, 7, height, root, node_index, signature_share]        CertificationShareGossip
+    [2, 1, block_bytes, signature]                          Proposal            (block_bytes = encode_block)
+    [2, 2, height, block_hash, signer, signature]            NotarizationShare
+    [2, 3, height, block_hash, signer, signature]            FinalizationShare
+    [2, 4, sender, finalized_height, notarized_height]       Status              (heartbeat, asks for catch-up)
+    [2, 5, [block_bytes, ...], [[signer, signature], ...]]   CatchUp             (finalization of the last block)
+    [2, 6, [ingress, ...]]                                   IngressGossip       (state_codec ingress values)
+    [2, 7, height, root, node_index, signature_share]        CertificationShareGossip
+
+The signature share is the IC's BLS variant (48 bytes, ``state_manager.certification``).
+Version 1 had the same fields with shares of the project's own variant (96 bytes, G2); it is
+refused (``UnsupportedMessageVersion``): nodes of one subnet run one build.
 
 ``decode_message`` is the one boundary for bytes from peers: bounded size, canonical bytes
 (re-encoding gives the same bytes), known version and kind, exact arities and field types,
@@ -36,7 +40,8 @@ __all__ = [
     "CertificationShareGossip", "Message", "encode_message", "decode_message", "artifact_height",
 ]
 
-MESSAGE_VERSION = 1
+#: 2: certification shares of the IC's BLS variant (version 1's were the project's own).
+MESSAGE_VERSION = 2
 MAX_CATCH_UP_BLOCKS = 64
 MAX_GOSSIP_INGRESS = 1_000
 MAX_SIGNATURE_BYTES = 128
@@ -266,6 +271,10 @@ def decode_message(data: bytes) -> Message:
         if len(fields) < 2:
             raise MalformedMessage("a message is [version, kind, ...]")
         version, kind = fields[0], fields[1]
+        if version == 1:
+            raise UnsupportedMessageVersion(
+                f"message version 1 carries certification shares of the project's own BLS variant (expected "
+                f"{MESSAGE_VERSION})")
         if type(version) is not int or version != MESSAGE_VERSION:
             raise UnsupportedMessageVersion(f"unknown message version {version!r}")
         if type(kind) is not int:

@@ -14,7 +14,7 @@ from replica.client.agent_errors import (
 )
 from replica.client.certificate import verify_certificate
 from replica.client.http_wire import Certificate, WireError, decode_certificate, encode_certificate
-from state_manager import threshold_bls as bls
+from state_manager import bls
 from state_manager.certification import Certification, aggregate_certification, sign_certification_share
 from state_manager.labeled_trie import build_from_sorted
 from state_manager.trie_witness import plan_paths, witness_tree
@@ -22,8 +22,8 @@ from state_manager.state_tree import leaf
 
 NOW = 1_700_000_000 * 10**9
 MID = bytes(range(32))
-KEY = bls.deal_threshold_key(1, 1, b"\x31" * 32)
-OTHER = bls.deal_threshold_key(1, 1, b"\x32" * 32)
+KEY = bls.deal_threshold_keys(1, 1, b"\x31" * 32)
+OTHER = bls.deal_threshold_keys(1, 1, b"\x32" * 32)
 
 
 def certified_tree(time_ns: int = NOW, reply: bytes = b"\xa2hi"):

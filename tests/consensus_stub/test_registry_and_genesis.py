@@ -9,7 +9,7 @@ import pytest
 
 from consensus_stub import genesis as g
 from consensus_stub import registry as r
-from state_manager import threshold_bls as bls
+from state_manager import bls
 from state_manager.certification import aggregate_certification, sign_certification_share, verify_certification
 from state_manager.encoding import decode, encode
 

@@ -9,7 +9,7 @@ from hypothesis import strategies as st
 from blspy import G2Element
 
 from state_manager import certification as cm
-from state_manager import threshold_bls as bls
+from state_manager import bls
 
 ROOT = bytes(range(32))
 OTHER_ROOT = b"\xab" * 32
@@ -18,12 +18,12 @@ HEIGHT = 42
 
 @pytest.fixture(scope="module")
 def deal():
-    return bls.deal_threshold_key(4, 3, b"\x11" * 32)
+    return bls.deal_threshold_keys(4, 3, b"\x11" * 32)
 
 
 @pytest.fixture(scope="module")
 def foreign():
-    return bls.deal_threshold_key(4, 3, b"\x22" * 32)
+    return bls.deal_threshold_keys(4, 3, b"\x22" * 32)
 
 
 @pytest.fixture(scope="module")

@@ -20,7 +20,7 @@ from state_manager import certification as cm
 from state_manager import certified_slice as cs
 from state_manager import encoding
 from state_manager import hash_tree as ht
-from state_manager import threshold_bls as bls
+from state_manager import bls
 from state_manager.codec import encode_header_leaf, encode_message_leaf
 from state_manager.hash_tree import Empty, Fork, HashTree, Labeled, Leaf, Pruned
 from state_manager.labeled_trie import LabeledTrie, build_from_sorted
@@ -90,7 +90,7 @@ def default_streams() -> dict:
     return {OWN: (OWN_HEADER, OWN_MESSAGES), OTHER: (OTHER_HEADER, OTHER_MESSAGES)}
 
 
-def certify(tree: LabeledTrie, deal: bls.ThresholdKeyDeal, height: int = HEIGHT) -> cm.Certification:
+def certify(tree: LabeledTrie, deal: bls.ThresholdKeys, height: int = HEIGHT) -> cm.Certification:
     """Real threshold certification: nodes 2, 3, 4 sign shares, which are aggregated."""
     root = tree.digest()
     shares = [cm.sign_certification_share(height, root, i, deal.secret_share(i)) for i in (2, 3, 4)]
@@ -137,8 +137,8 @@ def hand_made(tree: LabeledTrie, payload_labels: list, witness_labels: list, dst
 
 @dataclass
 class World:
-    deal: bls.ThresholdKeyDeal
-    foreign: bls.ThresholdKeyDeal
+    deal: bls.ThresholdKeys
+    foreign: bls.ThresholdKeys
     tree: LabeledTrie
     cert: cm.Certification
     keys: dict
@@ -156,8 +156,8 @@ class World:
 
 @pytest.fixture(scope="module")
 def world() -> World:
-    deal = bls.deal_threshold_key(4, bls.threshold_for(4), b"\x5a" * 32)
-    foreign = bls.deal_threshold_key(4, bls.threshold_for(4), b"\xa5" * 32)
+    deal = bls.deal_threshold_keys(4, bls.threshold_for(4), b"\x5a" * 32)
+    foreign = bls.deal_threshold_keys(4, bls.threshold_for(4), b"\xa5" * 32)
     tree = certified_tree(default_streams())
     keys = {(REMOTE, REGISTRY_VERSION): deal.public_key, (OTHER, REGISTRY_VERSION): foreign.public_key}
     return World(deal, foreign, tree, certify(tree, deal), keys)
