@@ -169,7 +169,7 @@ def check_record(record: RegistryRecord) -> RegistryRecord:
     """Raise ``InconsistentRegistry`` unless:
 
     * subnet ids and node ids are unique, sorted, and 1..64 printable characters;
-    * every subnet has ``n >= 1`` nodes, ``1 <= t <= n``, ``n`` key shares, 48-byte keys;
+    * every subnet has ``n >= 1`` nodes, ``1 <= t <= n``, ``n`` key shares, 96-byte (G2) keys;
     * every node belongs to exactly the subnet that lists it, with a valid address and a PEM;
     * the routing table and the migration traces name only known subnets.
     """

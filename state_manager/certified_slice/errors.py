@@ -258,11 +258,11 @@ class EmptyCertificationSignature(SliceDecodeError):
 
 
 class IdentityCertificationSignature(SliceDecodeError):
-    """The signature is the identity point of G2."""
+    """The signature is the identity point of G1."""
 
 
 class MalformedCertificationSignature(SliceDecodeError):
-    """The signature is not a valid point of the prime-order subgroup of G2."""
+    """The signature is not a valid point of the prime-order subgroup of G1."""
 
 
 class InvalidCertificationSignature(SliceDecodeError):
