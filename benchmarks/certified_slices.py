@@ -139,10 +139,10 @@ def bombs(honest: bytes) -> dict[str, bytes]:
     index = [cs.message_label(i) for i in range(BOMB_BYTES // 16)]
 
     def witness_bomb(tree: tuple) -> bytes:
-        return encoding.encode_unchecked((1, header_only, packb(tree), certification))
+        return encoding.encode_unchecked((cs.SLICE_VERSION, header_only, packb(tree), certification))
 
     def payload_bomb(tree: tuple) -> bytes:
-        return encoding.encode_unchecked((1, packb(tree), witness, certification))
+        return encoding.encode_unchecked((cs.SLICE_VERSION, packb(tree), witness, certification))
 
     positions = [(TAG_LABELED, label, PRUNED) for label in index]
     out = {
@@ -155,7 +155,7 @@ def bombs(honest: bytes) -> dict[str, bytes]:
         "witness_duplicated_subtrees": witness_bomb(
             balanced_forks(enough(_decoded(witness), BOMB_BYTES))),
         # The honest payload, then its witness with junk up to the budget that payload allows.
-        "witness_after_honest_payload": encoding.encode_unchecked((1, payload, packb(
+        "witness_after_honest_payload": encoding.encode_unchecked((cs.SLICE_VERSION, payload, packb(
             (TAG_FORK, _decoded(witness), balanced_forks(enough((TAG_EMPTY,), ONE_MB)))), certification)),
         "payload_forks_wide": payload_bomb(
             (TAG_LABELED, b"streams", (TAG_LABELED, OWN.encode(), balanced_forks(
@@ -189,7 +189,7 @@ def forgery(tree: LabeledTrie, cert: cm.Certification, count: int) -> bytes:
     witness = (TAG_LABELED, b"streams", (TAG_LABELED, OWN.encode(), (TAG_FORK, (
         TAG_LABELED, b"header", (TAG_PRUNED, ht.hash_leaf(header))), (TAG_LABELED, b"messages", balanced_forks(
             [(TAG_LABELED, label, (TAG_PRUNED, ht.hash_leaf(value))) for label, value in leaves])))))
-    return encoding.encode_unchecked((1, packb(payload), packb(witness), cm.encode_certification(cert)))
+    return encoding.encode_unchecked((cs.SLICE_VERSION, packb(payload), packb(witness), cm.encode_certification(cert)))
 
 
 def per_mb(ms: float, data: bytes) -> float:

@@ -809,7 +809,7 @@ def test_mutated_slices_fail_only_with_slice_decode_errors(world, small_slice, e
 
 
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(data=st.one_of(st.binary(max_size=200), st.builds(lambda tail: b"\x94\x01" + tail, st.binary(max_size=200))))
+@given(data=st.one_of(st.binary(max_size=200), st.builds(lambda tail: b"\x94" + bytes([cs.SLICE_VERSION]) + tail, st.binary(max_size=200))))
 def test_arbitrary_bytes_fail_with_slice_decode_errors(world, data):
     with pytest.raises(cs.SliceDecodeError):
         world.decode(data)
@@ -874,7 +874,7 @@ def test_restricting_a_header_only_slice_to_messages_is_rejected(world):
 
 def test_restricting_garbage_raises_decode_errors(world):
     with pytest.raises(cs.SliceDecodeError):
-        cs.restrict_certified_slice(b"\x94\x01\xc4\x00", 0, 0)
+        cs.restrict_certified_slice(b"\x94\x02\xc4\x00", 0, 0)
     with pytest.raises(cs.NonConsecutiveMessages):
         tree = certified_tree(_tree_with())
         cs.restrict_certified_slice(join(*hand_made(tree, [idx(6), idx(8)], [idx(6), idx(8)]),
