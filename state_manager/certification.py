@@ -12,7 +12,11 @@ remote data for one protocol step (the certified-slice decoder) passes its own c
 ``/metadata/height``. So a certification's ``height`` field is a claim, and every consumer
 that relies on it checks it against the certified tree: ``check_certified_height`` for a
 revealed witness (the agent), the slice decoder for a slice's witness, and a node or state
-sync by recomputing the root of its own state of that height.
+sync by recomputing the root of its own state of that height. A share travels between the
+nodes with ``height_witness``, the certified tree pruned to ``/metadata/height``
+(``certified_height_witness``), and is aggregated only if it proves the share's height
+(``check_share_height``): else one node could relabel ``t`` honest shares of an old root to
+another height and they would combine into a certification that verifies.
 
 Encodings (canonical msgpack, version first):
 
@@ -32,12 +36,15 @@ Pure: keys and shares arrive as arguments; signing keys never live here.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from state_manager import bls, encoding
 from state_manager.codec import LEAF_VERSION
 from state_manager.errors import StateManagerError
-from state_manager.hash_tree import Absent, Found, HashTree, Leaf, lookup_path
+from state_manager.hash_tree import Absent, Found, HashTree, Leaf, lookup_path, reconstruct
+from state_manager.labeled_trie import LabeledTrie
+from state_manager.tree_encoding import TreeDecodeError, decode_tree, encode_tree
+from state_manager.trie_witness import plan_paths, witness_tree
 
 __all__ = [
     "CERTIFICATION_VERSION",
@@ -66,7 +73,8 @@ __all__ = [
     "encode_certification_share",
     "decode_certification_share",
     "certification_message",
-    "HEIGHT_PATH", "certified_height_leaf", "check_certified_height",
+    "HEIGHT_PATH", "MAX_HEIGHT_WITNESS_BYTES", "certified_height_leaf", "check_certified_height",
+    "certified_height_witness", "check_share_height",
     "verify_certification", "SignatureMemo",
     "sign_certification_share",
     "verify_certification_share",
@@ -83,6 +91,9 @@ _REFUSED_VERSIONS = {
 }
 #: Where the certified tree states its height.
 HEIGHT_PATH = (b"metadata", b"height")
+#: Bound on a share's height witness (an honest one is a few pruned digests: ~250 bytes).
+MAX_HEIGHT_WITNESS_BYTES = 2048
+_MAX_HEIGHT_WITNESS_DEPTH = 64
 MAX_HEIGHT = 2**64 - 1
 MAX_NODE_INDEX = 2**32 - 1
 # Generous bound on an encoded certification or share (both are ~140 bytes).
@@ -187,12 +198,18 @@ class Certification:
 
 @dataclass(frozen=True, slots=True)
 class CertificationShare:
-    """Node ``node_index``'s signature share on the state root at ``height``."""
+    """Node ``node_index``'s signature share on the state root at ``height``.
+
+    ``height_witness`` (encoded, ``tree_encoding``) is the certified tree pruned to
+    ``/metadata/height``: what proves ``height`` to the peers that aggregate the share
+    (``check_share_height``). It travels in the agreement's gossip, not in the share's own
+    encoding, and takes no part in equality."""
 
     height: int
     root: bytes
     node_index: int
     signature_share: bytes
+    height_witness: bytes = field(default=b"", compare=False, repr=False)
 
     def __post_init__(self) -> None:
         _check_fields(self.height, self.root)
@@ -200,6 +217,8 @@ class CertificationShare:
             raise MalformedCertification(f"node index must be in [1, 2**32), got {self.node_index!r}")
         if not isinstance(self.signature_share, bytes):
             raise MalformedCertification("signature share must be bytes")
+        if not isinstance(self.height_witness, bytes):
+            raise MalformedCertification("height witness must be bytes")
 
 
 def encode_certification(cert: Certification) -> bytes:
@@ -274,7 +293,7 @@ def certified_height_leaf(height: int) -> bytes:
     return encoding.encode_unchecked((LEAF_VERSION, height))
 
 
-def check_certified_height(cert: Certification, tree: HashTree) -> None:
+def check_certified_height(cert: Certification | CertificationShare, tree: HashTree) -> None:
     """The certified tree authenticates the claimed height: ``lookup(/metadata/height, tree) ==
     certified_height_leaf(cert.height)``. For a witness whose root is ``cert.root`` (the caller
     checked that): ``CertifiedHeightNotRevealed`` if it does not reveal the leaf,
@@ -288,6 +307,25 @@ def check_certified_height(cert: Certification, tree: HashTree) -> None:
     if found.tree.value != certified_height_leaf(cert.height):
         raise CertifiedHeightMismatch(
             f"the certification claims height {cert.height}, the certified tree's /metadata/height differs")
+
+
+def certified_height_witness(certified: LabeledTrie) -> bytes:
+    """The certified tree pruned to ``/metadata/height`` (encoded): a share's height proof."""
+    return encode_tree(witness_tree(certified, plan_paths([list(HEIGHT_PATH)])))
+
+
+def check_share_height(share: CertificationShare) -> None:
+    """The share's ``height_witness`` proves its height: it decodes (bounded), reconstructs to
+    ``share.root`` and states ``/metadata/height = share.height`` (``check_certified_height``).
+    ``CertifiedHeightNotRevealed`` or ``CertifiedHeightMismatch`` otherwise."""
+    try:
+        tree = decode_tree(share.height_witness, max_bytes=MAX_HEIGHT_WITNESS_BYTES,
+                           max_depth=_MAX_HEIGHT_WITNESS_DEPTH)
+    except TreeDecodeError as exc:
+        raise CertifiedHeightNotRevealed(f"share of node {share.node_index}: no height witness: {exc}") from exc
+    if reconstruct(tree) != share.root:
+        raise CertifiedHeightMismatch(f"share of node {share.node_index}: the height witness is of another root")
+    check_certified_height(share, tree)
 
 
 def _parse_public_key(public_key: bytes, what: str, errors: SignatureErrors = CERTIFICATION_ERRORS):
@@ -359,12 +397,14 @@ def verify_certification(cert: Certification, subnet_public_key: bytes,
     _check_signature(cert.root, cert.signature, subnet_public_key, "certification signature", errors, memo=memo)
 
 
-def sign_certification_share(height: int, root: bytes, node_index: int, secret_share: bytes) -> CertificationShare:
+def sign_certification_share(height: int, root: bytes, node_index: int, secret_share: bytes,
+                             height_witness: bytes = b"") -> CertificationShare:
     """Node ``node_index``'s share ``s_i · H(domain_sep("ic-state-root") || root)`` on the root of
-    ``height``."""
+    ``height``, with the height's proof for its peers (``certified_height_witness``)."""
     _check_fields(height, root)
     signature_share = bls.sign_share(secret_share, certification_message(root))
-    return CertificationShare(height=height, root=root, node_index=node_index, signature_share=signature_share)
+    return CertificationShare(height=height, root=root, node_index=node_index, signature_share=signature_share,
+                              height_witness=height_witness)
 
 
 def verify_certification_share(share: CertificationShare, public_key_share: bytes,

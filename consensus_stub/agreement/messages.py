@@ -8,11 +8,13 @@ Every message is canonical msgpack ``[version, kind, ...fields]`` (version 2)::
     [2, 4, sender, finalized_height, notarized_height]       Status              (heartbeat, asks for catch-up)
     [2, 5, [block_bytes, ...], [[signer, signature], ...]]   CatchUp             (finalization of the last block)
     [2, 6, [ingress, ...]]                                   IngressGossip       (state_codec ingress values)
-    [2, 7, height, root, node_index, signature_share]        CertificationShareGossip
+    [2, 7, height, root, node_index, signature_share, height_witness]   CertificationShareGossip
 
-The signature share is the IC's BLS variant (48 bytes, ``state_manager.certification``).
-Version 1 had the same fields with shares of the project's own variant (96 bytes, G2); it is
-refused (``UnsupportedMessageVersion``): nodes of one subnet run one build.
+The signature share is the IC's BLS variant (48 bytes, ``state_manager.certification``); it
+signs the root only, and ``height_witness`` (the certified tree pruned to ``/metadata/height``,
+at most ``MAX_HEIGHT_WITNESS_BYTES``) proves the height (checked by the aggregation, not here).
+Version 1 carried shares of the project's own variant (96 bytes, G2, the height signed) and
+no witness; it is refused (``UnsupportedMessageVersion``): nodes of one subnet run one build.
 
 ``decode_message`` is the one boundary for bytes from peers: bounded size, canonical bytes
 (re-encoding gives the same bytes), known version and kind, exact arities and field types,
@@ -25,7 +27,7 @@ from dataclasses import dataclass
 from enum import IntEnum
 from typing import Any, Union
 
-from state_manager.certification import CertificationError, CertificationShare
+from state_manager.certification import MAX_HEIGHT_WITNESS_BYTES, CertificationError, CertificationShare
 from state_manager.codec import CodecError, check_bytes, check_str, check_tuple, check_u64, ingress_from_value, ingress_to_value
 from state_manager.encoding import EncodingError, decode, encode_unchecked, is_u64
 from state_manager.messages import Ingress
@@ -221,7 +223,7 @@ def _value(message: Message) -> tuple:
         return (v, Kind.INGRESS, tuple(ingress_to_value(i) for i in message.messages))
     if isinstance(message, CertificationShareGossip):
         s = message.share
-        return (v, Kind.CERTIFICATION_SHARE, s.height, s.root, s.node_index, s.signature_share)
+        return (v, Kind.CERTIFICATION_SHARE, s.height, s.root, s.node_index, s.signature_share, s.height_witness)
     raise TypeError(f"not an agreement message: {type(message).__name__}")
 
 
@@ -256,10 +258,13 @@ def _from_value(kind: int, fields: tuple) -> Message:
             raise MalformedMessage(f"ingress gossip holds at most {MAX_GOSSIP_INGRESS} messages")
         return IngressGossip(tuple(ingress_from_value(i) for i in messages))
     if kind == Kind.CERTIFICATION_SHARE:
-        height, root, node_index, signature_share = check_tuple(fields, "certification share", 4)
+        height, root, node_index, signature_share, witness = check_tuple(fields, "certification share", 5)
+        witness = check_bytes(witness, "height witness")
+        if len(witness) > MAX_HEIGHT_WITNESS_BYTES:
+            raise MalformedMessage(f"a height witness is at most {MAX_HEIGHT_WITNESS_BYTES} bytes")
         return CertificationShareGossip(CertificationShare(check_u64(height, "height"), check_bytes(root, "root", 32),
                                                            check_u64(node_index, "node index"),
-                                                           check_bytes(signature_share, "signature share")))
+                                                           check_bytes(signature_share, "signature share"), witness))
     raise UnknownMessageKind(f"unknown message kind {kind!r}")
 
 

@@ -33,7 +33,7 @@ def examples() -> list[m.Message]:
         m.Status("alpha-node-4", 3, 5),
         m.CatchUp((BLOCK, CHILD), (("alpha-node-1", SIG), ("alpha-node-2", SIG))),
         m.IngressGossip((Ingress(b"user", 5, "m", b"arg", b"\x07" * 32, T0 + 60),)),
-        m.CertificationShareGossip(CertificationShare(4, b"\x05" * 32, 2, b"\x11" * 96)),
+        m.CertificationShareGossip(CertificationShare(4, b"\x05" * 32, 2, b"\x11" * 48, b"\x92\x04\xc4\x20" + b"\x05" * 32)),
     ]
 
 
@@ -59,6 +59,9 @@ def test_the_share_layout_is_fixed():
     ([1, 2, 1, b"\x00" * 32, "n", b"s"], m.UnsupportedMessageVersion),   # the project's own BLS variant's
     ([1, 7, 1, b"\x00" * 32, 1, b"s" * 96], m.UnsupportedMessageVersion),
     ([True, 2, 1, b"\x00" * 32, "n", b"s"], m.UnsupportedMessageVersion),
+    ([2, 7, 1, b"\x00" * 32, 1, b"s" * 48], m.MalformedMessage),                   # a share without its witness
+    ([2, 7, 1, b"\x00" * 32, 1, b"s" * 48, "w"], m.MalformedMessage),              # a witness that is not bytes
+    ([2, 7, 1, b"\x00" * 32, 1, b"s" * 48, b"w" * 2049], m.MalformedMessage),      # a witness too large
     ([2, 99, 1], m.UnknownMessageKind),
     ([2, "2", 1], m.UnknownMessageKind),
     ([1], m.MalformedMessage),

@@ -406,7 +406,8 @@ def agreement_messages() -> dict[str, Message]:
         "status": Status(NODE_2, HEIGHT - 2, HEIGHT),
         "catch-up": CatchUp(tuple(chain()), finalization_proof()),
         "ingress gossip": IngressGossip((ingress(1), ingress(2, receiver=8, method="other"))),
-        "certification share": CertificationShareGossip(certification_shares()[0]),
+        "certification share": CertificationShareGossip(dataclasses.replace(
+            certification_shares()[0], height_witness=cm.certified_height_witness(trees().certified))),
     }
 
 

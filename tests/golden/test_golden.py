@@ -266,3 +266,17 @@ def test_committed_data_of_the_former_bls_variant_is_refused_with_typed_errors()
         assert entry["decodes"] is False, key
         with pytest.raises(error, match="project's own BLS variant"):
             decode(_bytes(entry))
+
+
+def test_the_golden_certification_share_message_proves_its_height():
+    """A share's gossip carries the certified tree pruned to /metadata/height: it proves the
+    fixture height under the fixture root (the signature covers the root only)."""
+    from consensus_stub.agreement.messages import MESSAGE_VERSION, decode_message
+
+    message = decode_message(_bytes(BY_KEY[("agreement message (certification share)", MESSAGE_VERSION)]))
+    share = message.share
+    assert (share.height, share.root) == (fx.HEIGHT, fx.trees().certified_root)
+    cm.check_share_height(share)
+    with pytest.raises(cm.CertifiedHeightMismatch):
+        cm.check_share_height(cm.CertificationShare(fx.HEIGHT + 1, share.root, share.node_index,
+                                                    share.signature_share, share.height_witness))
