@@ -37,7 +37,7 @@ from floor import in_floor_units, measure_floor_us
 from examples.counter import Counter
 from examples.ping_pong import PingPong
 from replica.testing import Testnet
-from state_manager import threshold_bls as bls
+from state_manager import bls
 from state_manager.certification import Certification, sign_certification_share, verify_certification
 
 TARGETS = {"ticks_per_s": 500, "update_calls_per_s": 200, "xnet_calls_per_s": 100, "testnet_start_ms": 300}
@@ -70,7 +70,7 @@ def _rate(name: str, count: int, action) -> float:
 
 def _bls_costs_us() -> tuple[float, float]:
     """(sign one share, verify one certification) in microseconds: medians of 30."""
-    deal = bls.deal_threshold_key(1, 1, b"python-api-benchmark-seed-32-bytes")
+    deal = bls.deal_threshold_keys(1, 1, b"python-api-benchmark-seed-32-bytes")
     share = deal.secret_share(1)
     root = bytes(range(32))
     signs, verifies = [], []

@@ -35,7 +35,7 @@ from consensus_stub.node_keys import generate_node_identity, load_node_identity
 from message_routing.limits import DEFAULT
 from replica.progress import Progress
 from state_manager import certification as cm
-from state_manager import threshold_bls as bls
+from state_manager import bls
 from state_manager.certified_slice import decode_certified_stream_slice, height_leaf, message_label
 from state_manager.codec import encode_header_leaf, encode_message_leaf
 from state_manager.hash_tree import Empty
@@ -81,7 +81,7 @@ def _certified_state(messages: int) -> tuple[StateTrees, cm.Certification]:
         (b"streams", build_from_sorted([(CLIENT_SUBNET.encode(), stream)])),
         (b"time", (1_700_000_000).to_bytes(8, "big")),
     ])
-    deal = bls.deal_threshold_key(4, 3, DEAL_SEED)
+    deal = bls.deal_threshold_keys(4, 3, DEAL_SEED)
     root = tree.digest()
     shares = [cm.sign_certification_share(HEIGHT, root, i, deal.secret_share(i)) for i in (1, 2, 3)]
     certification = cm.aggregate_certification(
@@ -117,7 +117,7 @@ class Verifier:
     """decode + verify + validate, exactly what a node does with a fetched slice."""
 
     def __init__(self) -> None:
-        self.public_key = bls.deal_threshold_key(4, 3, DEAL_SEED).public_key
+        self.public_key = bls.deal_threshold_keys(4, 3, DEAL_SEED).public_key
 
     def key_for(self, subnet: str, version: int) -> bytes | None:
         return self.public_key if (subnet, version) == (ENDPOINT_SUBNET, REGISTRY_VERSION) else None

@@ -18,7 +18,7 @@ import hashlib
 from dataclasses import dataclass, field
 from typing import Any, Iterable, Mapping
 
-from state_manager import threshold_bls as bls
+from state_manager import bls
 from state_manager.codec import CodecError, check_bytes, check_str, check_tuple, check_u64
 from state_manager.encoding import EncodingError, decode, encode
 from state_manager.routing_table import CanisterIdRange, RoutingTable, RoutingTableError
@@ -93,7 +93,7 @@ def genesis_registry(
         if type(spec.nodes) is not int or spec.nodes < 1:
             raise GenesisError(f"subnet {spec.subnet_id!r} needs at least one node")
         t = bls.threshold_for(spec.nodes)
-        deal = bls.deal_threshold_key(spec.nodes, t, _deal_seed(seed, spec.subnet_id))
+        deal = bls.deal_threshold_keys(spec.nodes, t, _deal_seed(seed, spec.subnet_id))
         node_ids = tuple(node_id_for(spec.subnet_id, i) for i in range(1, spec.nodes + 1))
         subnets.append(SubnetRecord(spec.subnet_id, node_ids, t, deal.public_key, deal.public_key_shares))
         for index, node_id in enumerate(node_ids, start=1):
@@ -132,7 +132,7 @@ def decode_node_secrets(data: bytes) -> NodeSecrets:
             raise CodecError("not version-1 node secrets")
         identity = load_node_identity(check_bytes(cert, "certificate"), check_bytes(key, "private key"))
         secrets = NodeSecrets(check_str(node_id, "node id"), check_str(subnet_id, "subnet id"),
-                              check_u64(index, "node index"), check_bytes(share, "secret share", bls.SCALAR_BYTES),
+                              check_u64(index, "node index"), check_bytes(share, "secret share", bls.SECRET_KEY_BYTES),
                               identity)
     except (EncodingError, CodecError, NodeKeyError) as exc:
         raise GenesisError(f"node secrets: {exc}") from exc

@@ -14,13 +14,17 @@ A ``Registry`` is the sequence of records with strictly increasing versions. Sig
 
 Encoding (canonical msgpack; a testnet directory's registry file)::
 
-    ["replica-registry", 1, [record, ...]]
+    ["replica-registry", 2, [record, ...]]
     record = [version, [subnet, ...], [node, ...], topology]     (state_codec topology value)
     subnet = [subnet_id, [node_id, ...], threshold, public_key, [public_key_share, ...]]
     node   = [node_id, subnet_id, xnet_address, certificate_pem]
 
-``decode_registry`` is strict: canonical bytes, known version, exact arities and types, valid
-G1 keys, and a consistent record (``check_record``), else ``MalformedRegistry``.
+Keys are the IC's BLS variant (``state_manager.bls``): the subnet key and the key shares are
+96-byte G2 points. ``decode_registry`` is strict: canonical bytes, known version, exact arities
+and types, valid G2 keys, and a consistent record (``check_record``), else ``MalformedRegistry``.
+Version 1 held keys of the project's own BLS variant (48-byte G1 points), which certifications
+no longer use: it is refused with ``UnsupportedRegistryVersion`` (a testnet directory made
+before is made again; a G1 key cannot be turned into the G2 key of the same secret without it).
 """
 
 from __future__ import annotations
@@ -28,7 +32,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import Any, Iterable, Mapping
 
-from state_manager import threshold_bls as bls
+from state_manager import bls
 from state_manager.codec import CodecError, check_bytes, check_str, check_tuple, check_u64
 from state_manager.encoding import EncodingError, decode, encode
 from state_manager.routing_table import CanisterMigrations, NetworkTopology, RoutingTable
@@ -38,12 +42,14 @@ from .errors import ConsensusError
 
 __all__ = [
     "REGISTRY_ENCODING_VERSION", "MAX_REGISTRY_BYTES",
-    "RegistryError", "MalformedRegistry", "InconsistentRegistry", "UnknownRegistryVersion",
+    "RegistryError", "MalformedRegistry", "UnsupportedRegistryVersion", "InconsistentRegistry",
+    "UnknownRegistryVersion",
     "NodeRecord", "SubnetRecord", "RegistryRecord", "Registry",
     "check_record", "encode_registry", "decode_registry", "is_endpoint_address",
 ]
 
-REGISTRY_ENCODING_VERSION = 1
+#: 2: keys of the IC's BLS variant (G2); version 1's were the project's own variant (G1).
+REGISTRY_ENCODING_VERSION = 2
 MAX_REGISTRY_BYTES = 64 * 1024 * 1024
 _TAG = "replica-registry"
 _MAX_ID_CHARS = 64
@@ -55,6 +61,11 @@ class RegistryError(ConsensusError):
 
 class MalformedRegistry(RegistryError):
     """Bytes that are not the canonical encoding of a consistent registry."""
+
+
+class UnsupportedRegistryVersion(MalformedRegistry):
+    """A registry file of an encoding version this build does not read (version 1: keys of the
+    project's own BLS variant, module docstring)."""
 
 
 class InconsistentRegistry(RegistryError):
@@ -158,7 +169,7 @@ def check_record(record: RegistryRecord) -> RegistryRecord:
     """Raise ``InconsistentRegistry`` unless:
 
     * subnet ids and node ids are unique, sorted, and 1..64 printable characters;
-    * every subnet has ``n >= 1`` nodes, ``1 <= t <= n``, ``n`` key shares, 48-byte keys;
+    * every subnet has ``n >= 1`` nodes, ``1 <= t <= n``, ``n`` key shares, 96-byte (G2) keys;
     * every node belongs to exactly the subnet that lists it, with a valid address and a PEM;
     * the routing table and the migration traces name only known subnets.
     """
@@ -181,8 +192,8 @@ def check_record(record: RegistryRecord) -> RegistryRecord:
         if len(subnet.public_key_shares) != n:
             raise InconsistentRegistry(f"subnet {subnet.subnet_id!r}: {len(subnet.public_key_shares)} key shares for {n} nodes")
         keys = (subnet.public_key, *subnet.public_key_shares)
-        if not all(isinstance(k, bytes) and len(k) == bls.G1_POINT_BYTES for k in keys):
-            raise InconsistentRegistry(f"subnet {subnet.subnet_id!r}: keys must be {bls.G1_POINT_BYTES}-byte G1 points")
+        if not all(isinstance(k, bytes) and len(k) == bls.PUBLIC_KEY_BYTES for k in keys):
+            raise InconsistentRegistry(f"subnet {subnet.subnet_id!r}: keys must be {bls.PUBLIC_KEY_BYTES}-byte G2 points")
         for node_id in subnet.node_ids:
             if node_id in members:
                 raise InconsistentRegistry(f"node {node_id!r} is listed by {members[node_id]!r} and {subnet.subnet_id!r}")
@@ -329,11 +340,11 @@ def encode_registry(registry: Registry) -> bytes:
     return encode((_TAG, REGISTRY_ENCODING_VERSION, tuple(_record_value(r) for r in registry.records)))
 
 
-def _check_g1(value: Any, what: str) -> bytes:
-    key = check_bytes(value, what, bls.G1_POINT_BYTES)
+def _check_key(value: Any, what: str) -> bytes:
+    key = check_bytes(value, what, bls.PUBLIC_KEY_BYTES)
     try:
-        bls.parse_g1(key)
-    except bls.PointError as exc:
+        bls.parse_public_key(key)
+    except bls.BlsPointError as exc:
         raise CodecError(f"{what}: {exc}") from exc
     return key
 
@@ -344,8 +355,8 @@ def _subnet_from_value(value: Any) -> SubnetRecord:
         check_str(subnet_id, "subnet id"),
         tuple(check_str(n, "node id") for n in check_tuple(node_ids, "node ids")),
         check_u64(threshold, "threshold"),
-        _check_g1(public_key, "subnet public key"),
-        tuple(_check_g1(k, "public key share") for k in check_tuple(shares, "public key shares")),
+        _check_key(public_key, "subnet public key"),
+        tuple(_check_key(k, "public key share") for k in check_tuple(shares, "public key shares")),
     )
 
 
@@ -377,8 +388,13 @@ def decode_registry(data: bytes) -> Registry:
         tag, version, records = check_tuple(value, "registry", 3)
         if tag != _TAG:
             raise CodecError(f"not a registry (tag {tag!r})")
+        if version == 1:
+            raise UnsupportedRegistryVersion(
+                "registry encoding version 1 holds keys of the project's own BLS variant (G1 public keys), which "
+                f"certifications no longer use; this build reads version {REGISTRY_ENCODING_VERSION} (make the "
+                "testnet directory again)")
         if type(version) is not int or version != REGISTRY_ENCODING_VERSION:
-            raise CodecError(f"unknown registry encoding version {version!r}")
+            raise UnsupportedRegistryVersion(f"unknown registry encoding version {version!r}")
         registry = Registry(_record_from_value(r) for r in check_tuple(records, "registry records"))
     except (EncodingError, CodecError, RegistryError, ValueError) as exc:
         if isinstance(exc, MalformedRegistry):

@@ -50,18 +50,14 @@ fails when a public exception class of ``replica`` is missing here or placed wro
     │   │       ├── DelegationKeyRepeated
     │   │       └── DelegationSignatureInvalid
     │   ├── HashTreeRefused
-    │   ├── CertificateRefused
-    │   │   ├── CertificateMalformed
-    │   │   ├── NestedDelegation
-    │   │   ├── DelegationSubnetKeyMissing
-    │   │   ├── CanisterRangesMissing
-    │   │   ├── CanisterOutsideRanges
-    │   │   ├── DelegationSubnetMismatch
-    │   │   └── CertificateSignatureRefused
-    │   └── BlsError
-    │       ├── BlsPointError
-    │       ├── BlsSecretKeyError
-    │       └── BlsCombineError
+    │   └── CertificateRefused
+    │       ├── CertificateMalformed
+    │       ├── NestedDelegation
+    │       ├── DelegationSubnetKeyMissing
+    │       ├── CanisterRangesMissing
+    │       ├── CanisterOutsideRanges
+    │       ├── DelegationSubnetMismatch
+    │       └── CertificateSignatureRefused
     ├── IngressRefused           a submission refused, one subclass per reason, each with its
     │   │                        reason and HTTP status (replica.client.refusals; also ValueError)
     │   ├── MalformedIngress
@@ -94,6 +90,7 @@ fails when a public exception class of ``replica`` is missing here or placed wro
     │   ├── CertificateInvalid
     │   │   ├── MalformedCertificate
     │   │   ├── CertificateRootMismatch
+    │   │   ├── CertificateHeightMismatch
     │   │   ├── CertificateSignatureInvalid
     │   │   ├── CertificationRollback
     │   │   ├── CertificateTooOld

@@ -1,21 +1,34 @@
-"""Certifications of state roots: threshold BLS signatures on
-``domain_sep("ic-state-root") || height || root`` (height as 8 bytes big-endian).
+"""Certifications of state roots: threshold BLS signatures in the IC's variant
+(``state_manager.bls``: signatures in G1, keys in G2) on ``domain_sep("ic-state-root") || root``.
 
 A ``CertificationShare`` is one node's signature share on the root at a height; ``t`` valid
 shares on the same (height, root) aggregate into a ``Certification`` that verifies under the
-subnet public key. The height is signed: consumers rely on it (the XNet slice pool refuses
-slices certified below the pooled one), so a relabeled height must not verify. Verification
-raises one error class per failure; a caller that verifies remote data for one protocol step
-(the certified-slice decoder) passes its own classes (``SignatureErrors``) and gets them
-raised directly.
+subnet public key. Verification raises one error class per failure; a caller that verifies
+remote data for one protocol step (the certified-slice decoder) passes its own classes
+(``SignatureErrors``) and gets them raised directly.
+
+**The height is authenticated by the tree, not the signature** (docs/architecture.md,
+*Certifications*). The IC signs the root alone; the certified tree states its height at
+``/metadata/height``. So a certification's ``height`` field is a claim, and every consumer
+that relies on it checks it against the certified tree: ``check_certified_height`` for a
+revealed witness (the agent), the slice decoder for a slice's witness, and a node or state
+sync by recomputing the root of its own state of that height. A share travels between the
+nodes with ``height_witness``, the certified tree pruned to ``/metadata/height``
+(``certified_height_witness``), and is aggregated only if it proves the share's height
+(``check_share_height``): else one node could relabel ``t`` honest shares of an old root to
+another height and they would combine into a certification that verifies.
 
 Encodings (canonical msgpack, version first):
 
-* certification: ``[2, height, root(32), signature(96)]``
-* share:         ``[2, height, root(32), node_index, signature_share(96)]``
+* certification: ``[3, height, root(32), signature(48)]``
+* share:         ``[3, height, root(32), node_index, signature_share(48)]``
 
-Version 1 (of both) signed ``domain_sep || root`` only, leaving the height unauthenticated;
-it is refused with ``UnsupportedCertificationVersion``.
+Older versions are refused with ``UnsupportedCertificationVersion``: version 1 signed the root
+without its height and nothing authenticated the height; version 2 signed
+``domain_sep || height || root`` in the project's own BLS variant (signatures in G2, keys in
+G1), which no IC tool verifies. No verifier of version 2 is kept: nothing durable needs one
+(a node re-certifies every height it executes, and a registry of that variant's keys is
+refused too, see ``consensus_stub.registry``).
 
 Pure: keys and shares arrive as arguments; signing keys never live here.
 """
@@ -23,11 +36,15 @@ Pure: keys and shares arrive as arguments; signing keys never live here.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
-from state_manager import encoding
-from state_manager import threshold_bls as bls
+from state_manager import bls, encoding
+from state_manager.codec import LEAF_VERSION
 from state_manager.errors import StateManagerError
+from state_manager.hash_tree import Absent, Found, HashTree, Leaf, lookup_path, reconstruct
+from state_manager.labeled_trie import LabeledTrie
+from state_manager.tree_encoding import TreeDecodeError, decode_tree, encode_tree
+from state_manager.trie_witness import plan_paths, witness_tree
 
 __all__ = [
     "CERTIFICATION_VERSION",
@@ -42,6 +59,9 @@ __all__ = [
     "MalformedSignature",
     "InvalidSignature",
     "InvalidPublicKey",
+    "CertifiedHeightError",
+    "CertifiedHeightNotRevealed",
+    "CertifiedHeightMismatch",
     "NotEnoughValidShares",
     "ConflictingShares",
     "SignatureErrors",
@@ -53,15 +73,27 @@ __all__ = [
     "encode_certification_share",
     "decode_certification_share",
     "certification_message",
+    "HEIGHT_PATH", "MAX_HEIGHT_WITNESS_BYTES", "certified_height_leaf", "check_certified_height",
+    "certified_height_witness", "check_share_height",
     "verify_certification", "SignatureMemo",
     "sign_certification_share",
     "verify_certification_share",
     "aggregate_certification", "combine_unverified",
 ]
 
-#: 2: the signed message covers the height (version 1 signed the root alone).
-CERTIFICATION_VERSION = 2
-CERTIFICATION_SHARE_VERSION = 2
+#: 3: the IC's BLS variant over ``domain_sep || root``, the height authenticated by the tree.
+CERTIFICATION_VERSION = 3
+CERTIFICATION_SHARE_VERSION = 3
+#: Why each older version is refused (named in the error).
+_REFUSED_VERSIONS = {
+    1: "signs the state root without its height and nothing authenticates the height",
+    2: "is signed in the project's own BLS variant (signatures in G2, keys in G1), not the IC's",
+}
+#: Where the certified tree states its height.
+HEIGHT_PATH = (b"metadata", b"height")
+#: Bound on a share's height witness (an honest one is a few pruned digests: ~250 bytes).
+MAX_HEIGHT_WITNESS_BYTES = 2048
+_MAX_HEIGHT_WITNESS_DEPTH = 64
 MAX_HEIGHT = 2**64 - 1
 MAX_NODE_INDEX = 2**32 - 1
 # Generous bound on an encoded certification or share (both are ~140 bytes).
@@ -77,7 +109,8 @@ class MalformedCertification(CertificationError):
 
 
 class UnsupportedCertificationVersion(MalformedCertification):
-    """A certification or share of another version; version 1 left the height unsigned."""
+    """A certification or share of another version: version 1 left the height unauthenticated,
+    version 2 is the project's own BLS variant (module docstring)."""
 
 
 class EmptySignature(CertificationError):
@@ -85,11 +118,11 @@ class EmptySignature(CertificationError):
 
 
 class IdentitySignature(CertificationError):
-    """The signature is the identity point of G2, which verifies nothing."""
+    """The signature is the identity point of G1, which verifies nothing."""
 
 
 class MalformedSignature(CertificationError):
-    """The signature bytes are not a valid G2 point of the prime-order subgroup."""
+    """The signature bytes are not a valid G1 point of the prime-order subgroup."""
 
 
 class InvalidSignature(CertificationError):
@@ -97,7 +130,19 @@ class InvalidSignature(CertificationError):
 
 
 class InvalidPublicKey(CertificationError):
-    """The public key (or key share) given to verify against is not a valid G1 point."""
+    """The public key (or key share) given to verify against is not a valid G2 point."""
+
+
+class CertifiedHeightError(CertificationError):
+    """The certified tree does not authenticate the height the certification claims."""
+
+
+class CertifiedHeightNotRevealed(CertifiedHeightError):
+    """The witness does not reveal ``/metadata/height``, so the claimed height is unproven."""
+
+
+class CertifiedHeightMismatch(CertifiedHeightError):
+    """The certified tree's ``/metadata/height`` is not the claimed height (a relabeled one)."""
 
 
 class NotEnoughValidShares(CertificationError):
@@ -153,12 +198,18 @@ class Certification:
 
 @dataclass(frozen=True, slots=True)
 class CertificationShare:
-    """Node ``node_index``'s signature share on the state root at ``height``."""
+    """Node ``node_index``'s signature share on the state root at ``height``.
+
+    ``height_witness`` (encoded, ``tree_encoding``) is the certified tree pruned to
+    ``/metadata/height``: what proves ``height`` to the peers that aggregate the share
+    (``check_share_height``). It travels in the agreement's gossip, not in the share's own
+    encoding, and takes no part in equality."""
 
     height: int
     root: bytes
     node_index: int
     signature_share: bytes
+    height_witness: bytes = field(default=b"", compare=False, repr=False)
 
     def __post_init__(self) -> None:
         _check_fields(self.height, self.root)
@@ -166,6 +217,8 @@ class CertificationShare:
             raise MalformedCertification(f"node index must be in [1, 2**32), got {self.node_index!r}")
         if not isinstance(self.signature_share, bytes):
             raise MalformedCertification("signature share must be bytes")
+        if not isinstance(self.height_witness, bytes):
+            raise MalformedCertification("height witness must be bytes")
 
 
 def encode_certification(cert: Certification) -> bytes:
@@ -184,16 +237,16 @@ def _decode_array(data: bytes, what: str) -> tuple:
 
 
 def _check_signature_length(signature: object, what: str) -> None:
-    if not isinstance(signature, bytes) or len(signature) != bls.G2_POINT_BYTES:
-        raise MalformedCertification(f"{what} must be {bls.G2_POINT_BYTES} bytes")
+    if not isinstance(signature, bytes) or len(signature) != bls.SIGNATURE_BYTES:
+        raise MalformedCertification(f"{what} must be {bls.SIGNATURE_BYTES} bytes")
 
 
 def _check_version(version: object, expected: int, what: str) -> None:
     if not _is_int(version):
         raise MalformedCertification(f"{what} version must be an integer, got {version!r}")
-    if version == 1:
+    if version in _REFUSED_VERSIONS:
         raise UnsupportedCertificationVersion(
-            f"{what} version 1 signs the state root without its height and is no longer accepted "
+            f"{what} version {version} {_REFUSED_VERSIONS[version]}; it is no longer accepted "
             f"(expected version {expected})")
     if version != expected:
         raise UnsupportedCertificationVersion(f"unknown {what} version {version!r} (expected {expected})")
@@ -229,21 +282,63 @@ def decode_certification_share(data: bytes) -> CertificationShare:
     return CertificationShare(height=height, root=root, node_index=node_index, signature_share=signature_share)
 
 
-def certification_message(height: int, root: bytes) -> bytes:
-    """The signed bytes: ``domain_sep("ic-state-root") || height (8 bytes big-endian) || root``."""
-    return bls.state_root_message(height, root)
+def certification_message(root: bytes) -> bytes:
+    """The signed bytes: ``domain_sep("ic-state-root") || root`` (``bls.state_root_message``)."""
+    return bls.state_root_message(root)
+
+
+def certified_height_leaf(height: int) -> bytes:
+    """The leaf at ``/metadata/height`` of a certified tree of ``height``: ``[LEAF_VERSION, height]``
+    (``state_tree.leaf``)."""
+    return encoding.encode_unchecked((LEAF_VERSION, height))
+
+
+def check_certified_height(cert: Certification | CertificationShare, tree: HashTree) -> None:
+    """The certified tree authenticates the claimed height: ``lookup(/metadata/height, tree) ==
+    certified_height_leaf(cert.height)``. For a witness whose root is ``cert.root`` (the caller
+    checked that): ``CertifiedHeightNotRevealed`` if it does not reveal the leaf,
+    ``CertifiedHeightMismatch`` if the leaf states another height."""
+    found = lookup_path(tree, list(HEIGHT_PATH))
+    if isinstance(found, Absent):
+        raise CertifiedHeightMismatch("the certified tree has no /metadata/height")
+    if not isinstance(found, Found) or not isinstance(found.tree, Leaf):
+        raise CertifiedHeightNotRevealed(
+            f"the witness does not reveal /metadata/height, so height {cert.height} is unproven")
+    if found.tree.value != certified_height_leaf(cert.height):
+        raise CertifiedHeightMismatch(
+            f"the certification claims height {cert.height}, the certified tree's /metadata/height differs")
+
+
+def certified_height_witness(certified: LabeledTrie) -> bytes:
+    """The certified tree pruned to ``/metadata/height`` (encoded): a share's height proof."""
+    return encode_tree(witness_tree(certified, plan_paths([list(HEIGHT_PATH)])))
+
+
+def check_share_height(share: CertificationShare) -> None:
+    """The share's ``height_witness`` proves its height: it decodes (bounded), reconstructs to
+    ``share.root`` and states ``/metadata/height = share.height`` (``check_certified_height``).
+    ``CertifiedHeightNotRevealed`` or ``CertifiedHeightMismatch`` otherwise."""
+    try:
+        tree = decode_tree(share.height_witness, max_bytes=MAX_HEIGHT_WITNESS_BYTES,
+                           max_depth=_MAX_HEIGHT_WITNESS_DEPTH)
+    except TreeDecodeError as exc:
+        raise CertifiedHeightNotRevealed(f"share of node {share.node_index}: no height witness: {exc}") from exc
+    if reconstruct(tree) != share.root:
+        raise CertifiedHeightMismatch(f"share of node {share.node_index}: the height witness is of another root")
+    check_certified_height(share, tree)
 
 
 def _parse_public_key(public_key: bytes, what: str, errors: SignatureErrors = CERTIFICATION_ERRORS):
     try:
-        return bls.parse_g1(public_key)
-    except bls.PointError as exc:
+        return bls.parse_public_key(public_key)
+    except bls.BlsPointError as exc:
         raise errors.invalid_key(f"{what}: {exc}") from exc
 
 
 class SignatureMemo:
-    """Signatures already verified, by their exact public key, height, root and signature
-    bytes: a pairing check depends on nothing else, so one that passed passes again. A
+    """Signatures already verified, by their exact public key, root and signature bytes (the
+    signed message is the root's): a pairing check depends on nothing else, so one that
+    passed passes again. A
     process that verifies the same certification many times (the nodes of a subnet in one
     process, a client reading many statuses at one height) passes one memo to skip the
     repeats; nothing is remembered that did not verify. Bounded: it forgets everything when
@@ -251,67 +346,74 @@ class SignatureMemo:
 
     def __init__(self, capacity: int = 4096) -> None:
         self.capacity = capacity
-        self._verified: dict[tuple[bytes, int, bytes, bytes], None] = {}
+        self._verified: dict[tuple[bytes, bytes, bytes], None] = {}
 
-    def __contains__(self, key: tuple[bytes, int, bytes, bytes]) -> bool:
+    def __contains__(self, key: tuple[bytes, bytes, bytes]) -> bool:
         return key in self._verified
 
-    def add(self, key: tuple[bytes, int, bytes, bytes]) -> None:
+    def add(self, key: tuple[bytes, bytes, bytes]) -> None:
         if len(self._verified) >= self.capacity:
             self._verified = {}
         self._verified[key] = None
 
 
-def _check_signature(height: int, root: bytes, signature: bytes, public_key, what: str,
-                     errors: SignatureErrors = CERTIFICATION_ERRORS, *,
-                     memo: SignatureMemo | None = None, public_key_bytes: bytes = b"") -> None:
+#: The compressed identity of G1: the infinity flag over zeros.
+_G1_IDENTITY = b"\xc0" + bytes(bls.SIGNATURE_BYTES - 1)
+
+
+def _check_signature(root: bytes, signature: bytes, public_key: bytes, what: str,
+                     errors: SignatureErrors = CERTIFICATION_ERRORS, *, memo: SignatureMemo | None = None) -> None:
     """Raise the first failure among: empty, malformed, identity, not verifying (a signature
-    ``memo`` holds under ``public_key_bytes`` verified before)."""
+    ``memo`` holds under ``public_key`` verified before). ``public_key`` was parsed already."""
     if not any(signature):
         raise errors.empty(f"{what} is empty or all zero")
-    key = (public_key_bytes, height, root, signature)
+    key = (public_key, root, signature)
     if memo is not None and key in memo:
         return
+    if signature == _G1_IDENTITY:
+        raise errors.identity(f"{what} is the identity point")
     try:
-        point = bls.parse_g2(signature)
-    except bls.IdentityPointError as exc:
-        raise errors.identity(f"{what} is the identity point") from exc
-    except bls.PointError as exc:
+        valid = bls.verify(public_key, certification_message(root), signature)
+    except bls.BlsPointError as exc:
         raise errors.malformed(f"{what}: {exc}") from exc
-    if not bls.verify_points(public_key, certification_message(height, root), point):
-        raise errors.invalid(f"{what} does not verify for height {height} and this root")
+    if not valid:
+        raise errors.invalid(f"{what} does not verify for this root")
     if memo is not None:
         memo.add(key)
 
 
 def verify_certification(cert: Certification, subnet_public_key: bytes,
                          errors: SignatureErrors = CERTIFICATION_ERRORS, memo: SignatureMemo | None = None) -> None:
-    """Check ``e(pk, H(domain_sep("ic-state-root") || height || root)) == e(g1, signature)``.
+    """Check ``e(signature, g2) == e(H(domain_sep("ic-state-root") || root), pk)``: the root is
+    certified. The height is not part of the signed message; whoever relies on ``cert.height``
+    checks it against the certified tree (module docstring).
 
     Returns ``None`` on success; raises ``errors.empty``, ``errors.identity``,
     ``errors.malformed``, ``errors.invalid`` (or ``errors.invalid_key`` for a bad key): by
     default ``EmptySignature``, ``IdentitySignature``, ``MalformedSignature``,
     ``InvalidSignature`` and ``InvalidPublicKey``.
     """
-    key = _parse_public_key(subnet_public_key, "subnet public key", errors)
-    _check_signature(cert.height, cert.root, cert.signature, key, "certification signature", errors,
-                     memo=memo, public_key_bytes=subnet_public_key)
+    _parse_public_key(subnet_public_key, "subnet public key", errors)
+    _check_signature(cert.root, cert.signature, subnet_public_key, "certification signature", errors, memo=memo)
 
 
-def sign_certification_share(height: int, root: bytes, node_index: int, secret_share: bytes) -> CertificationShare:
-    """Node ``node_index``'s share ``s_i * H(domain_sep("ic-state-root") || height || root)``."""
+def sign_certification_share(height: int, root: bytes, node_index: int, secret_share: bytes,
+                             height_witness: bytes = b"") -> CertificationShare:
+    """Node ``node_index``'s share ``s_i · H(domain_sep("ic-state-root") || root)`` on the root of
+    ``height``, with the height's proof for its peers (``certified_height_witness``)."""
     _check_fields(height, root)
-    signature_share = bls.sign_share(secret_share, certification_message(height, root))
-    return CertificationShare(height=height, root=root, node_index=node_index, signature_share=signature_share)
+    signature_share = bls.sign_share(secret_share, certification_message(root))
+    return CertificationShare(height=height, root=root, node_index=node_index, signature_share=signature_share,
+                              height_witness=height_witness)
 
 
 def verify_certification_share(share: CertificationShare, public_key_share: bytes,
                                memo: SignatureMemo | None = None) -> None:
     """Check the share against the node's public key share; same errors as
     ``verify_certification``."""
-    key = _parse_public_key(public_key_share, f"public key share of node {share.node_index}")
-    _check_signature(share.height, share.root, share.signature_share, key, f"share of node {share.node_index}",
-                     memo=memo, public_key_bytes=public_key_share)
+    _parse_public_key(public_key_share, f"public key share of node {share.node_index}")
+    _check_signature(share.root, share.signature_share, public_key_share, f"share of node {share.node_index}",
+                     memo=memo)
 
 
 def combine_unverified(
@@ -336,11 +438,10 @@ def combine_unverified(
     if first is None or not _is_int(t) or len(chosen) < t:
         return None
     try:
-        subnet_key = _parse_public_key(subnet_public_key, "subnet public key")
+        _parse_public_key(subnet_public_key, "subnet public key")
         signature = bls.combine_shares(chosen, t)
-        _check_signature(first.height, first.root, signature, subnet_key, "combined signature", memo=memo,
-                         public_key_bytes=subnet_public_key)
-    except (bls.ThresholdBlsError, CertificationError):
+        _check_signature(first.root, signature, subnet_public_key, "combined signature", memo=memo)
+    except (bls.BlsError, CertificationError):
         return None
     return Certification(height=first.height, root=first.root, signature=signature)
 
@@ -363,7 +464,7 @@ def aggregate_certification(
     """
     if not _is_int(t) or t < 1:
         raise NotEnoughValidShares(f"threshold must be an integer >= 1, got {t!r}")
-    subnet_key = _parse_public_key(subnet_public_key, "subnet public key")
+    _parse_public_key(subnet_public_key, "subnet public key")
     valid: dict[tuple[int, bytes], dict[int, bytes]] = {}
     for share in shares:
         group = valid.setdefault((share.height, share.root), {})
@@ -387,8 +488,7 @@ def aggregate_certification(
     signature = bls.combine_shares(valid[ready[0]], t)
     cert = Certification(height=height, root=root, signature=signature)
     try:
-        _check_signature(height, root, signature, subnet_key, "combined signature", memo=memo,
-                         public_key_bytes=subnet_public_key)
+        _check_signature(root, signature, subnet_public_key, "combined signature", memo=memo)
     except (IdentitySignature, MalformedSignature) as exc:
         # Valid shares that combine to garbage mean the key shares do not match the key.
         raise InvalidSignature(f"combined signature does not verify: {exc}") from exc

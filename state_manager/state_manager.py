@@ -76,7 +76,9 @@ class StateManager:
 
     def deliver_certification(self, certification: Certification, subnet_public_key: bytes) -> None:
         """Accept a certification of a kept height whose root matches and whose signature
-        verifies; older than the latest certified one is ignored."""
+        verifies; older than the latest certified one is ignored. The signature covers the root
+        only; the height is authenticated by the root's match, as this node's tree of that
+        height states it at ``/metadata/height`` (docs/architecture.md, *Certifications*)."""
         trees = self._snapshots.get(certification.height)
         if trees is None:
             raise CertificationMismatch(f"no snapshot kept at height {certification.height}")

@@ -7,6 +7,12 @@ threshold signature) and reports each certification it makes once (the protocol'
 ``Certified`` output). Heights at or below the last certified height are ignored: their state
 is certified already (or was installed certified by state sync).
 
+A share counts only if its height witness proves its height (``check_share_height``): the
+signature covers the root alone (the IC's message), so without the proof ``t`` honest shares
+of one height, relabeled by any peer, would combine into a certification of another height
+that verifies (docs/architecture.md, *Certifications*). Shares without that proof are
+refused and counted (``refused_shares``), before they are tallied.
+
 Every share is also tallied (``divergence.ShareTally``), late ones included: who signed which
 root at a height (``shares_at``: verified shares only) is what a diverged node reports, and
 an uncertified height past which the subnet kept finalizing is a stall (``stall``).
@@ -17,7 +23,8 @@ from __future__ import annotations
 from typing import Optional
 
 from state_manager.certification import (
-    Certification, CertificationError, CertificationShare, SignatureMemo, verify_certification_share,
+    Certification, CertificationError, CertificationShare, CertifiedHeightError, SignatureMemo, check_share_height,
+    verify_certification_share,
 )
 
 from ..certification_pool import CertificationPool
@@ -30,7 +37,7 @@ __all__ = ["CertificationAggregator"]
 class CertificationAggregator:
     """One node's aggregation of its subnet's certification shares (module docstring)."""
 
-    __slots__ = ("_subnet", "_memo", "_pool", "certified_height", "tally")
+    __slots__ = ("_subnet", "_memo", "_pool", "certified_height", "tally", "refused_shares")
 
     def __init__(self, subnet: SubnetRecord, memo: Optional[SignatureMemo] = None) -> None:
         self._subnet = subnet
@@ -40,9 +47,16 @@ class CertificationAggregator:
         self.certified_height = 0
         #: Every share by height, for ``shares_at`` and ``stall``.
         self.tally = ShareTally()
+        #: Shares whose height witness did not prove their height.
+        self.refused_shares = 0
 
     def add(self, share: CertificationShare) -> Optional[Certification]:
         """Add ``share``; the certification of its height if this share completed it."""
+        try:
+            check_share_height(share)
+        except CertifiedHeightError:
+            self.refused_shares += 1
+            return None
         self.tally.add(share)
         if share.height <= self.certified_height:
             return None

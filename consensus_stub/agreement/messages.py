@@ -1,14 +1,20 @@
 """The artifacts the nodes of one subnet exchange to agree on blocks, and their encoding (pure).
 
-Every message is canonical msgpack ``[version, kind, ...fields]`` (version 1)::
+Every message is canonical msgpack ``[version, kind, ...fields]`` (version 2)::
 
-    [1, 1, block_bytes, signature]                          Proposal            (block_bytes = encode_block)
-    [1, 2, height, block_hash, signer, signature]            NotarizationShare
-    [1, 3, height, block_hash, signer, signature]            FinalizationShare
-    [1, 4, sender, finalized_height, notarized_height]       Status              (heartbeat, asks for catch-up)
-    [1, 5, [block_bytes, ...], [[signer, signature], ...]]   CatchUp             (finalization of the last block)
-    [1, 6, [ingress, ...]]                                   IngressGossip       (state_codec ingress values)
-    [1, 7, height, root, node_index, signature_share]        CertificationShareGossip
+    [2, 1, block_bytes, signature]                          Proposal            (block_bytes = encode_block)
+    [2, 2, height, block_hash, signer, signature]            NotarizationShare
+    [2, 3, height, block_hash, signer, signature]            FinalizationShare
+    [2, 4, sender, finalized_height, notarized_height]       Status              (heartbeat, asks for catch-up)
+    [2, 5, [block_bytes, ...], [[signer, signature], ...]]   CatchUp             (finalization of the last block)
+    [2, 6, [ingress, ...]]                                   IngressGossip       (state_codec ingress values)
+    [2, 7, height, root, node_index, signature_share, height_witness]   CertificationShareGossip
+
+The signature share is the IC's BLS variant (48 bytes, ``state_manager.certification``); it
+signs the root only, and ``height_witness`` (the certified tree pruned to ``/metadata/height``,
+at most ``MAX_HEIGHT_WITNESS_BYTES``) proves the height (checked by the aggregation, not here).
+Version 1 carried shares of the project's own variant (96 bytes, G2, the height signed) and
+no witness; it is refused (``UnsupportedMessageVersion``): nodes of one subnet run one build.
 
 ``decode_message`` is the one boundary for bytes from peers: bounded size, canonical bytes
 (re-encoding gives the same bytes), known version and kind, exact arities and field types,
@@ -21,7 +27,7 @@ from dataclasses import dataclass
 from enum import IntEnum
 from typing import Any, Union
 
-from state_manager.certification import CertificationError, CertificationShare
+from state_manager.certification import MAX_HEIGHT_WITNESS_BYTES, CertificationError, CertificationShare
 from state_manager.codec import CodecError, check_bytes, check_str, check_tuple, check_u64, ingress_from_value, ingress_to_value
 from state_manager.encoding import EncodingError, decode, encode_unchecked, is_u64
 from state_manager.messages import Ingress
@@ -36,7 +42,8 @@ __all__ = [
     "CertificationShareGossip", "Message", "encode_message", "decode_message", "artifact_height",
 ]
 
-MESSAGE_VERSION = 1
+#: 2: certification shares of the IC's BLS variant (version 1's were the project's own).
+MESSAGE_VERSION = 2
 MAX_CATCH_UP_BLOCKS = 64
 MAX_GOSSIP_INGRESS = 1_000
 MAX_SIGNATURE_BYTES = 128
@@ -216,7 +223,7 @@ def _value(message: Message) -> tuple:
         return (v, Kind.INGRESS, tuple(ingress_to_value(i) for i in message.messages))
     if isinstance(message, CertificationShareGossip):
         s = message.share
-        return (v, Kind.CERTIFICATION_SHARE, s.height, s.root, s.node_index, s.signature_share)
+        return (v, Kind.CERTIFICATION_SHARE, s.height, s.root, s.node_index, s.signature_share, s.height_witness)
     raise TypeError(f"not an agreement message: {type(message).__name__}")
 
 
@@ -251,10 +258,13 @@ def _from_value(kind: int, fields: tuple) -> Message:
             raise MalformedMessage(f"ingress gossip holds at most {MAX_GOSSIP_INGRESS} messages")
         return IngressGossip(tuple(ingress_from_value(i) for i in messages))
     if kind == Kind.CERTIFICATION_SHARE:
-        height, root, node_index, signature_share = check_tuple(fields, "certification share", 4)
+        height, root, node_index, signature_share, witness = check_tuple(fields, "certification share", 5)
+        witness = check_bytes(witness, "height witness")
+        if len(witness) > MAX_HEIGHT_WITNESS_BYTES:
+            raise MalformedMessage(f"a height witness is at most {MAX_HEIGHT_WITNESS_BYTES} bytes")
         return CertificationShareGossip(CertificationShare(check_u64(height, "height"), check_bytes(root, "root", 32),
                                                            check_u64(node_index, "node index"),
-                                                           check_bytes(signature_share, "signature share")))
+                                                           check_bytes(signature_share, "signature share"), witness))
     raise UnknownMessageKind(f"unknown message kind {kind!r}")
 
 
@@ -266,6 +276,10 @@ def decode_message(data: bytes) -> Message:
         if len(fields) < 2:
             raise MalformedMessage("a message is [version, kind, ...]")
         version, kind = fields[0], fields[1]
+        if version == 1:
+            raise UnsupportedMessageVersion(
+                f"message version 1 carries certification shares of the project's own BLS variant (expected "
+                f"{MESSAGE_VERSION})")
         if type(version) is not int or version != MESSAGE_VERSION:
             raise UnsupportedMessageVersion(f"unknown message version {version!r}")
         if type(kind) is not int:

@@ -296,7 +296,10 @@ class AgreementNode(CatchUpMixin, RestoreMixin):
         return self._certification.stall(self.finalized_height, rounds)
 
     def _on_certification_share(self, share: CertificationShare, out: list[Output]) -> None:
+        refused = self._certification.refused_shares
         certification = self._certification.add(share)
+        if self._certification.refused_shares != refused:
+            self._count("certification share without a height proof")
         if certification is not None:
             out.append(Certified(certification))
 

@@ -125,5 +125,5 @@ def describe_worker(items: Iterable) -> Iterator[tuple]:
     build = current_build()
     loaded = tuple(m for m in build.compiled if _loads_compiled(m))
     origins = {name: str(getattr(importlib.import_module(name), "__file__", "") or "")
-               for name in ("replica", "msgpack", "sortedcontainers", "blspy")}
+               for name in ("replica", "msgpack", "sortedcontainers", "pyblst")}
     yield executor_name(Path.cwd()), os.getpid(), sys.executable, encode(build_to_value(build)), loaded, origins

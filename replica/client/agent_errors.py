@@ -31,7 +31,7 @@ from replica.errors import ReplicaError
 __all__ = [
     "AgentError", "TransportError", "SubmissionUncertain", "UnexpectedAnswer", "RequestRefused", "CanisterNotRouted", "CallRejected",
     "CallTimeout", "ReplyUnavailable", "CertificateInvalid", "MalformedCertificate", "CertificateRootMismatch",
-    "CertificateSignatureInvalid", "CertificationRollback", "CertificateTooOld", "PathNotProven",
+    "CertificateHeightMismatch", "CertificateSignatureInvalid", "CertificationRollback", "CertificateTooOld", "PathNotProven",
 ]
 
 
@@ -97,6 +97,13 @@ class MalformedCertificate(CertificateInvalid):
 
 class CertificateRootMismatch(CertificateInvalid):
     reason = "root_mismatch"
+
+
+class CertificateHeightMismatch(CertificateInvalid):
+    """The certified tree does not reveal ``/metadata/height`` as the height the certification
+    claims (the signature covers only the root, so the tree authenticates the height)."""
+
+    reason = "height_mismatch"
 
 
 class CertificateSignatureInvalid(CertificateInvalid):

@@ -4,11 +4,14 @@
 order, each failure with its own ``CertificateInvalid`` subclass:
 
 1. ``reconstruct(tree) == certification.root``                          (``CertificateRootMismatch``)
-2. ``e(pk, H(domain_sep("ic-state-root") ‖ height ‖ root)) == e(g1, σ)``  under the key of the
-   subnet whose registry ranges cover the canister            (``CertificateSignatureInvalid``)
-3. ``certification.height >= min_height`` (the highest height already verified for that
+2. the tree reveals ``/metadata/height`` and it is ``certification.height``: the signature
+   covers the root only, the tree authenticates the height
+   (``certification.check_certified_height``)                       (``CertificateHeightMismatch``)
+3. ``e(σ, g2) == e(H(domain_sep("ic-state-root") ‖ root), pk)`` (the IC's BLS variant) under the
+   key of the subnet whose registry ranges cover the canister  (``CertificateSignatureInvalid``)
+4. ``certification.height >= min_height`` (the highest height already verified for that
    subnet: no rollback)                                                (``CertificationRollback``)
-4. ``/time`` is revealed and ``now - time <= max_age``                   (``CertificateTooOld``)
+5. ``/time`` is revealed and ``now - time <= max_age``                   (``CertificateTooOld``)
 
 A ``VerifiedCertificate`` then answers lookups: a revealed leaf's value, ``None`` for a path
 the tree proves absent, ``PathNotProven`` for one it leaves pruned.
@@ -19,14 +22,16 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Callable, Sequence
 
-from state_manager.certification import Certification, CertificationError, verify_certification
+from state_manager.certification import (
+    Certification, CertificationError, CertifiedHeightError, check_certified_height, verify_certification,
+)
 from state_manager.codec import LEAF_VERSION
 from state_manager.encoding import EncodingError, decode
 from state_manager.hash_tree import Absent, Found, HashTree, Leaf, lookup_path, reconstruct
 
 from .agent_errors import (
-    CertificateTooOld, CertificationRollback, CertificateSignatureInvalid, MalformedCertificate, PathNotProven,
-    CertificateRootMismatch,
+    CertificateHeightMismatch, CertificateTooOld, CertificationRollback, CertificateSignatureInvalid,
+    MalformedCertificate, PathNotProven, CertificateRootMismatch,
 )
 from .http_wire import Certificate
 
@@ -82,12 +87,16 @@ def verify_certificate(certificate: Certificate, *, subnet_id: str, public_key: 
                        verify_signature: Callable[[Certification, bytes], None] = verify_certification,
                        ) -> VerifiedCertificate:
     """The checks of the module docstring, in order; a ``VerifiedCertificate`` if all hold.
-    ``verify_signature`` is check 2 (an agent may pass one that remembers certifications it
+    ``verify_signature`` is check 3 (an agent may pass one that remembers certifications it
     verified already: many answers at one height carry the same one)."""
     certification = certificate.certification
     root = reconstruct(certificate.tree)
     if root != certification.root:
         raise CertificateRootMismatch(f"the tree's root {root.hex()} is not the certified root {certification.root.hex()}")
+    try:
+        check_certified_height(certification, certificate.tree)
+    except CertifiedHeightError as exc:
+        raise CertificateHeightMismatch(str(exc)) from exc
     try:
         verify_signature(certification, public_key)
     except CertificationError as exc:

@@ -13,7 +13,8 @@ One module, one job (the interface specification's names are the code's):
 * ``requests``        the content maps of call, query and read_state requests
 * ``envelope``        request envelopes: signing, decoding, authenticating
 * ``hash_tree_cbor``  hash trees in the IC's CBOR encoding, to and from the project's hash trees
-* ``bls``             the IC's BLS variant (signatures in G1, keys in G2), threshold shares
+* ``bls``             the IC's BLS variant (signatures in G1, keys in G2), threshold shares:
+                      ``state_manager.bls`` (the subnet's certifications use it too), plus DER keys
 * ``canister_ranges`` a subnet's canister ranges as the state tree states them (both layouts)
 * ``certificate``     certificates: encoding, signing, verification with subnet delegations
 * ``errors``          every refusal, one typed class per reason

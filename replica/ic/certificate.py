@@ -35,6 +35,7 @@ from typing import Any
 
 from state_manager.hash_tree import Found, HashTree, Leaf, domain_sep, lookup_path, reconstruct, validate_well_formed
 from state_manager.hash_tree import MalformedTreeError
+from state_manager.bls import state_root_message   # what a certificate's signature signs: the one formula
 
 from . import bls, cbor
 from .canister_ranges import check_canister_in_ranges
@@ -85,11 +86,6 @@ class VerifiedCertificate:
     tree: HashTree
     time_ns: int
     subnet_id: bytes | None
-
-
-def state_root_message(root: bytes) -> bytes:
-    """What a certificate's signature signs: ``"\\x0Dic-state-root" · root``."""
-    return STATE_ROOT_DOMAIN + root
 
 
 def certificate_from_value(value: object) -> Certificate:

@@ -2,7 +2,9 @@
 
 ``IcFormatError`` is the room's root (a ``ReplicaError`` and a ``ValueError``). Every decoder and
 verifier of ``replica.ic`` raises only these, never another exception, for any input bytes or
-values (the tests fuzz each one). ``reason`` is a short machine-readable code a caller can
+values (the tests fuzz each one); the one exception is the BLS variant, which lives below in
+``state_manager.bls`` (the subnet's certifications use it) and raises its ``BlsError`` family
+(also ``ValueError``s), re-exported here. ``reason`` is a short machine-readable code a caller can
 answer with (the node's HTTP API, the agent's errors); the message says what was wrong.
 """
 
@@ -11,6 +13,7 @@ from __future__ import annotations
 from typing import ClassVar
 
 from replica.errors import ReplicaError
+from state_manager.bls import BlsCombineError, BlsError, BlsPointError, BlsSecretKeyError
 
 __all__ = [
     "IcFormatError",
@@ -310,31 +313,3 @@ class CertificateSignatureRefused(CertificateRefused):
     """A BLS signature that does not verify over ``"\\x0Dic-state-root" · root``."""
 
     reason = "certificate_signature_refused"
-
-
-# -- BLS (replica.ic.bls) ----------------------------------------------------------------------
-
-
-class BlsError(IcFormatError):
-    """Keys, signatures or shares of the IC's BLS variant that cannot be used."""
-
-    reason = "bls_error"
-
-
-class BlsPointError(BlsError):
-    """Bytes that are not a canonical, non-identity point of the prime-order subgroup
-    (48-byte G1 signatures, 96-byte G2 public keys)."""
-
-    reason = "bls_point_invalid"
-
-
-class BlsSecretKeyError(BlsError):
-    """A secret key or share that is not a 32-byte big-endian scalar in ``[1, r)``."""
-
-    reason = "bls_secret_key_invalid"
-
-
-class BlsCombineError(BlsError):
-    """Signature shares that cannot be combined (too few, bad node indices)."""
-
-    reason = "bls_combine_refused"

@@ -80,7 +80,7 @@ def parse_records(path: Path, data: bytes, magic: bytes) -> tuple[list[bytes], i
     none); ``CorruptRecordFile`` for any other damage. Writes nothing: a reader of another
     process's live file (a fork of a running testnet) takes what is complete."""
     if data[:_HEADER] != magic:
-        raise CorruptRecordFile(path, 0, 0, f"not a {magic!r} file")
+        raise CorruptRecordFile(path, 0, 0, f"not a {magic!r} file (it begins {data[:_HEADER]!r})")
     records, pos = [], _HEADER
     while pos < len(data):
         if len(data) - pos < 8:
@@ -153,7 +153,9 @@ class AgreementLog:
     """The agreement artifacts this node signed (module docstring)."""
 
     def __init__(self, path: Path) -> None:
-        self._file = RecordFile(path, b"agrlog01")
+        # 02: agreement messages of version 2; a version 1 log (its messages refused) is a
+        # CorruptRecordFile naming the magic it has.
+        self._file = RecordFile(path, b"agrlog02")
         try:
             self.artifacts: list[Message] = [decode_message(r) for r in self._file.records]
         except MalformedMessage as exc:   # decode_message's one error: corruption here

@@ -14,16 +14,18 @@ A request for canister ``c`` may ask for these paths of the certified tree, noth
 Streams are certified state like the rest: ``replica testnet status`` and ``replica trace``
 read them here (a whole ``messages`` subtree is bounded by the stream limits, 10 MiB by default).
 
-The answer is ``witness(certified tree, paths ∪ {/time})`` — the tree with everything else
-pruned, so ``reconstruct(witness) == certified root`` — and the certification of that root
-(the agent checks ``/time`` for freshness, so it is always revealed).
+The answer is ``witness(certified tree, paths ∪ {/time, /metadata/height})`` — the tree with
+everything else pruned, so ``reconstruct(witness) == certified root`` — and the certification
+of that root. ``/time`` and ``/metadata/height`` are always revealed: the agent checks ``/time``
+for freshness, and ``/metadata/height`` authenticates the height the certification claims (its
+signature covers the root only; docs/architecture.md, *Certifications*).
 """
 
 from __future__ import annotations
 
 from typing import Sequence
 
-from state_manager.certification import Certification
+from state_manager.certification import HEIGHT_PATH, Certification
 from state_manager.labeled_trie import LabeledTrie
 from state_manager.state_tree import canister_label
 from state_manager.trie_witness import plan_paths, witness_tree
@@ -61,6 +63,7 @@ def check_path(path: Sequence[bytes], canister_id: int) -> None:
 
 
 def certificate_for(certified: LabeledTrie, certification: Certification, paths: Sequence[Sequence[bytes]]) -> bytes:
-    """The encoded read_state answer: the witness of ``paths`` and ``/time``, and ``certification``."""
-    plan = plan_paths([list(path) for path in paths] + [[b"time"]])
+    """The encoded read_state answer: the witness of ``paths``, ``/time`` and ``/metadata/height``,
+    and ``certification``."""
+    plan = plan_paths([list(path) for path in paths] + [[b"time"], list(HEIGHT_PATH)])
     return encode_certificate(witness_tree(certified, plan), certification)

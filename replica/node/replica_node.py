@@ -39,7 +39,9 @@ from message_routing.batch import Batch
 from message_routing.executor import Executor
 from message_routing.limits import Limits
 from replica.execution import ExecutionEnvironment
-from state_manager.certification import Certification, CertificationShare, SignatureMemo, sign_certification_share
+from state_manager.certification import (
+    Certification, CertificationShare, SignatureMemo, certified_height_witness, sign_certification_share,
+)
 from state_manager.messages import MANAGEMENT_CANISTER_ID, Ingress
 from state_manager.replicated_state import ReplicatedState
 from state_manager.state_codec import decode_state
@@ -296,7 +298,9 @@ class ReplicaNode:
         trees = self.state_manager.snapshot(height)
         if trees is None:
             raise LookupError(f"{self.node_id} keeps no state at height {height}")
-        return sign_certification_share(height, trees.certified_root, self.node_index, self._secret_share)
+        # the witness proves the height to the peers: the signature covers the root only
+        return sign_certification_share(height, trees.certified_root, self.node_index, self._secret_share,
+                                        certified_height_witness(trees.certified))
 
     def deliver_certification(self, certification: Certification) -> None:
         registry = self.registry.get()

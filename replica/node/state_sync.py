@@ -11,22 +11,25 @@ cannot catch up block by block. This module holds all of it:
   (``AgreementClient.fetch_checkpoint``, the ``FetchCheckpoint`` method of the agreement gRPC
   service), get a ``CheckpointOffer`` and check it with ``verify_offer`` against the subnet's
   public key: the state must decode strictly, be of the offered height and of this subnet, and
-  its certified root must be what the subnet's threshold signature certifies at that height;
+  its certified root must be the one the subnet's threshold signature certifies (the signature
+  covers the root only; the recomputed root includes the state's ``/metadata/height``, so the
+  root's match authenticates the height; docs/architecture.md, *Certifications*);
 * **installing**: the node takes the state, a block log starting at the offered block and a
   new agreement from the offered tip (``Node.install_synced``:
   ``AgreementNode.from_synced_tip(height=offer.height, block_hash=offer.block_hash)``);
 * **serving** (``CheckpointServer``): the newest checkpoint a node keeps with its
   certification, encoded once per height for its peers' ``FetchCheckpoint``.
 
-An offer is canonical msgpack (version 1)::
+An offer is canonical msgpack (version 2)::
 
-    [1, height, block_hash(32), state_bytes, certification_bytes]
+    [2, height, block_hash(32), state_bytes, certification_bytes]
 
 ``state_bytes`` is the checkpoint's ``state.bin`` (``encode_state``), ``certification_bytes``
 the subnet's certification of that height (``encode_certification``), ``block_hash`` the hash
 of the finalized block at that height. ``decode_offer`` is strict (bounded size, canonical
 bytes, known version, exact arity and field types) and raises only ``MalformedOffer``; it
-does not decode the state, ``verify_offer`` does.
+does not decode the state, ``verify_offer`` does. Version 1 carried certifications of the
+project's own BLS variant: refused with ``UnsupportedOfferVersion``.
 
 What the certification does not cover: ``block_hash``. A wrong one is caught by agreement
 (every catch-up onto it is refused as not chaining); it cannot make a node accept a wrong
@@ -69,7 +72,8 @@ __all__ = [
 
 _log = logging.getLogger(__name__)
 
-OFFER_VERSION = 1
+#: 2: certifications of the IC's BLS variant (version 1 carried the project's own, refused).
+OFFER_VERSION = 2
 FETCH_REQUEST_VERSION = 1
 #: The largest encoded offer (also the gRPC message limit of ``FetchCheckpoint``).
 MAX_OFFER_BYTES = 256 * 1024 * 1024
@@ -186,6 +190,9 @@ def decode_offer(data: bytes) -> CheckpointOffer:
         if not fields:
             raise MalformedOffer("an offer is [version, height, block_hash, state, certification]")
         version = fields[0]
+        if version == 1:
+            raise UnsupportedOfferVersion(
+                f"offer version 1 carries a certification of the project's own BLS variant (expected {OFFER_VERSION})")
         if type(version) is not int or version != OFFER_VERSION:
             shown = version if type(version) is int else f"of type {type(version).__name__}"
             raise UnsupportedOfferVersion(f"unknown offer version {shown} (expected {OFFER_VERSION})")
@@ -208,11 +215,12 @@ def verify_offer(offer: CheckpointOffer, subnet_public_key: bytes, *, expected_s
                  memo: Optional[SignatureMemo] = None) -> ReplicatedState:
     """The offered state, if it may be installed; else a ``StateSyncRefused`` subclass.
 
-    Checks, cheapest first: ``offer.height >= min_height``; the certification is of
-    ``offer.height`` and its threshold signature verifies under ``subnet_public_key`` (one
-    pairing, before the state is touched); the state decodes strictly, is of height
-    ``offer.height`` and of ``expected_subnet``; its certified root (recomputed) is the
-    certified one. Installs nothing. CPU-heavy for a large state (decoding and hashing it):
+    Checks, cheapest first: ``offer.height >= min_height``; the certification claims
+    ``offer.height`` and its threshold signature on the root verifies under
+    ``subnet_public_key`` (one pairing, before the state is touched); the state decodes
+    strictly, is of height ``offer.height`` and of ``expected_subnet``; its certified root
+    (recomputed) is the certified one. The last two authenticate the height: the recomputed
+    tree states ``/metadata/height = offer.height``, and it is the certified tree. Installs nothing. CPU-heavy for a large state (decoding and hashing it):
     call it outside any lock the node's other work needs."""
     height, certification = offer.height, offer.certification
     if height < min_height:

@@ -13,11 +13,12 @@ Checks, in this order, each failure with its own ``SliceDecodeError`` subclass:
    nodes of ``witness_budget`` for this payload (``WitnessOverBudget``); then every fork
    group is well-formed within the depth bound, it is canonical, every payload leaf position
    is ``Labeled(l, Pruned(d))`` in it with ``d == hash_leaf(value)``, and it has no ``Leaf``;
-4. ``reconstruct(witness) == certification.root`` (computed while parsing), and where the
-   witness reveals ``/metadata/height`` it is ``height_leaf(certification.height)``
-   (``CertificationHeightMismatch``: a relabeled height);
-5. the certification verifies under the sending subnet's key at the registry version (the
-   signed message covers the height, so a relabeled one fails here at the latest);
+4. ``reconstruct(witness) == certification.root`` (computed while parsing), and the witness
+   reveals ``/metadata/height`` as ``height_leaf(certification.height)``
+   (``CertificationHeightMissing`` if it does not reveal it, ``CertificationHeightMismatch``
+   for another height: a relabeled one). The signature covers the root only, so this is what
+   authenticates the height (docs/architecture.md, *Certifications*);
+5. the certification verifies under the sending subnet's key at the registry version;
 6. the header decodes and its bounds are sane;
 7. messages have consecutive 8-byte indices inside ``[header.begin, header.end)`` and decode.
 
@@ -43,6 +44,7 @@ from .bounded_parse import ParsedWitness, PayloadParts, parse_payload, parse_wit
 from .errors import (
     SIGNATURE_ERRORS,
     CertificationHeightMismatch,
+    CertificationHeightMissing,
     EmptyCertificationSignature,
     InvalidDecodeLimits,
     InvalidHeaderBounds,
@@ -161,6 +163,10 @@ def split_envelope(data: object, max_bytes: int) -> tuple[bytes, bytes, bytes]:
     version = reader.value("the version")
     if type(version) is not int:
         raise MalformedSlice(f"the version is not an integer, got {type(version).__name__}")
+    if version == 1:
+        raise UnsupportedSliceVersion(
+            f"certified slice version 1 carries a certification of the project's own BLS variant and may leave "
+            f"/metadata/height unrevealed; it is no longer accepted (expected version {SLICE_VERSION})")
     if version != SLICE_VERSION:
         raise UnsupportedSliceVersion(f"unknown certified slice version {version}")
     if count != 4:
@@ -201,10 +207,13 @@ def _check_witness_against_payload(witness: ParsedWitness, parts: PayloadParts) 
 
 
 def _check_certified_height(witness: ParsedWitness, certification: cm.Certification) -> None:
-    """Step 4 (height): where the witness reveals ``/metadata/height``, the certified tree
-    was built at ``certification.height``."""
+    """Step 4 (height): the witness reveals ``/metadata/height`` and it states
+    ``certification.height``: the certified tree was built at that height."""
     node = witness.height
-    if node is not None and node[0] == TAG_PRUNED and node[1] != hash_leaf(height_leaf(certification.height)):
+    if node is None or node[0] != TAG_PRUNED:
+        raise CertificationHeightMissing(
+            f"the witness does not reveal /metadata/height, so the claimed height {certification.height} is unproven")
+    if node[1] != hash_leaf(height_leaf(certification.height)):
         raise CertificationHeightMismatch(
             f"the certification claims height {certification.height}, the certified tree's /metadata/height differs "
             f"(a relabeled height)")

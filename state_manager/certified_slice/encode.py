@@ -117,15 +117,16 @@ def encode_certified_stream_slice(
     Rules, checked in order:
 
     * ``certification.root == certified_tree.digest()`` (``CertificationTreeMismatch``);
-    * the certified tree's ``/metadata/height``, if it has one, is
-      ``height_leaf(certification.height)`` (``CertificationTreeMismatch``);
+    * the certified tree's ``/metadata/height`` is ``height_leaf(certification.height)``
+      (``CertificationTreeMismatch``, also when the tree has none: the witness's
+      ``/metadata/height`` is what authenticates the certification's height);
     * ``/streams/<remote_subnet>`` exists (``NoStream``);
     * ``header.begin <= witness_begin <= msg_begin <= header.end`` (``IndexOutOfRange``);
     * payload messages: from ``msg_begin``, at most ``msg_limit`` and at most ``byte_limit``
       bytes of message leaves, but the first is always included when ``msg_limit >= 1`` and
       ``msg_begin < header.end``; ``msg_limit == 0`` gives a header-only slice;
     * the witness reveals what ``witness_plan`` says: the header, the message positions
-      ``[witness_begin, msg_end)`` and ``/metadata/height`` (when the tree has it).
+      ``[witness_begin, msg_end)`` and ``/metadata/height``.
     """
     if not isinstance(certified_tree, LabeledTrie):
         raise MalformedCertifiedTree(f"expected a LabeledTrie, got {type(certified_tree).__name__}")
@@ -144,7 +145,9 @@ def encode_certified_stream_slice(
     if certification.root != certified_tree.digest():
         raise CertificationTreeMismatch("the certification does not certify this tree's root")
     tree_height = _certified_height_leaf(certified_tree)
-    if tree_height is not None and tree_height != height_leaf(certification.height):
+    if tree_height is None:
+        raise CertificationTreeMismatch("the certified tree has no /metadata/height to authenticate the certified height")
+    if tree_height != height_leaf(certification.height):
         raise CertificationTreeMismatch(f"the tree's /metadata/height is not the certified height {certification.height}")
     dst_label = remote_subnet.encode("utf-8")
     header_leaf, header, messages = _stream_of(certified_tree, dst_label)
@@ -156,5 +159,5 @@ def encode_certified_stream_slice(
     taken = _take_messages(messages, header, witness_begin, msg_begin, msg_limit, byte_limit)
     msg_end = msg_begin + len(taken)
     payload = payload_value(dst_label, header_leaf, taken)
-    witness = slice_witness(certified_tree, dst_label, witness_begin, msg_end, tree_height is not None)
+    witness = slice_witness(certified_tree, dst_label, witness_begin, msg_end, True)
     return encode_slice(encode_nested(payload), encode_nested(witness), cm.encode_certification(certification))

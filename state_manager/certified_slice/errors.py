@@ -52,6 +52,7 @@ __all__ = [
     "MalformedSliceCertification",
     "RootMismatch",
     "CertificationHeightMismatch",
+    "CertificationHeightMissing",
     "UnknownSubnetKey",
     "InvalidSubnetKey",
     "EmptyCertificationSignature",
@@ -235,7 +236,12 @@ class RootMismatch(SliceDecodeError):
 
 class CertificationHeightMismatch(SliceDecodeError):
     """The witness reveals ``/metadata/height`` of the certified tree and it is not the
-    certification's height: the height was relabeled (the signature would not verify either)."""
+    certification's height: the height was relabeled (the signature covers only the root)."""
+
+
+class CertificationHeightMissing(SliceDecodeError):
+    """The witness does not reveal ``/metadata/height``: nothing authenticates the height the
+    certification claims."""
 
 
 # step 5: signature
@@ -244,7 +250,7 @@ class UnknownSubnetKey(SliceDecodeError):
 
 
 class InvalidSubnetKey(SliceDecodeError):
-    """The registry's public key for the sending subnet is not a valid G1 point."""
+    """The registry's public key for the sending subnet is not a valid G2 point."""
 
 
 class EmptyCertificationSignature(SliceDecodeError):
@@ -252,11 +258,11 @@ class EmptyCertificationSignature(SliceDecodeError):
 
 
 class IdentityCertificationSignature(SliceDecodeError):
-    """The signature is the identity point of G2."""
+    """The signature is the identity point of G1."""
 
 
 class MalformedCertificationSignature(SliceDecodeError):
-    """The signature is not a valid point of the prime-order subgroup of G2."""
+    """The signature is not a valid point of the prime-order subgroup of G1."""
 
 
 class InvalidCertificationSignature(SliceDecodeError):

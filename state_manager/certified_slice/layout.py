@@ -2,7 +2,7 @@
 
 Wire format (canonical msgpack)::
 
-    CertifiedStreamSlice = [1, payload_tree, witness_tree, certification]
+    CertifiedStreamSlice = [2, payload_tree, witness_tree, certification]
 
 * ``payload_tree`` (``tree_encoding``) holds only ``Labeled``/``Fork``/``Leaf`` nodes::
 
@@ -15,10 +15,15 @@ Wire format (canonical msgpack)::
 * ``witness_tree`` is a hash tree over the *whole* certified tree that reconstructs to the
   certified root on its own (``witness_plan``): everything is ``Pruned`` except the paths
   to ``/streams/<dst>/header``, to every message index in ``[witness_begin, msg_end)`` and
-  to ``/metadata/height`` (when the tree has it), each of those leaf positions being
+  to ``/metadata/height``, each of those leaf positions being
   ``Labeled(label, Pruned(hash_leaf(value)))``, so the witness never carries leaf data.
-* ``certification`` is ``certification.encode_certification``: a signature on the height
-  and the root.
+* ``certification`` is ``certification.encode_certification``: a signature on the root. The
+  height it claims is authenticated by the witness's ``/metadata/height``, which every slice
+  reveals (docs/architecture.md, *Certifications*).
+
+Version 1 carried certifications of the project's own BLS variant (which signed the height)
+and revealed ``/metadata/height`` only when the tree had one; it is refused
+(``UnsupportedSliceVersion``), as its certifications are.
 """
 
 from __future__ import annotations
@@ -26,7 +31,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from state_manager import certification as cm
-from state_manager.codec import LEAF_VERSION
 from state_manager.encoding import encode_unchecked
 from state_manager.streams import StreamSlice
 from state_manager.tree_encoding import TAG_FORK, TAG_LABELED, TAG_LEAF
@@ -50,7 +54,8 @@ __all__ = [
     "encode_slice",
 ]
 
-SLICE_VERSION = 1
+#: 2: certifications of the IC's BLS variant, ``/metadata/height`` always revealed.
+SLICE_VERSION = 2
 #: Largest accepted encoded slice (matches the XNet client's default response bound).
 DEFAULT_MAX_SLICE_BYTES = 16 * 1024 * 1024
 #: Deepest accepted tree. An honest witness nests at most 75 levels plus one per fork level of
@@ -95,8 +100,9 @@ def message_label(index: int) -> bytes:
 
 
 def height_leaf(height: int) -> bytes:
-    """The leaf at ``/metadata/height`` of a certified tree at ``height`` (``state_tree.leaf``)."""
-    return encode_unchecked((LEAF_VERSION, height))
+    """The leaf at ``/metadata/height`` of a certified tree at ``height``
+    (``certification.certified_height_leaf``)."""
+    return cm.certified_height_leaf(height)
 
 
 def balanced_forks(nodes: list[tuple]) -> tuple:

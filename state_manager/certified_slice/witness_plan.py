@@ -7,11 +7,11 @@ reveals, each as ``Labeled(label, Pruned(hash_leaf(value)))``:
 * ``/streams/<dst>/messages/<i>`` for every ``witness_begin <= i < msg_end`` (none when the
   range is empty): ``witness_begin < msg_begin`` lets a receiver that holds messages
   ``[witness_begin, msg_begin)`` from an earlier slice append the new ones;
-* ``/metadata/height`` when the certified tree has it, so receivers can check the height the
-  certification claims (``CertificationHeightMismatch``).
+* ``/metadata/height``, so receivers can check the height the certification claims
+  (``CertificationHeightMismatch``): the certification signs the root only.
 
 Everything else is pruned (``trie_witness.witness``; every planned label exists: the encoder
-checked the stream, its header and messages, and reveals ``/metadata/height`` only if present). ``witness_budget`` in
+checked the stream, its header and messages, and that ``/metadata/height`` exists). ``witness_budget`` in
 ``bounded_parse`` bounds what such a witness can hold; the decoder refuses anything more.
 """
 

@@ -20,7 +20,7 @@ import pytest
 
 from replica.client.agent import Agent
 from replica.client.agent_errors import CertificationRollback, RequestRefused, SubmissionUncertain, TransportError
-from replica.client.http_wire import QueryAnswer, encode_certificate, encode_query_answer
+from replica.client.http_wire import QueryAnswer, encode_query_answer
 from replica.client.identity import UserKey
 from consensus_stub.registry import Registry
 from replica.client.refusals import DuplicateIngress, IngressPoolFull, UnknownCanister
@@ -28,7 +28,7 @@ from state_manager import certification as cm
 from state_manager.encoding import encode
 from state_manager.labeled_trie import build_from_sorted
 from state_manager.state_tree import leaf
-from state_manager.trie_witness import plan_paths, witness_tree
+from replica.node.read_state import certificate_for
 from tests.golden import fixtures as fx
 
 NODES = ("127.0.0.1:1", "127.0.0.1:2", "127.0.0.1:3")
@@ -41,6 +41,7 @@ def _certificate(message_id: bytes, height: int = fx.HEIGHT) -> bytes:
     """Subnet A's certificate (3 of its 4 key shares) at ``height`` that ``message_id`` is
     replied 42, at the fixtures' time."""
     trie = build_from_sorted([
+        (b"metadata", build_from_sorted([(b"height", leaf(height))])),
         (b"request_status", build_from_sorted([
             (message_id, build_from_sorted([(b"reply", leaf(encode(42))), (b"status", leaf("replied"))]))])),
         (b"time", leaf(fx.TIME)),
@@ -48,8 +49,7 @@ def _certificate(message_id: bytes, height: int = fx.HEIGHT) -> bytes:
     shares = fx.certification_shares(height, trie.digest())
     key_shares = {i: fx.deal(fx.A).public_key_share(i) for i in range(1, fx.N + 1)}
     certification = cm.aggregate_certification(shares, fx.T, fx.deal(fx.A).public_key, key_shares)
-    return encode_certificate(witness_tree(trie, plan_paths([[b"request_status", message_id], [b"time"]])),
-                              certification)
+    return certificate_for(trie, certification, [[b"request_status", message_id]])   # what a node answers
 
 
 class ScriptedNodes:

@@ -9,21 +9,22 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from replica.client.agent_errors import (
-    CertificateInvalid, CertificateTooOld, CertificationRollback, CertificateSignatureInvalid, MalformedCertificate,
+    CertificateHeightMismatch, CertificateInvalid, CertificateTooOld, CertificationRollback, CertificateSignatureInvalid, MalformedCertificate,
     PathNotProven, CertificateRootMismatch,
 )
 from replica.client.certificate import verify_certificate
 from replica.client.http_wire import Certificate, WireError, decode_certificate, encode_certificate
-from state_manager import threshold_bls as bls
+from state_manager import bls
 from state_manager.certification import Certification, aggregate_certification, sign_certification_share
 from state_manager.labeled_trie import build_from_sorted
 from state_manager.trie_witness import plan_paths, witness_tree
 from state_manager.state_tree import leaf
 
 NOW = 1_700_000_000 * 10**9
+HEIGHT_PATH = [b"metadata", b"height"]   # every answer reveals it: it authenticates the height
 MID = bytes(range(32))
-KEY = bls.deal_threshold_key(1, 1, b"\x31" * 32)
-OTHER = bls.deal_threshold_key(1, 1, b"\x32" * 32)
+KEY = bls.deal_threshold_keys(1, 1, b"\x31" * 32)
+OTHER = bls.deal_threshold_keys(1, 1, b"\x32" * 32)
 
 
 def certified_tree(time_ns: int = NOW, reply: bytes = b"\xa2hi"):
@@ -44,7 +45,8 @@ def certify(trie, height: int = 7, deal=KEY) -> Certification:
 
 def answer(paths=([b"request_status", MID],), trie=None, height: int = 7) -> Certificate:
     trie = trie if trie is not None else certified_tree()
-    return Certificate(witness_tree(trie, plan_paths([list(p) for p in paths] + [[b"time"]])), certify(trie, height))
+    return Certificate(witness_tree(trie, plan_paths([list(p) for p in paths] + [[b"time"], HEIGHT_PATH])),
+                       certify(trie, height))
 
 
 def check(certificate: Certificate, *, key: bytes = KEY.public_key, now: int = NOW, min_height: int = 0):
@@ -58,8 +60,9 @@ def test_an_honest_certificate_verifies_and_answers_lookups():
     assert verified.lookup_value([b"request_status", MID, b"status"]) == "replied"
     assert verified.lookup_value([b"request_status", MID, b"reply"]) == b"\xa2hi"
     assert verified.lookup_value([b"request_status", bytes(32), b"status"]) is None  # proven absent
-    with pytest.raises(PathNotProven):
-        verified.lookup([b"metadata", b"height"])  # pruned: neither revealed nor excluded
+    assert verified.lookup_value(HEIGHT_PATH) == 7
+    with pytest.raises(PathNotProven):   # pruned: neither revealed nor excluded
+        check(answer(paths=())).lookup([b"request_status", MID, b"status"])
 
 
 def test_a_tree_that_does_not_match_the_root():
@@ -80,14 +83,27 @@ def test_a_root_rewritten_to_match_does_not_verify():
 def test_a_certification_under_another_key():
     trie = certified_tree()
     with pytest.raises(CertificateSignatureInvalid):
-        check(Certificate(witness_tree(trie, plan_paths([[b"time"]])), certify(trie, deal=OTHER)))
+        check(Certificate(witness_tree(trie, plan_paths([[b"time"], HEIGHT_PATH])), certify(trie, deal=OTHER)))
 
 
-def test_a_relabeled_height_does_not_verify():
+def test_a_relabeled_height_is_refused_by_the_tree():
+    """The signature covers the root only (the IC's message): the revealed ``/metadata/height``
+    authenticates the height, so another claimed height is refused."""
     honest = answer()
-    relabeled = Certification(8, honest.certification.root, honest.certification.signature)
-    with pytest.raises(CertificateSignatureInvalid):
-        check(Certificate(honest.tree, relabeled))
+    for height in (0, 6, 8, 2**64 - 1):
+        relabeled = Certification(height, honest.certification.root, honest.certification.signature)
+        with pytest.raises(CertificateHeightMismatch, match=f"claims height {height}"):
+            check(Certificate(honest.tree, relabeled))
+
+
+def test_a_witness_that_hides_the_height_is_refused():
+    trie = certified_tree()
+    hidden = Certificate(witness_tree(trie, plan_paths([[b"time"]])), certify(trie))
+    with pytest.raises(CertificateHeightMismatch, match="does not reveal /metadata/height"):
+        check(hidden)
+    heightless = build_from_sorted([(b"time", leaf(NOW))])   # a tree without /metadata at all
+    with pytest.raises(CertificateHeightMismatch, match="no /metadata/height"):
+        check(Certificate(witness_tree(heightless, plan_paths([[b"time"], HEIGHT_PATH])), certify(heightless)))
 
 
 def test_a_height_below_one_already_verified():
@@ -104,12 +120,13 @@ def test_a_stale_time():
 
 def test_time_must_be_revealed_and_leaves_well_formed():
     trie = certified_tree()
-    without_time = Certificate(witness_tree(trie, plan_paths([[b"metadata", b"height"]])), certify(trie))
+    without_time = Certificate(witness_tree(trie, plan_paths([HEIGHT_PATH])), certify(trie))
     with pytest.raises(PathNotProven):
         check(without_time)
-    odd = build_from_sorted([(b"time", b"\x92\x02\x01")])  # [2, 1]: an unknown leaf version
+    odd = build_from_sorted([(b"metadata", build_from_sorted([(b"height", leaf(7))])),
+                             (b"time", b"\x92\x02\x01")])  # [2, 1]: an unknown leaf version
     with pytest.raises(MalformedCertificate):
-        check(Certificate(witness_tree(odd, plan_paths([[b"time"]])), certify(odd)))
+        check(Certificate(witness_tree(odd, plan_paths([[b"time"], HEIGHT_PATH])), certify(odd)))
 
 
 def test_the_wire_form_round_trips():

@@ -76,7 +76,7 @@ def test_the_workers_python_cannot_import_the_project(cluster, tmp_path):
     for python in filter(None, interpreters):
         # (this machine's base Python happens to carry cryptography and sortedcontainers; the
         # packed venv does not see the base's site-packages either way)
-        for module in ("replica", "message_routing", "state_manager", "msgpack", "blspy", "grpc", "pyspark"):
+        for module in ("replica", "message_routing", "state_manager", "msgpack", "pyblst", "grpc", "pyspark"):
             probe = subprocess.run([python, "-c", f"import {module}"], env=env, cwd=tmp_path, capture_output=True,
                                    text=True)
             assert probe.returncode != 0 and "ModuleNotFoundError" in probe.stderr, (python, module)

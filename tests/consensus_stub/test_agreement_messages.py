@@ -33,7 +33,7 @@ def examples() -> list[m.Message]:
         m.Status("alpha-node-4", 3, 5),
         m.CatchUp((BLOCK, CHILD), (("alpha-node-1", SIG), ("alpha-node-2", SIG))),
         m.IngressGossip((Ingress(b"user", 5, "m", b"arg", b"\x07" * 32, T0 + 60),)),
-        m.CertificationShareGossip(CertificationShare(4, b"\x05" * 32, 2, b"\x11" * 96)),
+        m.CertificationShareGossip(CertificationShare(4, b"\x05" * 32, 2, b"\x11" * 48, b"\x92\x04\xc4\x20" + b"\x05" * 32)),
     ]
 
 
@@ -51,27 +51,32 @@ def test_every_kind_round_trips_and_carries_version_and_kind(message):
 def test_the_share_layout_is_fixed():
     """A golden encoding: a change of layout must come with a new version."""
     data = m.encode_message(m.NotarizationShare(7, b"\xaa" * 32, "n", b"\x01"))
-    assert data == bytes([0x96, 0x01, 0x02, 0x07, 0xC4, 0x20]) + b"\xaa" * 32 + b"\xa1n\xc4\x01\x01"
+    assert data == bytes([0x96, 0x02, 0x02, 0x07, 0xC4, 0x20]) + b"\xaa" * 32 + b"\xa1n\xc4\x01\x01"
 
 
 @pytest.mark.parametrize("value, error", [
-    ([2, 2, 1, b"\x00" * 32, "n", b"s"], m.UnsupportedMessageVersion),
+    ([3, 2, 1, b"\x00" * 32, "n", b"s"], m.UnsupportedMessageVersion),
+    ([1, 2, 1, b"\x00" * 32, "n", b"s"], m.UnsupportedMessageVersion),   # the project's own BLS variant's
+    ([1, 7, 1, b"\x00" * 32, 1, b"s" * 96], m.UnsupportedMessageVersion),
     ([True, 2, 1, b"\x00" * 32, "n", b"s"], m.UnsupportedMessageVersion),
-    ([1, 99, 1], m.UnknownMessageKind),
-    ([1, "2", 1], m.UnknownMessageKind),
+    ([2, 7, 1, b"\x00" * 32, 1, b"s" * 48], m.MalformedMessage),                   # a share without its witness
+    ([2, 7, 1, b"\x00" * 32, 1, b"s" * 48, "w"], m.MalformedMessage),              # a witness that is not bytes
+    ([2, 7, 1, b"\x00" * 32, 1, b"s" * 48, b"w" * 2049], m.MalformedMessage),      # a witness too large
+    ([2, 99, 1], m.UnknownMessageKind),
+    ([2, "2", 1], m.UnknownMessageKind),
     ([1], m.MalformedMessage),
     ({"v": 1}, m.MalformedMessage),
-    ([1, 2, 1, b"\x00" * 31, "n", b"s"], m.MalformedMessage),       # short hash
-    ([1, 2, 0, b"\x00" * 32, "n", b"s"], m.MalformedMessage),       # height 0
-    ([1, 2, 1, b"\x00" * 32, "", b"s"], m.MalformedMessage),        # no signer
-    ([1, 2, 1, b"\x00" * 32, "n", b""], m.MalformedMessage),        # empty signature
-    ([1, 2, 1, b"\x00" * 32, "n", b"s" * 129], m.MalformedMessage),  # signature too long
-    ([1, 2, 1, b"\x00" * 32, "n"], m.MalformedMessage),             # arity
-    ([1, 4, "n", 5, 3], m.MalformedMessage),                        # notarized below finalized
-    ([1, 4, "n", -1, 3], m.MalformedMessage),
-    ([1, 5, [], []], m.MalformedMessage),                           # catch-up without blocks
-    ([1, 1, b"not a block", b"s"], m.MalformedMessage),
-    ([1, 6, []], m.MalformedMessage),                               # empty gossip
+    ([2, 2, 1, b"\x00" * 31, "n", b"s"], m.MalformedMessage),       # short hash
+    ([2, 2, 0, b"\x00" * 32, "n", b"s"], m.MalformedMessage),       # height 0
+    ([2, 2, 1, b"\x00" * 32, "", b"s"], m.MalformedMessage),        # no signer
+    ([2, 2, 1, b"\x00" * 32, "n", b""], m.MalformedMessage),        # empty signature
+    ([2, 2, 1, b"\x00" * 32, "n", b"s" * 129], m.MalformedMessage),  # signature too long
+    ([2, 2, 1, b"\x00" * 32, "n"], m.MalformedMessage),             # arity
+    ([2, 4, "n", 5, 3], m.MalformedMessage),                        # notarized below finalized
+    ([2, 4, "n", -1, 3], m.MalformedMessage),
+    ([2, 5, [], []], m.MalformedMessage),                           # catch-up without blocks
+    ([2, 1, b"not a block", b"s"], m.MalformedMessage),
+    ([2, 6, []], m.MalformedMessage),                               # empty gossip
 ])
 def test_garbage_is_refused_with_a_typed_error(value, error):
     with pytest.raises(error):
@@ -93,7 +98,7 @@ def test_catch_up_checks_its_shape():
         m.CatchUp((BLOCK,), (("b", SIG), ("a", SIG)))                 # signers unsorted
     too_many = [m.encode_message(m.Proposal(BLOCK, SIG))] * (m.MAX_CATCH_UP_BLOCKS + 1)
     with pytest.raises(m.MalformedMessage, match="at most"):
-        m.decode_message(msgpack.packb([1, 5, too_many, []], use_bin_type=True))
+        m.decode_message(msgpack.packb([m.MESSAGE_VERSION, 5, too_many, []], use_bin_type=True))
 
 
 @FUZZ

@@ -18,7 +18,7 @@ from consensus_stub.agreement.signing import (
 from consensus_stub.agreement.simulation import Schedule, Simulation
 from consensus_stub.block import GENESIS_PARENT_HASH, Block, block_hash
 from consensus_stub.notary import BlockNotYetValid, WrongMaker
-from state_manager.certification import sign_certification_share, verify_certification
+from state_manager.certification import certified_height_witness, sign_certification_share, verify_certification
 from state_manager.messages import Ingress
 
 from ..test_architecture import FORBIDDEN_CALLS, FORBIDDEN_MODULES, ROOT, _imports
@@ -382,18 +382,47 @@ def test_ingress_is_gossiped_and_handed_to_the_shell():
     assert node.on_message(IngressGossip(ingress), T0) == [p.IngressReceived(ingress)]
 
 
+def _certified_tree(height: int):
+    from state_manager.labeled_trie import build_from_sorted
+    from state_manager.state_tree import leaf
+
+    return build_from_sorted([(b"metadata", build_from_sorted([(b"height", leaf(height))])), (b"time", leaf(1))])
+
+
 def test_certification_shares_are_exchanged_and_aggregated_once():
     _, secrets, subnet, _, _ = dealt()
     node = make_node(N4)
-    root = b"\x05" * 32
-    shares = {n: sign_certification_share(7, root, secrets[n].node_index, secrets[n].secret_share)
+    tree = _certified_tree(7)
+    root, witness = tree.digest(), certified_height_witness(tree)
+    shares = {n: sign_certification_share(7, root, secrets[n].node_index, secrets[n].secret_share, witness)
               for n in (N1, N2, N3, N4)}
     out = node.submit_certification_share(shares[N4], T0)
     assert out == [p.Broadcast(CertificationShareGossip(shares[N4]))]
     assert node.on_message(CertificationShareGossip(shares[N1]), T0) == []
     (certified,) = [o for o in node.on_message(CertificationShareGossip(shares[N2]), T0) if isinstance(o, p.Certified)]
     verify_certification(certified.certification, subnet.public_key)
+    assert certified.certification.height == 7
     assert node.on_message(CertificationShareGossip(shares[N3]), T0) == []   # once per height
+
+
+def test_relabeled_shares_never_combine():
+    """The signature covers the root only: honest shares of height 7 relabeled to height 9 (or
+    sent without their height witness) are refused before they count, so they can never
+    combine into a certification of height 9 that verifies."""
+    _, secrets, _, _, _ = dealt()
+    node = make_node(N4)
+    tree = _certified_tree(7)
+    root, witness = tree.digest(), certified_height_witness(tree)
+    other_witness = certified_height_witness(_certified_tree(9))
+    for n in (N1, N2, N3, N4):
+        share = sign_certification_share(7, root, secrets[n].node_index, secrets[n].secret_share, witness)
+        for forged in (dataclasses.replace(share, height=9),                                # relabeled
+                       dataclasses.replace(share, height=9, height_witness=other_witness),  # another tree's proof
+                       dataclasses.replace(share, height_witness=b""),                      # no proof
+                       dataclasses.replace(share, height_witness=b"\x92\x01")):            # garbage
+            assert not [o for o in node.on_message(CertificationShareGossip(forged), T0) if isinstance(o, p.Certified)]
+    assert node.counters["certification share without a height proof"] == 16
+    assert node.certification_shares(9).roots == ()   # not even tallied
 
 
 def test_bad_configurations_are_refused():

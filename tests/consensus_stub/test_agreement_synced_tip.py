@@ -19,7 +19,9 @@ from consensus_stub.agreement.signing import compute_notarization_message, compu
 from consensus_stub.agreement.simulation import MS, Crash, Schedule, Simulation, stub_propose, stub_validate
 from consensus_stub.block import block_hash
 from consensus_stub.block_maker import block_maker_for
-from state_manager.certification import sign_certification_share
+from state_manager.certification import certified_height_witness, sign_certification_share
+from state_manager.labeled_trie import build_from_sorted
+from state_manager.state_tree import leaf
 
 from .agreement_fixtures import SEC, T0, dealt
 
@@ -142,11 +144,12 @@ def test_own_artifacts_at_or_below_the_tip_are_dropped_and_shares_of_the_synced_
     node = synced(N2, sim, own_artifacts=[old, future])
     resent = [o.message for o in node.start(sim.now) if isinstance(o, p.Broadcast)]
     assert old not in resent and future in resent
-    root = bytes(32)
     for height in (H, H + 1):
+        tree = build_from_sorted([(b"metadata", build_from_sorted([(b"height", leaf(height))]))])
         outputs = []
         for n in (N1, N2, N3):
-            share = sign_certification_share(height, root, secrets[n].node_index, secrets[n].secret_share)
+            share = sign_certification_share(height, tree.digest(), secrets[n].node_index, secrets[n].secret_share,
+                                             certified_height_witness(tree))
             outputs += node.on_message(CertificationShareGossip(share), sim.now)
         certified = [o.certification.height for o in outputs if isinstance(o, p.Certified)]
         assert certified == ([] if height == H else [H + 1])

@@ -10,10 +10,25 @@ import pytest
 from consensus_stub.agreement.certification import CertificationAggregator
 from consensus_stub.agreement.divergence import ShareTally, group_shares
 from consensus_stub.genesis import SubnetSpec, genesis_registry
-from state_manager.certification import sign_certification_share
+from state_manager.certification import certified_height_witness, sign_certification_share
+from state_manager.labeled_trie import build_from_sorted
+from state_manager.state_tree import leaf
 
 NOT_BEFORE = datetime.datetime(2024, 1, 1, tzinfo=datetime.timezone.utc)
-ROOT, OTHER, THIRD = b"\x05" * 32, b"\x06" * 32, b"\x07" * 32
+
+
+def tree_of(tag: int, height: int):
+    """A certified tree of ``height`` (its ``/metadata/height`` proves it), told apart by ``tag``."""
+    return build_from_sorted([(b"metadata", build_from_sorted([(b"height", leaf(height))])), (b"tag", leaf(tag))])
+
+
+#: Three roots of height 4; a share of another height signs the same tag's tree of that height.
+ROOT, OTHER, THIRD = (tree_of(tag, 4).digest() for tag in (5, 6, 7))
+TAGS = {ROOT: 5, OTHER: 6, THIRD: 7}
+
+
+def short(root: bytes) -> str:
+    return root[:4].hex() + "…"
 
 
 @pytest.fixture(scope="module")
@@ -28,7 +43,9 @@ def share(dealt):
 
     def make(node: int, root: bytes = ROOT, height: int = 4):
         s = secrets[f"alpha-node-{node}"]
-        return sign_certification_share(height, root, s.node_index, s.secret_share)
+        tree = tree_of(TAGS[root], height)
+        return sign_certification_share(height, tree.digest(), s.node_index, s.secret_share,
+                                        certified_height_witness(tree))
     return make
 
 
@@ -43,7 +60,8 @@ def test_the_minority_share_is_reported_after_the_majority_certified(dealt, shar
     assert [(r.root, r.node_ids) for r in shares.roots] == [
         (ROOT, ("alpha-node-1", "alpha-node-2", "alpha-node-3")), (OTHER, ("alpha-node-4",))]
     assert shares.disagree and shares.signers_of(OTHER) == ("alpha-node-4",)
-    assert shares.describe() == "root 05050505…: alpha-node-1,alpha-node-2,alpha-node-3; root 06060606…: alpha-node-4"
+    assert shares.describe() == \
+        f"root {short(ROOT)}: alpha-node-1,alpha-node-2,alpha-node-3; root {short(OTHER)}: alpha-node-4"
     assert aggregator.stall(finalized_height=20, rounds=3) is None   # certified: no stall
 
 
@@ -65,8 +83,10 @@ def test_disagreeing_shares_stall_certification_after_some_rounds(dealt, share):
     assert aggregator.stall(finalized_height=6, rounds=3) is None      # not enough rounds yet
     stall = aggregator.stall(finalized_height=7, rounds=3)
     assert stall is not None and stall.height == 4 and stall.reason == "shares disagree"
-    assert stall.describe() == ("certification stalled since 4: shares disagree (root 05050505…: alpha-node-1,"
-                                "alpha-node-2; root 06060606…: alpha-node-3; root 07070707…: alpha-node-4)")
+    roots = sorted([(ROOT, "alpha-node-1,alpha-node-2"), (OTHER, "alpha-node-3"), (THIRD, "alpha-node-4")],
+                   key=lambda r: (-r[1].count(","), r[0]))   # most signers first, then by root bytes
+    assert stall.describe() == ("certification stalled since 4: shares disagree ("
+                                + "; ".join(f"root {short(root)}: {who}" for root, who in roots) + ")")
     assert stall.as_json()["shares"][0] == {"root": ROOT.hex(), "signers": ["alpha-node-1", "alpha-node-2"]}
 
 

@@ -9,7 +9,7 @@ import pytest
 
 from consensus_stub import genesis as g
 from consensus_stub import registry as r
-from state_manager import threshold_bls as bls
+from state_manager import bls
 from state_manager.certification import aggregate_certification, sign_certification_share, verify_certification
 from state_manager.encoding import decode, encode
 
@@ -69,14 +69,21 @@ def test_registry_round_trip_and_strict_decoding(dealt):
     data = r.encode_registry(registry)
     assert r.decode_registry(data) == registry
     assert r.encode_registry(r.decode_registry(data)) == data
-    for bad in (data + b"\x00", data[:-1], encode(("replica-registry", 2, ())), encode(("other", 1, ())), b""):
+    for bad in (data + b"\x00", data[:-1], encode(("replica-registry", 2, ())), encode(("other", 2, ())), b""):
         with pytest.raises(r.MalformedRegistry):
             r.decode_registry(bad)
-    # a tampered subnet key is caught (not a G1 point, or no longer matching the topology)
     value = list(decode(data))
+    assert value[1] == r.REGISTRY_ENCODING_VERSION == 2
+    with pytest.raises(r.UnsupportedRegistryVersion, match="unknown"):
+        r.decode_registry(encode((value[0], 3, value[2])))
+    # version 1 held G1 keys of the project's own BLS variant: refused, naming it
+    with pytest.raises(r.UnsupportedRegistryVersion, match="version 1 holds keys of the project's own BLS variant"):
+        r.decode_registry(encode((value[0], 1, value[2])))
+    # a tampered subnet key is caught (not a G2 point, or no longer matching the topology)
     record = list(value[2][0])
     subnet = list(record[1][0])
-    subnet[3] = b"\x00" * 48
+    assert len(subnet[3]) == 96
+    subnet[3] = b"\x00" * 96
     record[1] = (tuple(subnet),) + tuple(record[1][1:])
     value[2] = (tuple(record),)
     with pytest.raises(r.MalformedRegistry):

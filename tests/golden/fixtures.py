@@ -1,7 +1,7 @@
 """Fixed, representative values for the golden vectors, built deterministically.
 
 Everything here is a pure function of constants in this file (fixed seeds, fixed keys, fixed
-ids): no clocks, no OS randomness. BLS keys are dealt with ``threshold_bls.deal_threshold_key``
+ids): no clocks, no OS randomness. BLS keys are dealt with ``bls.deal_threshold_keys``
 from fixed seeds and BLS and Ed25519 signatures are deterministic, so certifications, slices
 and envelopes come out byte-identical on every run. The one TLS identity (node secrets) is a
 committed, test-only key pair under ``data/``: TLS keys are drawn from OS randomness.
@@ -38,7 +38,7 @@ from replica.execution.codec import encode_value
 from replica.sdk import Canister
 from replica.testnet.recording import SubnetRecording
 from state_manager import certification as cm
-from state_manager import threshold_bls as bls
+from state_manager import bls
 from state_manager.canister_log import CanisterLog, LogRecord
 from state_manager.canister_state import (
     CallContext, Callback, CanisterOrigin, CanisterState, CanisterStatus, IngressOrigin,
@@ -68,9 +68,9 @@ def digest(tag: str) -> bytes:
 # -- keys --------------------------------------------------------------------------------------
 
 @lru_cache(maxsize=None)
-def deal(subnet: str) -> bls.ThresholdKeyDeal:
+def deal(subnet: str) -> bls.ThresholdKeys:
     """A 3-of-4 threshold key for ``subnet``, dealt from a fixed seed."""
-    return bls.deal_threshold_key(N, T, digest("deal " + subnet))
+    return bls.deal_threshold_keys(N, T, digest("deal " + subnet))
 
 
 def public_key_for(subnet: str, registry_version: int) -> bytes | None:
@@ -108,10 +108,21 @@ def ingress(n: int, receiver: int = 7, method: str = "update") -> Ingress:
 
 # -- state -------------------------------------------------------------------------------------
 
+#: The subnet keys the fixture state's topology carries. The state encoding and its leaves hold
+#: them as opaque bytes (nothing there parses a key), so they are fixed values here: the keys the
+#: state vectors were first recorded with (48-byte keys of the project's former BLS variant). The
+#: state vectors then pin the encodings, not the certification scheme; certifications, slices,
+#: offers and the registry use ``deal``'s keys.
+TOPOLOGY_KEYS = {
+    A: bytes.fromhex("85bbe002b77f126f67f819bf0ea360bfcce7b091ed21a361c14ec12d6c602f22f183770d3ad1d03c03864b27ed1009b3"),
+    B: bytes.fromhex("96fe7ad314827f4827ccc538c4324f3d377e60cf07bb704bb25c5d2a03eed7659f7f45d5fe29ad3063f0a76f55b39ba1"),
+}
+
+
 def topology() -> NetworkTopology:
     table = RoutingTable(((CanisterIdRange(0, 99), A), (CanisterIdRange(100, 199), B)))
     migrations = CanisterMigrations(((CanisterIdRange(50, 59), (A, B)),))
-    return NetworkTopology(REGISTRY_VERSION, table, migrations, ((A, deal(A).public_key), (B, deal(B).public_key)))
+    return NetworkTopology(REGISTRY_VERSION, table, migrations, ((A, TOPOLOGY_KEYS[A]), (B, TOPOLOGY_KEYS[B])))
 
 
 def _full_canister() -> CanisterState:
@@ -395,7 +406,8 @@ def agreement_messages() -> dict[str, Message]:
         "status": Status(NODE_2, HEIGHT - 2, HEIGHT),
         "catch-up": CatchUp(tuple(chain()), finalization_proof()),
         "ingress gossip": IngressGossip((ingress(1), ingress(2, receiver=8, method="other"))),
-        "certification share": CertificationShareGossip(certification_shares()[0]),
+        "certification share": CertificationShareGossip(dataclasses.replace(
+            certification_shares()[0], height_witness=cm.certified_height_witness(trees().certified))),
     }
 
 

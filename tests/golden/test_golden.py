@@ -239,3 +239,44 @@ def test_determinism_scenario_final_states_rehash_to_the_pinned_roots(scenario_r
         trees = build_state_trees(sim.subnets[subnet].state)
         assert (trees.height, trees.full_hash.hex(), trees.certified_root.hex()) == \
             (expected["height"], expected["full_hash"], expected["certified_root"]), f"{subnet}: {SCENARIO_HINT}"
+
+
+# -- the project's own BLS variant, before the IC's ----------------------------------------------
+
+def test_committed_data_of_the_former_bls_variant_is_refused_with_typed_errors():
+    """Certifications moved to the IC's BLS variant (docs/architecture.md, *Certifications*):
+    what old files and peers hold in the former variant is refused, each with its typed
+    error naming the old version — never accepted, never a crash."""
+    from consensus_stub.agreement.messages import UnsupportedMessageVersion, decode_message
+    from consensus_stub.registry import UnsupportedRegistryVersion, decode_registry
+    from replica.node import state_sync as sync
+
+    refusals = {
+        ("certification", 2): (cm.decode_certification, cm.UnsupportedCertificationVersion),
+        ("certification share", 2): (cm.decode_certification_share, cm.UnsupportedCertificationVersion),
+        ("registry", 1): (decode_registry, UnsupportedRegistryVersion),
+        ("certified stream slice", 1): (
+            lambda data: cs.decode_certified_stream_slice(fx.B, fx.A, fx.public_key_for, fx.REGISTRY_VERSION, data),
+            cs.UnsupportedSliceVersion),
+        ("state sync offer (FetchCheckpoint response)", 1): (sync.decode_offer, sync.UnsupportedOfferVersion),
+        ("agreement message (certification share)", 1): (decode_message, UnsupportedMessageVersion),
+    }
+    for key, (decode, error) in refusals.items():
+        entry = BY_KEY[key]
+        assert entry["decodes"] is False, key
+        with pytest.raises(error, match="project's own BLS variant"):
+            decode(_bytes(entry))
+
+
+def test_the_golden_certification_share_message_proves_its_height():
+    """A share's gossip carries the certified tree pruned to /metadata/height: it proves the
+    fixture height under the fixture root (the signature covers the root only)."""
+    from consensus_stub.agreement.messages import MESSAGE_VERSION, decode_message
+
+    message = decode_message(_bytes(BY_KEY[("agreement message (certification share)", MESSAGE_VERSION)]))
+    share = message.share
+    assert (share.height, share.root) == (fx.HEIGHT, fx.trees().certified_root)
+    cm.check_share_height(share)
+    with pytest.raises(cm.CertifiedHeightMismatch):
+        cm.check_share_height(cm.CertificationShare(fx.HEIGHT + 1, share.root, share.node_index,
+                                                    share.signature_share, share.height_witness))

@@ -448,7 +448,7 @@ def _static_vectors() -> list[Vector]:
         # replica.node.node_store: a node process's own records
         Vector("node agreement log (signed artifacts)", fx.signed_artifacts,
                _written("agreement.log", _write_agreement_log), None, _magic_version(6),
-               _read(_read_agreement_log), private_version='the magic b"agrlog01" of replica.node.node_store'),
+               _read(_read_agreement_log), private_version='the magic b"agrlog02" of replica.node.node_store'),
         Vector("node executed-height log", fx.executed_entries, _written("executed.log", _write_executed_log), None,
                _magic_version(7), _read(_read_executed_log),
                private_version='the magic b"execlog1" of replica.node.node_store'),

@@ -16,7 +16,7 @@ from replica.ic import bls, cbor
 from replica.ic.errors import BlsCombineError, BlsError, BlsPointError, BlsSecretKeyError
 from replica.ic.hash_tree_cbor import tree_from_value
 from state_manager.hash_tree import domain_sep, reconstruct
-from state_manager.threshold_bls import BLS12_381_R
+from state_manager.bls import BLS12_381_R
 
 FIXTURE = json.loads((pathlib.Path(__file__).parent / "data" / "mainnet_certificate.json").read_text())
 ROOT_KEY_DER = bytes.fromhex(FIXTURE["root_key_der"])

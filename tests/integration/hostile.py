@@ -16,7 +16,7 @@ from typing import Iterable
 
 from consensus_stub.genesis import NodeSecrets
 from consensus_stub.registry import SubnetRecord
-from state_manager import threshold_bls as bls
+from state_manager import bls
 from state_manager.certification import (
     Certification, aggregate_certification, certification_message, decode_certification, encode_certification,
     sign_certification_share,
@@ -65,7 +65,7 @@ def _forge_signature(data: bytes) -> bytes:
     parts = _split(data)
     cert = decode_certification(parts[3])
     secret = (int.from_bytes(hashlib.sha256(b"not the subnet key").digest(), "big") % bls.BLS12_381_R).to_bytes(32, "big")
-    signature = bls.sign_share(secret, certification_message(cert.height, cert.root))
+    signature = bls.sign_share(secret, certification_message(cert.root))
     parts[3] = encode_certification(Certification(cert.height, cert.root, signature))
     return encode(tuple(parts))
 

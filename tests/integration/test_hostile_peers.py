@@ -145,7 +145,7 @@ def test_invalid_block_proposal_is_refused_and_a_fallback_maker_takes_over(monke
         def make_bad_block(tip, now, rank, registry_version):
             block = honest_make(tip, now, rank, registry_version)
             import dataclasses
-            return dataclasses.replace(block, xnet_payload=((BETA, b"\x94\x01\xc4\x00\xc4\x00\xc4\x00"),))
+            return dataclasses.replace(block, xnet_payload=((BETA, b"\x94\x02\xc4\x00\xc4\x00\xc4\x00"),))
 
         monkeypatch.setattr(liar, "make_block", make_bad_block)
         traffic = drive(net, rounds=2, transfers=1)

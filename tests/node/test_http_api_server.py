@@ -24,14 +24,14 @@ from replica.client.refusals import (
     UnknownCanister, refusal_class,
 )
 from replica.node.http_api import HttpApiServer, NodeBackend
-from state_manager import threshold_bls as bls
+from state_manager import bls
 from state_manager.certification import aggregate_certification, sign_certification_share
 from state_manager.hash_tree import reconstruct
 from state_manager.labeled_trie import build_from_sorted
 from state_manager.state_tree import leaf
 
 KEY = UserKey.from_seed(b"server-test")
-DEAL = bls.deal_threshold_key(1, 1, b"\x41" * 32)
+DEAL = bls.deal_threshold_keys(1, 1, b"\x41" * 32)
 CERTIFIED_TIME = time.time_ns()
 TRIE = build_from_sorted([(b"metadata", build_from_sorted([(b"height", leaf(3))])), (b"time", leaf(CERTIFIED_TIME))])
 SHARE = sign_certification_share(3, TRIE.digest(), 1, DEAL.secret_share(1))

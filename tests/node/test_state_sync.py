@@ -98,18 +98,20 @@ def test_malformed_offers_are_refused_with_one_error_class(monkeypatch):
     fields = (ss.OFFER_VERSION, offer.height, offer.block_hash, offer.state_bytes,
               encode_certification(offer.certification))
     with pytest.raises(ss.UnsupportedOfferVersion):
-        ss.decode_offer(encode((2, *fields[1:])))
+        ss.decode_offer(encode((3, *fields[1:])))
+    with pytest.raises(ss.UnsupportedOfferVersion, match="project's own BLS variant"):   # version 1
+        ss.decode_offer(encode((1, *fields[1:])))
     with pytest.raises(ss.UnsupportedOfferVersion):
         ss.decode_offer(encode((b"x" * 100, *fields[1:])))
     cases = {
         "arity": encode(fields[:4]),
         "empty array": encode(()),
         "not an array": encode(1),
-        "height 0": encode((1, 0, *fields[2:])),
-        "height not an int": encode((1, b"\x0c", *fields[2:])),
-        "short block hash": encode((1, HEIGHT, b"\x00" * 31, *fields[3:])),
-        "empty state": encode((1, HEIGHT, BLOCK_HASH, b"", fields[4])),
-        "state as text": encode((1, HEIGHT, BLOCK_HASH, "state", fields[4])),
+        "height 0": encode((ss.OFFER_VERSION, 0, *fields[2:])),
+        "height not an int": encode((ss.OFFER_VERSION, b"\x0c", *fields[2:])),
+        "short block hash": encode((ss.OFFER_VERSION, HEIGHT, b"\x00" * 31, *fields[3:])),
+        "empty state": encode((ss.OFFER_VERSION, HEIGHT, BLOCK_HASH, b"", fields[4])),
+        "state as text": encode((ss.OFFER_VERSION, HEIGHT, BLOCK_HASH, "state", fields[4])),
         "certification garbage": encode((*fields[:4], b"\x00")),
         "certification too large": encode((*fields[:4], b"\x00" * 2000)),
         "trailing bytes": data + b"\x00",

@@ -20,7 +20,7 @@ from state_manager import certification as cm
 from state_manager import certified_slice as cs
 from state_manager import encoding
 from state_manager import hash_tree as ht
-from state_manager import threshold_bls as bls
+from state_manager import bls
 from state_manager.codec import encode_header_leaf, encode_message_leaf
 from state_manager.hash_tree import Empty, Fork, HashTree, Labeled, Leaf, Pruned
 from state_manager.labeled_trie import LabeledTrie, build_from_sorted
@@ -90,7 +90,7 @@ def default_streams() -> dict:
     return {OWN: (OWN_HEADER, OWN_MESSAGES), OTHER: (OTHER_HEADER, OTHER_MESSAGES)}
 
 
-def certify(tree: LabeledTrie, deal: bls.ThresholdKeyDeal, height: int = HEIGHT) -> cm.Certification:
+def certify(tree: LabeledTrie, deal: bls.ThresholdKeys, height: int = HEIGHT) -> cm.Certification:
     """Real threshold certification: nodes 2, 3, 4 sign shares, which are aggregated."""
     root = tree.digest()
     shares = [cm.sign_certification_share(height, root, i, deal.secret_share(i)) for i in (2, 3, 4)]
@@ -109,7 +109,7 @@ def group(nodes: list) -> HashTree:
 def join(payload: HashTree, witness_tree: HashTree, certification: bytes | cm.Certification) -> bytes:
     if isinstance(certification, cm.Certification):
         certification = cm.encode_certification(certification)
-    return encoding.encode((1, encode_tree(payload), encode_tree(witness_tree), certification))
+    return encoding.encode((cs.SLICE_VERSION, encode_tree(payload), encode_tree(witness_tree), certification))
 
 
 def split(data: bytes) -> tuple[HashTree, HashTree, bytes]:
@@ -120,7 +120,8 @@ def split(data: bytes) -> tuple[HashTree, HashTree, bytes]:
 
 def hand_made(tree: LabeledTrie, payload_labels: list, witness_labels: list, dst: str = OWN) -> tuple[HashTree, HashTree]:
     """A payload with the given message labels of ``/streams/<dst>`` and a witness revealing
-    the header and ``witness_labels`` as pruned leaves — no encoder checks involved."""
+    ``/metadata/height``, the header and ``witness_labels`` as pruned leaves — no encoder
+    checks involved."""
     stream = tree[STREAMS][dst.encode()]
     header_leaf = stream[HEADER]
     children = [Labeled(HEADER, Leaf(header_leaf))]
@@ -128,7 +129,7 @@ def hand_made(tree: LabeledTrie, payload_labels: list, witness_labels: list, dst
         messages = stream[MESSAGES]
         children.append(Labeled(MESSAGES, group([Labeled(l, Leaf(messages[l])) for l in payload_labels])))
     payload = Labeled(STREAMS, Labeled(dst.encode(), group(children)))
-    paths = [(STREAMS, dst.encode(), HEADER)] + [(STREAMS, dst.encode(), MESSAGES, l) for l in witness_labels]
+    paths = [(b"metadata", b"height"), (STREAMS, dst.encode(), HEADER)] + [(STREAMS, dst.encode(), MESSAGES, l) for l in witness_labels]
     return payload, leaf_digest_witness(tree, paths)
 
 
@@ -137,8 +138,8 @@ def hand_made(tree: LabeledTrie, payload_labels: list, witness_labels: list, dst
 
 @dataclass
 class World:
-    deal: bls.ThresholdKeyDeal
-    foreign: bls.ThresholdKeyDeal
+    deal: bls.ThresholdKeys
+    foreign: bls.ThresholdKeys
     tree: LabeledTrie
     cert: cm.Certification
     keys: dict
@@ -156,8 +157,8 @@ class World:
 
 @pytest.fixture(scope="module")
 def world() -> World:
-    deal = bls.deal_threshold_key(4, bls.threshold_for(4), b"\x5a" * 32)
-    foreign = bls.deal_threshold_key(4, bls.threshold_for(4), b"\xa5" * 32)
+    deal = bls.deal_threshold_keys(4, bls.threshold_for(4), b"\x5a" * 32)
+    foreign = bls.deal_threshold_keys(4, bls.threshold_for(4), b"\xa5" * 32)
     tree = certified_tree(default_streams())
     keys = {(REMOTE, REGISTRY_VERSION): deal.public_key, (OTHER, REGISTRY_VERSION): foreign.public_key}
     return World(deal, foreign, tree, certify(tree, deal), keys)
@@ -291,9 +292,16 @@ def test_limits_property(world, data):
 def test_encoder_errors(world):
     with pytest.raises(cs.NoStream):
         world.encode(subnet="subnet-unknown")
-    bare = build_from_sorted([(b"time", b"t")])
+    bare = build_from_sorted([(b"metadata", build_from_sorted([(b"height", cs.height_leaf(HEIGHT))])), (b"time", b"t")])
     with pytest.raises(cs.NoStream):
         cs.encode_certified_stream_slice(bare, certify(bare, world.deal), OWN, 0, 0, 1, 1)
+    # Without /metadata/height nothing would authenticate the certified height: no slice.
+    heightless = build_from_sorted([(STREAMS, certified_tree(default_streams()).get_subtree(STREAMS)), (b"time", b"t")])
+    with pytest.raises(cs.CertificationTreeMismatch, match="no /metadata/height"):
+        cs.encode_certified_stream_slice(heightless, certify(heightless, world.deal), OWN, 0, 0, 1, 1)
+    # A tree of another height than the certification claims.
+    with pytest.raises(cs.CertificationTreeMismatch):
+        world.encode(cert=certify(world.tree, world.deal, height=HEIGHT + 1))
     for wb, mb in [(4, 5), (6, 5), (5, 16), (16, 16)]:
         with pytest.raises(cs.IndexOutOfRange):
             world.encode(witness_begin=wb, msg_begin=mb)
@@ -506,7 +514,7 @@ def _outer(fields):
 def _bin16_payload(w):
     _, p, wt, c = encoding.decode(w.encode(msg_limit=0))
     # bin16 header for a payload shorter than 256 bytes is a longer form than needed.
-    raw = b"\x94\x01" + b"\xc5" + len(p).to_bytes(2, "big") + p + encoding.encode(wt) + encoding.encode(c)
+    raw = b"\x94" + bytes([cs.SLICE_VERSION]) + b"\xc5" + len(p).to_bytes(2, "big") + p + encoding.encode(wt) + encoding.encode(c)
     return raw, {}
 
 
@@ -517,12 +525,12 @@ def _array16_envelope(w):
 
 def _non_canonical_payload(w):
     _, p, wt, c = encoding.decode(w.encode())
-    return encoding.encode((1, p + b"\x91\x00", wt, c)), {}
+    return encoding.encode((cs.SLICE_VERSION, p + b"\x91\x00", wt, c)), {}
 
 
 def _non_canonical_witness(w):
     _, p, wt, c = encoding.decode(w.encode())
-    return encoding.encode((1, p, wt[:-1], c)), {}
+    return encoding.encode((cs.SLICE_VERSION, p, wt[:-1], c)), {}
 
 
 def _malformed_witness(w):
@@ -590,11 +598,12 @@ CASES: dict[str, Case] = {
     "not bytes": Case(_raw("a string"), cs.MalformedSlice),
     "truncated": Case(lambda w: (w.encode()[:-3], {}), cs.MalformedSlice),
     "not an array": Case(_raw(encoding.encode({"a": 1})), cs.MalformedSlice),
-    "field not bin": Case(_outer(lambda p, wt, c: (1, p, wt, 5)), cs.MalformedSlice),
+    "field not bin": Case(_outer(lambda p, wt, c: (cs.SLICE_VERSION, p, wt, 5)), cs.MalformedSlice),
     "non-canonical envelope (array16)": Case(_array16_envelope, cs.NonCanonicalSlice),
     "non-canonical envelope (bin16)": Case(_bin16_payload, cs.NonCanonicalSlice),
-    "unsupported version": Case(_outer(lambda p, wt, c: (2, p, wt, c)), cs.UnsupportedSliceVersion),
-    "five fields": Case(_outer(lambda p, wt, c: (1, p, wt, c, b"")), cs.SliceFieldCount),
+    "unsupported version": Case(_outer(lambda p, wt, c: (3, p, wt, c)), cs.UnsupportedSliceVersion),
+    "version 1 (the project's own BLS variant)": Case(_outer(lambda p, wt, c: (1, p, wt, c)), cs.UnsupportedSliceVersion),
+    "five fields": Case(_outer(lambda p, wt, c: (cs.SLICE_VERSION, p, wt, c, b"")), cs.SliceFieldCount),
     "trailing bytes": Case(lambda w: (w.encode() + b"\x00", {}), cs.SliceTrailingBytes),
     "nesting deeper than the bound": Case(_deep_payload, cs.TreeTooDeep),
     "depth bound below an honest witness": Case(lambda w: (w.encode(), {"max_depth": 6}), cs.TreeTooDeep),
@@ -652,9 +661,12 @@ CASES: dict[str, Case] = {
         _certification_of(lambda: certified_tree(default_streams(), height=HEIGHT + 1), height=HEIGHT + 1),
         cs.RootMismatch),
     "relabeled certification height": Case(_relabeled(2**63), cs.CertificationHeightMismatch),
-    # step 5
+    # the signature covers the root only: a witness that hides the height proves none
     "relabeled height, /metadata pruned from the witness": Case(
-        _relabeled(HEIGHT + 1, prune_metadata=True), cs.InvalidCertificationSignature),
+        _relabeled(HEIGHT + 1, prune_metadata=True), cs.CertificationHeightMissing),
+    "honest height, /metadata pruned from the witness": Case(
+        _relabeled(HEIGHT, prune_metadata=True), cs.CertificationHeightMissing),
+    # step 5
     "unknown subnet key": Case(lambda w: (w.encode(), {"remote": "subnet-unknown"}), cs.UnknownSubnetKey),
     "unknown registry version": Case(lambda w: (w.encode(), {"version": REGISTRY_VERSION + 1}),
                                      cs.UnknownSubnetKey),
@@ -664,9 +676,9 @@ CASES: dict[str, Case] = {
     "slice of another subnet verified with its key": Case(
         lambda w: (w.encode(cert=certify(w.tree, w.deal)), {"remote": OTHER}), cs.InvalidCertificationSignature),
     "empty certification signature": Case(_signature(b""), cs.EmptyCertificationSignature),
-    "all-zero certification signature": Case(_signature(b"\x00" * 96), cs.EmptyCertificationSignature),
-    "identity signature": Case(_signature(b"\xc0" + b"\x00" * 95), cs.IdentityCertificationSignature),
-    "malformed signature": Case(_signature(b"\x8f" + b"\x11" * 95), cs.MalformedCertificationSignature),
+    "all-zero certification signature": Case(_signature(b"\x00" * 48), cs.EmptyCertificationSignature),
+    "identity signature": Case(_signature(b"\xc0" + b"\x00" * 47), cs.IdentityCertificationSignature),
+    "malformed signature": Case(_signature(b"\x8f" + b"\x11" * 47), cs.MalformedCertificationSignature),
     # step 6
     "malformed header": Case(_hand_made(_tree_with(header=b"\x92\x01\x93\x01\x02\x03"), [], []), cs.MalformedHeader),
     "header begin above end": Case(_hand_made(_tree_with(header=StreamHeader(9, 5, 0), messages={}), [], []),
@@ -797,7 +809,7 @@ def test_mutated_slices_fail_only_with_slice_decode_errors(world, small_slice, e
 
 
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(data=st.one_of(st.binary(max_size=200), st.builds(lambda tail: b"\x94\x01" + tail, st.binary(max_size=200))))
+@given(data=st.one_of(st.binary(max_size=200), st.builds(lambda tail: b"\x94" + bytes([cs.SLICE_VERSION]) + tail, st.binary(max_size=200))))
 def test_arbitrary_bytes_fail_with_slice_decode_errors(world, data):
     with pytest.raises(cs.SliceDecodeError):
         world.decode(data)
@@ -862,7 +874,7 @@ def test_restricting_a_header_only_slice_to_messages_is_rejected(world):
 
 def test_restricting_garbage_raises_decode_errors(world):
     with pytest.raises(cs.SliceDecodeError):
-        cs.restrict_certified_slice(b"\x94\x01\xc4\x00", 0, 0)
+        cs.restrict_certified_slice(b"\x94\x02\xc4\x00", 0, 0)
     with pytest.raises(cs.NonConsecutiveMessages):
         tree = certified_tree(_tree_with())
         cs.restrict_certified_slice(join(*hand_made(tree, [idx(6), idx(8)], [idx(6), idx(8)]),

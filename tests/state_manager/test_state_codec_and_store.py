@@ -16,7 +16,7 @@ from state_manager.state_codec import decode_state, encode_state
 from state_manager.state_manager import CertificationMismatch, HeightMismatch, StateManager
 from state_manager.state_tree import build_state_trees
 from state_manager.store import CheckpointStore, CorruptCheckpoint
-from state_manager.threshold_bls import deal_threshold_key
+from state_manager.bls import deal_threshold_keys
 from replica.execution.codec import encode_value
 from state_manager.messages import Ingress
 from tests.builders import A, B
@@ -108,7 +108,7 @@ def test_state_manager_commits_chain_hashes_and_accepts_only_matching_certificat
     with pytest.raises(HeightMismatch):
         manager.commit(sim.state_of(A))
 
-    deal = deal_threshold_key(4, 3, b"s" * 32)
+    deal = deal_threshold_keys(4, 3, b"s" * 32)
     shares = [sign_certification_share(3, h3.certified_root, i, deal.secret_share(i)) for i in (1, 2, 3)]
     cert = aggregate_certification(shares, 3, deal.public_key, {i: deal.public_key_share(i) for i in (1, 2, 3, 4)})
     manager.deliver_certification(cert, deal.public_key)
@@ -118,7 +118,7 @@ def test_state_manager_commits_chain_hashes_and_accepts_only_matching_certificat
     wrong_cert = aggregate_certification(wrong, 3, deal.public_key, {i: deal.public_key_share(i) for i in (1, 2, 3, 4)})
     with pytest.raises(CertificationMismatch):
         manager.deliver_certification(wrong_cert, deal.public_key)  # height 2 has another root
-    other = deal_threshold_key(4, 3, b"o" * 32)
+    other = deal_threshold_keys(4, 3, b"o" * 32)
     with pytest.raises(CertificationError):
         manager.deliver_certification(cert, other.public_key)
 
@@ -128,7 +128,7 @@ def test_state_manager_keeps_the_last_heights_and_the_latest_certified_one():
     sim.run(1)
     manager: StateManager = sim.subnets[A].state_manager
     manager.keep_heights = 3
-    deal = deal_threshold_key(1, 1, b"k" * 32)
+    deal = deal_threshold_keys(1, 1, b"k" * 32)
     root = manager.snapshot(1).certified_root
     share = sign_certification_share(1, root, 1, deal.secret_share(1))
     manager.deliver_certification(aggregate_certification([share], 1, deal.public_key, {1: deal.public_key_share(1)}),

@@ -94,7 +94,7 @@ def test_witness_bombs_are_refused_while_parsing(world, parsed, name):
     payload, witness, certification = parts(world, msg_limit=0)  # header-only: the smallest budget
     honest = msgpack.unpackb(witness, use_list=False)
     bomb = (TAG_FORK, honest, make())
-    data = encoding.encode_unchecked((1, payload, packb(bomb), certification))
+    data = encoding.encode_unchecked((cs.SLICE_VERSION, payload, packb(bomb), certification))
     with pytest.raises(error):
         world.decode(data, max_extra_positions=EXTRA)
     budget = cs.witness_budget(0, EXTRA, cs.DEFAULT_MAX_TREE_DEPTH)
@@ -107,7 +107,7 @@ def test_duplicated_honest_witnesses_are_refused_while_parsing(world, parsed):
     honest = msgpack.unpackb(witness, use_list=False)
     bomb = balanced([honest] * 2_000)
     with pytest.raises(cs.WitnessOverBudget):
-        world.decode(encoding.encode_unchecked((1, payload, packb(bomb), certification)))
+        world.decode(encoding.encode_unchecked((cs.SLICE_VERSION, payload, packb(bomb), certification)))
     assert not parsed["witness parsed"] and parsed["witness"] < node_count(bomb) // 5
 
 
@@ -122,7 +122,7 @@ def test_duplicated_honest_witnesses_are_refused_while_parsing(world, parsed):
 def test_payload_bombs_are_refused_while_parsing(world, parsed, bomb, error):
     _, witness, certification = parts(world)
     with pytest.raises(error):
-        world.decode(encoding.encode_unchecked((1, packb(bomb), witness, certification)))
+        world.decode(encoding.encode_unchecked((cs.SLICE_VERSION, packb(bomb), witness, certification)))
     assert not parsed["payload parsed"] and parsed["witness"] == 0
     assert parsed["payload"] <= len(witness) // 16 + 9 < node_count(bomb) // 5
 
@@ -131,7 +131,7 @@ def test_deeper_nesting_than_the_parser_allows_is_refused_before_any_hook(world,
     payload, _, certification = parts(world)
     witness = b"\x93\x01" * 2_000 + b"\x91\x00"
     with pytest.raises(cs.TreeTooDeep):
-        world.decode(encoding.encode_unchecked((1, payload, witness, certification)))
+        world.decode(encoding.encode_unchecked((cs.SLICE_VERSION, payload, witness, certification)))
     assert parsed["witness"] == 0
 
 

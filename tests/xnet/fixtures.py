@@ -22,7 +22,7 @@ from typing import Iterable, Mapping
 
 from message_routing.limits import DEFAULT, Limits
 from state_manager import certification as cm
-from state_manager import threshold_bls as bls
+from state_manager import bls
 from state_manager.certified_slice import CertifiedSlice, decode_certified_stream_slice, encode_certified_stream_slice
 from state_manager.messages import Reply, Request, Response
 from state_manager.replicated_state import ReplicatedState
@@ -57,13 +57,13 @@ def _topology(registry_version: int = REGISTRY_VERSION) -> NetworkTopology:
 
 
 @functools.lru_cache(maxsize=None)
-def deal_for(subnet: str) -> bls.ThresholdKeyDeal:
+def deal_for(subnet: str) -> bls.ThresholdKeys:
     """The subnet's 3-of-4 threshold key, dealt deterministically from its name."""
     seed = hashlib.sha256(b"xnet-fixtures/" + subnet.encode("utf-8")).digest()
-    return bls.deal_threshold_key(4, bls.threshold_for(4), seed)
+    return bls.deal_threshold_keys(4, bls.threshold_for(4), seed)
 
 
-def certify(height: int, root: bytes, deal: bls.ThresholdKeyDeal) -> cm.Certification:
+def certify(height: int, root: bytes, deal: bls.ThresholdKeys) -> cm.Certification:
     """Nodes 1, 2, 3 sign shares of ``root``; the shares are aggregated and verified."""
     shares = [cm.sign_certification_share(height, root, i, deal.secret_share(i)) for i in (1, 2, 3)]
     key_shares = {i: deal.public_key_share(i) for i in range(1, deal.n + 1)}

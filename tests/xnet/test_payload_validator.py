@@ -155,7 +155,7 @@ def test_a_permanent_error_wins_over_a_transient_one(w):
 
 
 def test_garbage_slice(w):
-    assert_invalid(w.validate(payload((P1, b"\x94\x01garbage"))), P1, UNDECODABLE_SLICE, cs.MalformedSlice)
+    assert_invalid(w.validate(payload((P1, b"\x94" + bytes([cs.SLICE_VERSION]) + b"garbage"))), P1, UNDECODABLE_SLICE, cs.MalformedSlice)
 
 
 def test_slice_signed_by_another_subnet(w):

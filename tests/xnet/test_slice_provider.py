@@ -4,14 +4,14 @@ from __future__ import annotations
 
 import pytest
 
-from state_manager import threshold_bls as bls
+from state_manager import bls
 from state_manager.certification import aggregate_certification, sign_certification_share
 from state_manager.certified_slice import IndexOutOfRange, InvalidSliceRequest, NoStream, decode_certified_stream_slice
 from state_manager.state_manager import StateManager
 from tests.builders import A, B, C, request, state
 from xnet.slice_provider import CertifiedSliceProvider
 
-DEAL = bls.deal_threshold_key(1, 1, b"slice-provider-test-seed-32bytes")
+DEAL = bls.deal_threshold_keys(1, 1, b"slice-provider-test-seed-32bytes")
 
 
 def certified_manager() -> StateManager:
