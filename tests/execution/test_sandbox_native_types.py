@@ -98,3 +98,18 @@ def test_loops_over_builtin_calls_count_as_through_the_meter():
     bound = _run("zip, enumerate, sorted, list, tuple, map = zip, enumerate, sorted, list, tuple, map\n" + LOOPS,
                  "loops", (3, 1, 2), "abc")
     assert plain == bound
+
+
+CONSUMED = '''
+def consumed(a):
+    return (tuple(x for x in a), list(x for x in a), any(x > 2 for x in a), all(x for x in a), sum(x for x in a),
+            min(x for x in a), max(x for x in a), sorted(set(x for x in a)), sorted(frozenset(x for x in a)),
+            dict((x, 1) for x in a))
+'''
+
+
+def test_generator_consumers_answer_and_count_as_their_wrappers():
+    plain = _run("ALIASES = 1\n" + CONSUMED, "consumed", (3, 1, 2))
+    bound = _run("tuple, list, any, all, sum, min, max, set, frozenset, dict = "
+                 "tuple, list, any, all, sum, min, max, set, frozenset, dict\n" + CONSUMED, "consumed", (3, 1, 2))
+    assert plain == bound

@@ -17,12 +17,13 @@ not this process had the module cached, so the count is the same on every replic
 from __future__ import annotations
 
 import ast
+import builtins
 import types
 from dataclasses import dataclass
 
 from ..errors import ModuleLoadError
 from .meter import SandboxFault
-from .metering import INT, LEN, METER, PROXIED, STR, TYPE, instrument, real_type
+from .metering import CONSUMERS, INT, LEN, METER, PROXIED, STR, TYPE, instrument, real_type
 from .operations import Sandbox
 from .safe_builtins import REAL_TYPES, make_builtins
 from .subset import check_module
@@ -70,6 +71,8 @@ def load_sandboxed(source: str, name: str, file_name: str, instruction_limit: in
     namespace[TYPE] = type
     for builtin in PROXIED:
         namespace[real_type(builtin)] = REAL_TYPES[builtin]
+    for builtin in CONSUMERS:
+        namespace[real_type(builtin)] = getattr(builtins, builtin)
     sandbox.begin(instruction_limit, memory_limit)
     try:
         exec(code, namespace)

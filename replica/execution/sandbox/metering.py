@@ -20,8 +20,9 @@ runs with ``__meter__`` (a ``safe_builtins.Sandbox``) in its globals:
   after inline type tests); a ``for`` loop's iterable goes through ``loop`` (a ``range`` is
   iterated natively there) unless it is a call of ``zip``, ``enumerate``, ... (``_ITERATORS``);
 * ``isinstance(x, <builtin type>)`` and ``type(x) is <builtin type>`` test the real types
-  (no call of the name's proxy) when the module never binds those names; same answers,
-  same counts;
+  (no call of the name's proxy), and ``tuple``, ``any``, ... of one generator expression
+  call the real builtin (``CONSUMERS``), when the module never binds those names; same
+  answers, same counts;
 * set displays and set comprehensions build ``OrderedSet``s; ``x.keys()``/``x.items()``
   give views whose set operations are ordered too;
 * attribute stores and deletes go through the sandbox, which refuses them on classes,
@@ -39,9 +40,10 @@ import ast
 import copy
 
 from .meter import FUNCTION_CALL, LOOP_ITERATION, MAX_CALL_DEPTH
-from .syntax import INT, LEN, PROXIED, SHORT_TEXT, SMALL, STR, TYPE, node_cost, real_type
+from .syntax import CONSUMERS, INT, LEN, PROXIED, SHORT_TEXT, SMALL, STR, TYPE, node_cost, real_type
 from .syntax import bound_names as _bound_names
 from .syntax import native_type_compare as _native_type_compare
+from .syntax import native_consumer as _native_consumer
 from .syntax import native_type_test as _native_type_test
 from .syntax import SIZED_OPS as _SIZED_OPS
 from .syntax import TREE_OPS as _TREE_OPS
@@ -54,7 +56,8 @@ from .syntax import sized_tree as _sized_tree
 from .syntax import small as _small
 from .syntax import store as _store
 
-__all__ = ["instrument", "node_cost", "SIZED_METHODS", "METER", "INT", "STR", "LEN", "TYPE", "PROXIED", "real_type"]
+__all__ = ["instrument", "node_cost", "SIZED_METHODS", "METER", "INT", "STR", "LEN", "TYPE", "PROXIED", "CONSUMERS",
+           "real_type"]
 
 METER = "__meter__"
 _LOCAL = "__m__"
@@ -560,6 +563,9 @@ class _Instrument(ast.NodeTransformer):
         if (isinstance(node.func, ast.Name) and node.func.id == "isinstance" and "isinstance" in self.builtins
                 and len(node.args) == 2 and not node.keywords):
             node.args[1] = _native_type_test(node.args[1], self.builtins) or node.args[1]
+        consumer = _native_consumer(node, self.builtins)
+        if consumer is not None:
+            node.func = _name(consumer)
         node.args = [self.visit(a) for a in node.args]
         node.keywords = [self.visit(k) for k in node.keywords]
         function = node.func
@@ -579,7 +585,7 @@ class _Instrument(ast.NodeTransformer):
 
 def instrument(tree: ast.Module) -> ast.Module:
     """The metered form of ``tree`` (module docstring); ``tree`` itself is changed."""
-    builtins = frozenset(("type", "isinstance", "bool", "float", *PROXIED, *_ITERATORS)) - _bound_names(tree)
+    builtins = frozenset(("type", "isinstance", "bool", "float", *PROXIED, *_ITERATORS, *CONSUMERS)) - _bound_names(tree)
     result = _Instrument(builtins).visit(tree)
     return ast.fix_missing_locations(result)
 

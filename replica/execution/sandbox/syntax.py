@@ -13,7 +13,7 @@ import ast
 __all__ = [
     "node_cost", "name", "store", "method", "charge", "small", "sized_tree", "runs_to_the_end",
     "numeric_constant", "SIZED_OPS", "TREE_OPS", "INT", "STR", "LEN", "SMALL", "SHORT_TEXT", "PROXIED", "TYPE",
-    "real_type", "bound_names", "native_type_test", "native_type_compare",
+    "real_type", "bound_names", "native_type_test", "native_type_compare", "CONSUMERS", "native_consumer",
 ]
 
 SIZED_OPS = {ast.Add: "add", ast.Mult: "mul", ast.Mod: "mod", ast.Pow: "pow", ast.LShift: "lshift"}
@@ -188,3 +188,20 @@ def native_type_compare(node: ast.Compare, builtins: frozenset[str]) -> ast.Comp
         return None
     real = name(real_type(right.id)) if right.id in PROXIED else right
     return ast.Compare(ast.Call(name(TYPE), left.args, []), node.ops, [real])
+
+
+#: Builtins that take a generator expression as it is (their wrappers charge nothing for one:
+#: its items are charged as they are made), found under ``real_type(name)``.
+CONSUMERS = ("any", "all", "sum", "min", "max")
+
+
+def native_consumer(node: ast.Call, builtins: frozenset[str]) -> str | None:
+    """The real builtin's global for ``tuple(<generator expression>)``, ``any(...)``, ...
+    (one generator expression, nothing else, the name never bound): the wrapper's frame
+    would only hand the generator over."""
+    function = node.func
+    if (isinstance(function, ast.Name) and function.id in builtins and len(node.args) == 1 and not node.keywords
+            and isinstance(node.args[0], ast.GeneratorExp)
+            and function.id in ("tuple", "list", "set", "frozenset", "dict", *CONSUMERS)):
+        return real_type(function.id)
+    return None
