@@ -113,3 +113,17 @@ def test_generator_consumers_answer_and_count_as_their_wrappers():
     bound = _run("tuple, list, any, all, sum, min, max, set, frozenset, dict = "
                  "tuple, list, any, all, sum, min, max, set, frozenset, dict\n" + CONSUMED, "consumed", (3, 1, 2))
     assert plain == bound
+
+
+FILTERED = '''
+def filtered(a):
+    return ([v for v in a if type(v) is int], [v for v in a if isinstance(v, (str, bytes))],
+            any(type(v) is not str for v in a))
+'''
+
+
+def test_type_tests_in_comprehension_clauses_count_as_the_proxied_ones():
+    plain = _run("ALIASES = 1\n" + FILTERED, "filtered", (3, "a", b"b"))
+    bound = _run("type, isinstance, int, str, bytes = type, isinstance, int, str, bytes\n" + FILTERED, "filtered",
+                 (3, "a", b"b"))
+    assert plain == bound
