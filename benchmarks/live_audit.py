@@ -28,6 +28,7 @@ import argparse
 import io
 import json
 import os
+import shutil
 import signal
 import statistics
 import subprocess
@@ -160,6 +161,8 @@ def main() -> int:
         lifecycle.down(directory, out=io.StringIO())
         if args.keep:
             _say(f"kept {work}")
+        else:
+            shutil.rmtree(work, ignore_errors=True)
     fork_s, source = _fork_s(args.skip_fork)
     result["fork_s"] = fork_s
     result["fork_source"] = source
