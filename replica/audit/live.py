@@ -52,7 +52,7 @@ from .replicas import ReplicaSpec, assign_partitions, in_run, plan_live_replicas
 from .report import render_html, render_text
 from .run_log import SubnetLog, encode_run_log, write_run_log
 
-__all__ = ["LiveOptions", "LiveAudit", "read_rows_file"]
+__all__ = ["LiveOptions", "LiveAudit", "read_rows_file", "scheduler_conf", "REPLAY_POOL", "REPORT_POOL"]
 
 _ROWS_TAG = "replica-live-rows"
 _log = logging.getLogger(__name__)
@@ -222,6 +222,7 @@ class LiveAudit:
         batches = [(subnet, e[0], e[1]) for subnet in self.subnets for e in self.entries[subnet][self.sent[subnet]:]]
         payload = (str(self.dir), str(self.feed.root), os.getpid(), self.worker_seed, targets, batches, self.interval)
         sc = self.spark.sparkContext
+        sc.setLocalProperty("spark.scheduler.pool", REPLAY_POOL)
         sc.setJobGroup("live-audit-replay", f"micro-batch {batch_id}: {len(work)} replicas to {targets}")
         rows = (sc.parallelize(work, self.partitions).partitionBy(self.partitions, _identity).values()
                 .mapPartitions(partial(advance_task, payload)).collect())
@@ -331,6 +332,7 @@ class LiveAudit:
             self._report_again = True
 
     def _report_divergence(self) -> None:
+        self.spark.sparkContext.setLocalProperty("spark.scheduler.pool", REPORT_POOL)
         while True:
             self._report_again = False
             try:
@@ -462,6 +464,24 @@ class LiveAudit:
     def _say(self, text: str) -> None:
         if self.out is not None:
             print(text, file=self.out, flush=True)
+
+
+#: Spark's fair scheduler pools (``scheduler_conf``): a free task slot goes to a micro-batch's
+#: replay before the drill-down and analysis of a divergence report, so the lag stays small.
+REPLAY_POOL, REPORT_POOL = "live-replay", "live-report"
+
+
+def scheduler_conf(audit_dir: Path, cores: int) -> dict[str, str]:
+    """Session settings for the fair scheduler and its two pools (an allocation file in ``audit_dir``)."""
+    audit_dir.mkdir(parents=True, exist_ok=True)
+    path = audit_dir / "fairscheduler.xml"
+    path.write_text(
+        "<?xml version=\"1.0\"?>\n<allocations>\n"
+        f"  <pool name=\"{REPLAY_POOL}\"><schedulingMode>FIFO</schedulingMode><weight>4</weight>"
+        f"<minShare>{max(1, cores)}</minShare></pool>\n"
+        f"  <pool name=\"{REPORT_POOL}\"><schedulingMode>FIFO</schedulingMode><weight>1</weight>"
+        "<minShare>0</minShare></pool>\n</allocations>\n")
+    return {"spark.scheduler.mode": "FAIR", "spark.scheduler.allocation.file": str(path)}
 
 
 #: The binary file source's own columns (a streaming source is given its schema).

@@ -40,9 +40,17 @@ def _note_stop(signum, frame) -> None:
     _STOP.set()
 
 
+def _cores(master: str) -> int:
+    """Task slots a ``local[N]`` master has (the replay pool's minimum share); 2 otherwise."""
+    inside = master.removeprefix("local[").removesuffix("]")
+    if master.startswith("local[") and inside.isdigit():
+        return int(inside)
+    return 2
+
+
 def follow_command(args: argparse.Namespace, status: Progress) -> int:
     from replica.audit.job import spark_session
-    from replica.audit.live import LiveAudit, LiveOptions
+    from replica.audit.live import LiveAudit, LiveOptions, scheduler_conf
     from replica.audit.live_status import LIVE_AUDIT_DIR, LiveMetrics
     from replica.audit.report import render_text
     from replica.processes.lifecycle import running_launcher, testnet_directory
@@ -67,6 +75,7 @@ def follow_command(args: argparse.Namespace, status: Progress) -> int:
     spark = audit = metrics = None
     try:
         spark = spark_session(args.master, app_name="replica-live-audit", status=status,
+                              conf=scheduler_conf(out, _cores(args.master)),
                               archive=Path(args.environment_archive) if args.environment_archive else None)
         metrics = LiveMetrics()
         audit = LiveAudit(spark, out / "feed", out, options, testnet_heights=recorder.heights, status=status,

@@ -132,3 +132,32 @@ def test_kept_replicas_give_the_offline_rows_and_resume_from_their_snapshots(log
     again = _advance(fresh, specs, behind, 10, log, 8, audit_dir)
     assert {(r[0], r[2]): (r[3], r[4]) for r in again} == {k: v for k, v in offline.items() if k[1] > 8}
     assert any(s.start < 8 for s in specs) and sorted((audit_dir / "replicas").glob("*/*.bin"))
+
+
+def test_the_status_file_and_metrics_say_verdict_and_lag(tmp_path):
+    import json
+    import urllib.request
+
+    from replica.audit.live_status import LiveMetrics, describe_live_status, read_live_status
+
+    assert read_live_status(tmp_path) is None
+    (tmp_path / "live-audit").mkdir()
+    (tmp_path / "live-audit" / "status.json").write_text(json.dumps({"format": "something else"}))
+    assert read_live_status(tmp_path) is None
+    status = {"format": "replica-live-audit-status", "version": 1, "state": "following", "verdict": "divergent",
+              "replicas": 128, "audited": {"subnet-0": 120, "subnet-1": 118}, "testnet": {"subnet-0": 123},
+              "lag_rounds": {"subnet-0": 3, "subnet-1": 5}, "micro_batches": 7,
+              "first_divergence": {"subnet": "subnet-0", "height": 101}, "report": None}
+    (tmp_path / "live-audit" / "status.json").write_text(json.dumps(status))
+    line = describe_live_status(read_live_status(tmp_path))
+    assert "DIVERGENT" in line and "subnet-1 h118 (lag 5)" in line and "first divergence subnet-0 at height 101" in line
+    metrics = LiveMetrics()
+    url = metrics.serve()
+    try:
+        assert url.startswith("http://127.0.0.1:")
+        metrics.update(status, divergent_replicas=1)
+        text = urllib.request.urlopen(url, timeout=30).read().decode()
+        assert 'replica_live_audit_lag_rounds{subnet="subnet-1"} 5.0' in text
+        assert "replica_live_audit_divergent 1.0" in text
+    finally:
+        metrics.stop()
