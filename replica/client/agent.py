@@ -320,14 +320,7 @@ class Agent:
         executed a height, or is catching up) is passed over for the next node like one that
         does not answer, and when every node says so the query is asked again (failover, in
         the module docstring) until ``timeout_s``."""
-        envelope, _ = self._envelope(canister_id, method, arg)
-        status, body, _ = self._post_any(canister_id, "query", envelope, None, patience_s=timeout_s)
-        if status != 200:
-            raise error_for_answer(status, body)
-        try:
-            return decode_query_answer(body, MAX_CERTIFICATE_BYTES)
-        except WireError as exc:
-            raise UnexpectedAnswer(f"query answer: {exc}") from exc
+        return self._unreplicated(canister_id, "query", method, arg, timeout_s, decode_query_answer)
 
     def query_call(self, canister_id: int, method: str, arg: Any = None) -> Any:
         """The decoded reply of a query, or ``CallRejected``."""
@@ -344,14 +337,20 @@ class Agent:
         canister's subnet and thrown away (``replica.execution.dry_run``): its reply or reject,
         instructions, the calls it would make and the state paths it would change. Not
         certified (nothing of it is committed): as trustworthy as the node that answers."""
+        return self._unreplicated(canister_id, "dry_run", method, arg, timeout_s, decode_dry_run_answer)
+
+    def _unreplicated(self, canister_id: int, kind: str, method: str, arg: Any, timeout_s: float,
+                      decode_answer: Callable[[bytes, int], Any]) -> Any:
+        """POST a signed ``kind`` request (a query or a dry run: answered by one node, nothing
+        committed) with failover, and decode its answer."""
         envelope, _ = self._envelope(canister_id, method, arg)
-        status, body, _ = self._post_any(canister_id, "dry_run", envelope, None, patience_s=timeout_s)
+        status, body, _ = self._post_any(canister_id, kind, envelope, None, patience_s=timeout_s)
         if status != 200:
             raise error_for_answer(status, body)
         try:
-            return decode_dry_run_answer(body, MAX_CERTIFICATE_BYTES)
+            return decode_answer(body, MAX_CERTIFICATE_BYTES)
         except WireError as exc:
-            raise UnexpectedAnswer(f"dry run answer: {exc}") from exc
+            raise UnexpectedAnswer(f"{kind.replace('_', ' ')} answer: {exc}") from exc
 
     # -- certified state ------------------------------------------------------------------------
 

@@ -513,30 +513,28 @@ class Node(ReplicaNode):
         admits and spreads a message; ``locked(action)`` runs ``action`` while nothing else
         changes the node's state."""
 
-        def query(canister_id: int, method: str, arg: Any, caller: bytes) -> QueryAnswer:
+        def on_certified_state(canister_id: int, run: Callable[[], Any]) -> Any:
+            """``run()`` under the lock, for a canister this subnet hosts, on a certified state."""
             host = self.registry.get().latest().routing_table.lookup(canister_id)
             if host is None:
                 raise UnknownCanister(f"no subnet hosts canister {canister_id}")
             if host != self.subnet_id:
                 raise CanisterNotOnSubnet(f"canister {canister_id} is on subnet {host}, not {self.subnet_id}")
-            result = locked(lambda: self.query_certified(canister_id, method, arg, caller))
+            result = locked(run)
             if result is None:
                 raise NotCertifiedYet(f"{self.node_id}: its latest state is not certified yet")
-            answer, height = result
+            return result
+
+        def query(canister_id: int, method: str, arg: Any, caller: bytes) -> QueryAnswer:
+            answer, height = on_certified_state(
+                canister_id, lambda: self.query_certified(canister_id, method, arg, caller))
             if isinstance(answer, Reply):
                 return QueryAnswer(height, reply=answer.data)
             return QueryAnswer(height, reject_code=answer.code.name, reject_message=answer.message)
 
         def dry_run_call(canister_id: int, method: str, payload: bytes, caller: bytes) -> DryRunResult:
-            host = self.registry.get().latest().routing_table.lookup(canister_id)
-            if host is None:
-                raise UnknownCanister(f"no subnet hosts canister {canister_id}")
-            if host != self.subnet_id:
-                raise CanisterNotOnSubnet(f"canister {canister_id} is on subnet {host}, not {self.subnet_id}")
-            result = locked(lambda: self.dry_run_certified(canister_id, method, payload, caller))
-            if result is None:
-                raise NotCertifiedYet(f"{self.node_id}: its latest state is not certified yet")
-            return result
+            return on_certified_state(
+                canister_id, lambda: self.dry_run_certified(canister_id, method, payload, caller))
 
         return NodeBackend(self.subnet_id, self.node_id, self.limits, submit, query, self.certified_tree,
                            self.api_status, clock, self.metrics, dry_run_call)
