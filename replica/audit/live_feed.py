@@ -39,9 +39,11 @@ from .errors import RunLogError
 from .run_log import RUN_LOG_VERSION, RunLog, SubnetLog, _LIMIT_FIELDS, _limits
 
 __all__ = ["FeedContext", "Entry", "FeedWriter", "FeedReader", "encode_context", "decode_context", "encode_chunk",
-           "decode_chunk", "chunk_name", "parse_chunk_name", "CHUNKS"]
+           "decode_chunk", "chunk_name", "parse_chunk_name", "CHUNKS", "FEED_VERSION"]
 
-_CONTEXT_TAG, _CHUNK_TAG, _VERSION = "replica-live-context", "replica-live-chunk", 1
+_CONTEXT_TAG, _CHUNK_TAG = "replica-live-context", "replica-live-chunk"
+#: The version of the context and chunk encodings (``tests/golden`` pins their bytes).
+FEED_VERSION = 1
 CHUNKS = "chunks"
 _CHUNK_NAME = re.compile(r"^(?P<subnet>[A-Za-z0-9_-]+)\.(?P<first>\d{10})-(?P<last>\d{10})\.bin$")
 #: ``(height, batch bytes, full hash, certified root)``: one executed height.
@@ -67,7 +69,7 @@ class FeedContext:
 
 
 def encode_context(context: FeedContext) -> bytes:
-    return encode((_CONTEXT_TAG, _VERSION, tuple(context.subnets), tuple(context.canister_modules),
+    return encode((_CONTEXT_TAG, FEED_VERSION, tuple(context.subnets), tuple(context.canister_modules),
                    context.limits_name, tuple((name, getattr(context.limits, name)) for name in _LIMIT_FIELDS),
                    context.checkpoint_interval, tuple(topology_to_value(t) for t in context.topologies),
                    None if context.build is None else build_to_value(context.build)))
@@ -84,8 +86,8 @@ def decode_context(data: bytes) -> FeedContext:
     try:
         tag, version, subnets, modules, name, limits, interval, topologies, build = check_tuple(
             _decoded(data, "live context"), "live context", 9)
-        if tag != _CONTEXT_TAG or version != _VERSION:
-            raise RunLogError(f"live context: not a version-{_VERSION} {_CONTEXT_TAG}")
+        if tag != _CONTEXT_TAG or version != FEED_VERSION:
+            raise RunLogError(f"live context: not a version-{FEED_VERSION} {_CONTEXT_TAG}")
         if check_u64(interval, "checkpoint interval") < 1:
             raise RunLogError("live context: the checkpoint interval is at least 1")
         return FeedContext(tuple(check_str(s, "subnet") for s in check_tuple(subnets, "subnets")),
@@ -98,15 +100,15 @@ def decode_context(data: bytes) -> FeedContext:
 
 
 def encode_chunk(subnet: str, entries: Sequence[Entry]) -> bytes:
-    return encode((_CHUNK_TAG, _VERSION, subnet, tuple(tuple(e) for e in entries)))
+    return encode((_CHUNK_TAG, FEED_VERSION, subnet, tuple(tuple(e) for e in entries)))
 
 
 def decode_chunk(data: bytes) -> tuple[str, tuple[Entry, ...]]:
     """``(subnet, entries)``: heights that follow each other, hashes of 32 bytes."""
     try:
         tag, version, subnet, entries = check_tuple(_decoded(data, "live chunk"), "live chunk", 4)
-        if tag != _CHUNK_TAG or version != _VERSION:
-            raise RunLogError(f"live chunk: not a version-{_VERSION} {_CHUNK_TAG}")
+        if tag != _CHUNK_TAG or version != FEED_VERSION:
+            raise RunLogError(f"live chunk: not a version-{FEED_VERSION} {_CHUNK_TAG}")
         out: list[Entry] = []
         for entry in check_tuple(entries, "entries"):
             height, batch, full, root = check_tuple(entry, "entry", 4)

@@ -31,6 +31,7 @@ from message_routing.batch import decode_batch, encode_batch
 from replica.audit.build import build_from_value, build_to_value
 from replica.audit.isolation import decode_answer, decode_request, encode_answer, encode_request
 from replica.audit.report import build_report, comparable
+from replica.audit.live_feed import FeedContext, decode_chunk, decode_context, encode_chunk, encode_context
 from replica.audit.run_log import decode_run_log, encode_run_log, load_run_log, write_run_log
 from replica.client import http_wire
 from replica.client.envelope import compute_message_id, decode_signed_ingress, sign_ingress
@@ -252,6 +253,12 @@ def _decode_slice(data: bytes) -> cs.CertifiedSlice:
 
 def _expected_slice() -> cs.CertifiedSlice:
     return cs.CertifiedSlice(fx.SLICE_STREAM, fx.certification(), witness_begin=3, witness_end=6)
+
+
+def _live_context() -> FeedContext:
+    log = fx.run_log()
+    return FeedContext(log.subnet_ids(), log.canister_modules, log.limits_name, log.limits, log.checkpoint_interval,
+                       log.topologies, None)
 
 
 def _encode_subnet_file(log) -> bytes:
@@ -503,6 +510,11 @@ def _static_vectors() -> list[Vector]:
                _decode_subnet_file, expect=lambda decoded, log: decoded == log.subnets[0], reencode=None),
         Vector("run log build record", fx.build_info, lambda b: encoding.encode(build_to_value(b)), None, v1,
                lambda d: build_from_value(encoding.decode(d)), private_version="replica.audit.build._BUILD_VERSION"),
+        Vector("live feed context", _live_context, encode_context, "replica.audit.live_feed.FEED_VERSION", v1,
+               decode_context),
+        Vector("live feed chunk", lambda: (fx.A, tuple((h, f"batch {h}".encode(), fx.digest(f"full {h}"),
+                                                         fx.digest(f"root {h}")) for h in (4, 5))),
+               lambda c: encode_chunk(*c), "replica.audit.live_feed.FEED_VERSION", v1, decode_chunk),
         Vector("subnet recording", fx.recording, encode_recording, None, v1, decode_recording,
                private_version="replica.testnet.recording._VERSION"),
         Vector("audit child request", lambda: ("rows", 12345, b"run blob", ((1, "x"), (2, "y"))),
