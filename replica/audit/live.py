@@ -55,6 +55,8 @@ from .run_log import SubnetLog, encode_run_log, write_run_log
 __all__ = ["LiveOptions", "LiveAudit", "read_rows_file", "scheduler_conf", "REPLAY_POOL", "REPORT_POOL"]
 
 _ROWS_TAG = "replica-live-rows"
+#: ``[tag, version, rows]``: the rows (``analysis.ROW_SCHEMA``) one micro-batch gave.
+ROWS_VERSION = 1
 _log = logging.getLogger(__name__)
 
 
@@ -74,8 +76,8 @@ class LiveOptions:
 
 def read_rows_file(path: str) -> list[tuple]:
     """The rows one micro-batch kept (``mapPartitions``-friendly: a path in, rows out)."""
-    tag, rows = check_tuple(decode(Path(path).read_bytes(), max_bytes=1 << 31), "rows file", 2)
-    if tag != _ROWS_TAG:
+    tag, version, rows = check_tuple(decode(Path(path).read_bytes(), max_bytes=1 << 31), "rows file", 3)
+    if tag != _ROWS_TAG or version != ROWS_VERSION:
         raise AuditError(f"{path} is not a live audit's rows file")
     return [(r[0], r[1], r[2], None if r[3] is None else bytes(r[3]), None if r[4] is None else bytes(r[4]), r[5], r[6])
             for r in rows]
@@ -231,7 +233,7 @@ class LiveAudit:
         # a name of its own even when Spark runs a micro-batch again after a restart (its rows then
         # are only those after what the first run kept, which must stay)
         name = f"{batch_id}.{time.time_ns()}.bin"
-        write_atomically(self.dir / "rows" / name, encode_unchecked((_ROWS_TAG, tuple(rows))))
+        write_atomically(self.dir / "rows" / name, encode_unchecked((_ROWS_TAG, ROWS_VERSION, tuple(rows))))
         with self._lock:
             self.sent = dict(targets)
             self._take_rows(rows)

@@ -29,6 +29,7 @@ from __future__ import annotations
 import argparse
 import fcntl
 import hashlib
+import logging
 import os
 import socket
 import subprocess
@@ -53,7 +54,10 @@ from .replay import ReplayContext, ReplicaRun, load_canister_classes
 __all__ = ["ReplicaHost", "advance_task", "host_address", "call_host", "stop_hosts", "snapshot_path", "checkpoint_path",
            "read_checkpoint", "has_checkpoint", "START_TIMEOUT_S"]
 
+_log = logging.getLogger(__name__)
 _SNAPSHOT_TAG = "replica-live-snapshot"
+#: ``[tag, version, replica, state bytes]``: a replica's own state at a height (the file's name).
+SNAPSHOT_VERSION = 1
 #: Decoded batches a host keeps (all replicas of a host read the same ones; late starters and
 #: resumed replicas read older ones, from the feed once).
 MAX_KEPT_BATCHES = 50_000
@@ -155,8 +159,12 @@ class ReplicaHost:
         for path in reversed(snapshots):
             height = int(path.stem)
             if height <= reported and height >= perturbation.start:
-                tag, number, state = check_tuple(decode(path.read_bytes()), "snapshot", 3)
-                if tag == _SNAPSHOT_TAG and number == replica:
+                try:
+                    tag, version, number, state = check_tuple(decode(path.read_bytes()), "snapshot", 4)
+                except (OSError, EncodingError, CodecError) as exc:   # an older snapshot, or the start, will do
+                    _log.warning("snapshot %s not used: %s", path, exc)
+                    continue
+                if tag == _SNAPSHOT_TAG and version == SNAPSHOT_VERSION and number == replica:
                     return ReplicaRun(state, perturbation, context, height=height)
         if perturbation.start:
             data = read_checkpoint(self.audit_dir, subnet, perturbation.start)
@@ -180,7 +188,7 @@ class ReplicaHost:
         if snapshot:
             path = snapshot_path(self.audit_dir, replica, run.height)
             path.parent.mkdir(parents=True, exist_ok=True)
-            write_atomically(path, encode((_SNAPSHOT_TAG, replica, state)), sync=False)
+            write_atomically(path, encode((_SNAPSHOT_TAG, SNAPSHOT_VERSION, replica, state)), sync=False)
         if baseline:
             checkpoint = checkpoint_path(self.audit_dir, subnet, run.height)
             checkpoint.parent.mkdir(parents=True, exist_ok=True)
