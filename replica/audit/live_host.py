@@ -47,6 +47,7 @@ from state_manager.state_codec import encode_state
 from .build import current_build
 from .executor import hash_seed_of
 from .errors import IsolationError, ReplayError
+from .isolation import child_environment
 from .live_feed import FeedReader
 from .perturbation import NONE, parse_perturbation
 from .replay import ReplayContext, ReplicaRun, load_canister_classes
@@ -320,13 +321,6 @@ def _connect(address: str) -> socket.socket | None:
         return None
 
 
-def _environment(hash_seed: int) -> dict[str, str]:
-    env = dict(os.environ)
-    env["PYTHONHASHSEED"] = str(hash_seed)
-    env["PYTHONPATH"] = os.pathsep.join(p for p in sys.path if p)
-    return env
-
-
 def _open(audit_dir: Path, feed_dir: Path, key: str, hash_seed: int, parent: int) -> socket.socket:
     """A connection to the host ``key``, started (once: a lock file guards it) if it is not running."""
     address = host_address(audit_dir, key)
@@ -344,7 +338,7 @@ def _open(audit_dir: Path, feed_dir: Path, key: str, hash_seed: int, parent: int
         process = subprocess.Popen(
             [sys.executable, "-m", "replica.audit.live_host", "--key", key, "--audit-dir", str(audit_dir),
              "--feed", str(feed_dir), "--parent", str(parent)],
-            env=_environment(hash_seed), stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
+            env=child_environment(hash_seed), stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
             start_new_session=True)   # it outlives the Python worker that started it; it watches the audit
         log.close()
         (hosts / f"{key}.pid").write_text(str(process.pid))
