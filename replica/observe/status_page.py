@@ -31,6 +31,7 @@ from replica.audit.live_status import describe_live_status, read_live_status
 from replica.errors import ReplicaError
 from replica.node.app_thread import AppThread
 
+from replica.testnet.certification_status import certification_problems
 from replica.testnet.launcher import TestnetLayout
 from .stream_status import StatusError, StatusReader, reader_for_testnet
 
@@ -135,11 +136,14 @@ class StatusPage:
 
     def view(self) -> dict:
         """The JSON of ``/api/view``."""
+        # nodes that diverged or see certification stall (their status files; the node model)
+        problems = [problem.as_json() for problem in certification_problems(self.layout)]
         reader = self._status_reader()
         if reader is None:
-            return {"starting": True, "subnets": [], "streams": [], "recent": [], "time_ns": time.time_ns()}
+            return {"starting": True, "subnets": [], "streams": [], "recent": [], "certification": problems,
+                    "time_ns": time.time_ns()}
         view = reader.view(interval_s=0).as_json()
-        view.update(starting=False, recent=self.recent_calls(reader), time_ns=time.time_ns())
+        view.update(starting=False, recent=self.recent_calls(reader), certification=problems, time_ns=time.time_ns())
         live = read_live_status(self.layout.root)   # a live audit's verdict and lag (replica audit --follow)
         view["live_audit"] = None if live is None else describe_live_status(live)
         return view
@@ -201,6 +205,7 @@ _PAGE = """<!doctype html>
 <h1>testnet status <span id="updated" class="muted"></span></h1>
 <div id="starting" class="muted"></div>
 <div id="live-audit" class="muted"></div>
+<div id="certification" class="stuck"></div>
 <h2>subnets</h2>
 <table id="subnets"><thead><tr><th class="l">subnet</th><th>nodes up</th><th>finalized</th><th>certified</th>
 <th>rounds/s</th></tr></thead><tbody></tbody></table>
@@ -252,6 +257,9 @@ async function refresh() {
     document.getElementById('starting').textContent = v.starting ? 'the subnets are starting…' : '';
     document.getElementById('live-audit').textContent = v.live_audit || '';
     document.getElementById('live-audit').className = (v.live_audit || '').includes('DIVERGENT') ? 'stuck' : 'muted';
+    document.getElementById('certification').innerHTML = (v.certification || []).map(p =>
+      '<div>' + esc(p.node) + ': ' + esc(p.summary) + (p.messages.length ? ' (executed there: ' +
+      esc(p.messages.join(', ')) + ')' : '') + '</div>').join('');
     document.getElementById('updated').textContent = 'updated ' + new Date().toLocaleTimeString();
     rows('subnets', v.subnets, s => [[s.subnet, 1], [s.nodes_up + '/' + s.nodes], [s.finalized_height ?? '-'],
       [s.certified_height ?? '-'], [s.rounds_per_s == null ? '-' : s.rounds_per_s.toFixed(2)]]);

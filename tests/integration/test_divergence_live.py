@@ -20,6 +20,7 @@ import urllib.request
 import pytest
 
 from replica.node.process_config import NodeProcessConfig
+from replica.observe.status_page import StatusPage
 
 from .node_processes import NodeProcesses
 
@@ -131,6 +132,10 @@ def test_diverged_on_two_of_four_nodes_certification_stalls_and_every_status_say
     assert all((cluster.status(n).get("certified_height") or 0) < DIVERGE_AT for n in NODES)
     shown = _testnet_status(cluster)
     assert f"{NODES[0]}: certification stalled since {DIVERGE_AT}: shares disagree" in shown
+    on_page = {p["node"]: p for p in StatusPage(cluster.root).view()["certification"]}   # the status page's view
+    assert sorted(on_page) == NODES
+    assert all(p["summary"].startswith(f"certification stalled since {DIVERGE_AT}: shares disagree")
+               for p in on_page.values())
     metrics = _metrics(cluster, NODES[0])
     assert 'replica_certification_stalls_total{reason="shares_disagree"} 1.0' in metrics
     assert f"replica_certification_stalled_height {float(DIVERGE_AT)}" in metrics
