@@ -12,12 +12,12 @@ import time
 import pytest
 
 from replica.client.agent_errors import (
-    CertificateTooOld, CertificationRollback, CertificateSignatureInvalid, PathNotProven, CertificateRootMismatch,
+    CertificateHeightMismatch, CertificateTooOld, CertificationRollback, CertificateSignatureInvalid, PathNotProven, CertificateRootMismatch,
 )
 from replica.client.http_wire import encode_certificate
 from replica.node.http_api import HttpApiServer
 from replica.inprocess.http_apis import node_backend
-from state_manager.certification import Certification
+from state_manager.certification import HEIGHT_PATH, Certification
 from state_manager.labeled_trie import LabeledTrie
 from state_manager.trie_witness import plan_paths, witness_tree
 from state_manager.state_tree import leaf as state_leaf
@@ -142,15 +142,27 @@ def test_a_stale_time_is_refused(net):
 
 
 def test_a_pruned_path_is_not_proven(net, monkeypatch):
-    """A node that prunes what was asked for: neither revealed nor proven absent."""
+    """A node that prunes what was asked for: neither revealed nor proven absent (it reveals
+    the height, as every certificate must: see the test below for one that hides it)."""
     trees, certification = net.subnets[ALPHA].nodes["alpha-node-1"].state_manager.latest_certified()
-    tree = witness_tree(trees.certified, plan_paths([[b"time"]]))
+    tree = witness_tree(trees.certified, plan_paths([[b"time"], list(HEIGHT_PATH)]))
     with agent_for(net) as victim:
         monkeypatch.setattr(victim._http, "request", lambda *a: (200, encode_certificate(tree, certification)))
         with pytest.raises(PathNotProven):
             victim.read_state(HOME, [[b"request_status", bytes(32)]])
         with pytest.raises(PathNotProven):
             victim.request_status(bytes(32), HOME)
+
+
+def test_a_certificate_that_hides_its_height_is_refused(net, monkeypatch):
+    """The signature covers the root only: a witness that prunes /metadata/height leaves the
+    claimed height unproven, and the agent refuses it whatever else it reveals."""
+    trees, certification = net.subnets[ALPHA].nodes["alpha-node-1"].state_manager.latest_certified()
+    tree = witness_tree(trees.certified, plan_paths([[b"time"]]))
+    with agent_for(net) as victim:
+        monkeypatch.setattr(victim._http, "request", lambda *a: (200, encode_certificate(tree, certification)))
+        with pytest.raises(CertificateHeightMismatch, match="does not reveal /metadata/height"):
+            victim.read_state(HOME, [[b"time"]])
 
 
 def test_honest_answers_from_every_node_verify_concurrently(net):

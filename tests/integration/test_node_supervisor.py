@@ -170,7 +170,8 @@ def test_the_node_model_starts_every_node_and_publishes_its_endpoints(tmp_path, 
         assert status["config"] == {
             "testnet_dir": str(layout.root.resolve()), "node_id": "subnet-0-node-3", "subnet_id": "subnet-0",
             "tick_s": 0.1, "block_interval_s": 0.1, "round_timeout_s": 1.0, "checkpoint_interval": 100,
-            "checkpoints_kept": 3, "retained_heights": 1000, "registry_poll_s": 0.0}
+            "checkpoints_kept": 3, "retained_heights": 1000, "registry_poll_s": 0.0,
+            "fault_diverge_at_height": 0}
         assert NodeProcessConfig.from_file(layout.node_files("subnet-1-node-3").config) == kept
         # the lifecycle's view: every node running, the ingress addresses of each subnet
         rows = lifecycle.status(layout.root)
