@@ -48,7 +48,7 @@ from .live_feed import Entry, FeedReader, decode_chunk
 from .live_host import advance_task, has_checkpoint, read_checkpoint, stop_hosts
 from .live_status import STATUS_FILE, FORMAT, LiveMetrics
 from .perturbation import Fault
-from .replicas import ReplicaSpec, assign_partitions, in_run, plan_live_replicas
+from .replicas import ReplicaSpec, assign_partitions, checkpoint_writers, in_run, plan_live_replicas
 from .report import render_html, render_text
 from .run_log import SubnetLog, encode_run_log, write_run_log
 
@@ -107,6 +107,7 @@ class LiveAudit:
         self.worker_seed = worker_hash_seed(spark)
         self.specs = plan_live_replicas(self.subnets, options.replicas, options.seed, self.interval,
                                         faults=dict(options.faults), worker_hash_seed=self.worker_seed)
+        self.writers = checkpoint_writers(self.specs)
         self.partitions = options.partitions or spark.sparkContext.defaultParallelism
         # costs as if the run were long: what differs between live replicas is the seed, not the start
         self.assignment = assign_partitions(self.specs, {s: 1_000_000 for s in self.subnets}, self.partitions)
@@ -217,7 +218,8 @@ class LiveAudit:
     def _advance(self, batch_id: str) -> int:
         """Advance every runnable replica to the last heights; the rows it gave."""
         targets = {s: len(self.entries[s]) for s in self.subnets}
-        work = [(self.assignment[s.replica], (s.replica, s.subnet, s.perturbation.text(), self.reported[s.replica]))
+        work = [(self.assignment[s.replica], (s.replica, s.subnet, s.perturbation.text(), self.reported[s.replica],
+                                               self.writers.get(s.subnet) == s.replica))
                 for s in self.specs if self._runnable(s, targets)]
         if not work:
             return 0

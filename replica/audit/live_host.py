@@ -14,12 +14,14 @@ writes its own state (``replicas/<replica>/<height>.bin``), restored exactly as 
 perturbation reloads a state, and replays from there the batches it has already reported
 without reporting them again (they are read from the feed). The unperturbed baseline replica
 of each subnet also writes the run's checkpoints (``checkpoints/<subnet>/<height>.bin``),
-from which ``checkpoint@k`` replicas start, as offline replicas start from a run log's.
+from which ``checkpoint@k`` replicas start, as offline replicas start from a run log's. The
+driver names that one replica (``replicas.checkpoint_writers``): the plan's other unperturbed
+replicas live in other hosts, and two writers of one checkpoint race on its temporary file.
 
 Requests and answers are canonical msgpack frames (4-byte length first). A request names
-the replicas ``(replica, subnet, perturbation, reported)`` — ``reported``: the last height
-the audit holds a row of, -1 if none — the target height per subnet and the new batches; the
-answer is the rows of every height after ``reported`` up to the target, as
+the replicas ``(replica, subnet, perturbation, reported, writes_checkpoints)`` — ``reported``:
+the last height the audit holds a row of, -1 if none — the target height per subnet and the
+new batches; the answer is the rows of every height after ``reported`` up to the target, as
 ``executor.replay_partition`` gives them. A replica whose replay fails reports one error row
 and is left alone afterwards (the driver no longer asks for it).
 """
@@ -210,7 +212,7 @@ class ReplicaHost:
         if len(self._batches) > MAX_KEPT_BATCHES:   # the oldest heights go first
             for key in sorted(self._batches, key=lambda k: k[1])[: len(self._batches) - MAX_KEPT_BATCHES]:
                 del self._batches[key]
-        for replica, subnet, text, reported in specs:
+        for replica, subnet, text, reported, writes_checkpoints in specs:
             if replica in self.failed:
                 continue
             target = targets.get(subnet, 0)
@@ -225,7 +227,8 @@ class ReplicaHost:
                         trees = run.trees
                         yield (replica, subnet, run.height, trees.full_hash, trees.certified_root, None, self.build)
                 run.context = self.context()   # a registry version may have come since
-                baseline = parse_perturbation(text) == NONE
+                # only the driver's named writer: any other unperturbed replica (same states) would race it
+                baseline = bool(writes_checkpoints) and parse_perturbation(text) == NONE
                 snapshotted = False
                 while run.height < target:
                     at = run.height + 1
@@ -242,8 +245,8 @@ class ReplicaHost:
 
 
 def advance_task(payload: tuple, items) -> Iterator[tuple]:
-    """``mapPartitions`` body of a live micro-batch: ``(replica, subnet, perturbation, reported)``
-    items → the rows their hosts answer, one host per hash seed of the partition (the
+    """``mapPartitions`` body of a live micro-batch: ``(replica, subnet, perturbation, reported,
+    writes_checkpoints)`` items → the rows their hosts answer, one host per hash seed of the partition (the
     replicas without one run under ``worker_seed``, the seed Spark gives its Python workers).
     A host that fails while answering is started again once (its replicas resume from their
     snapshots); a second failure fails the task, so Spark retries it."""

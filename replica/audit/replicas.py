@@ -22,6 +22,9 @@ checkpoint) and a ``restart`` replica restarts within ``2 × interval`` heights 
 start; ``hashseed`` draws from ``LIVE_HASH_SEEDS`` seeds (each seed is a process kept for the
 whole audit). ``in_run`` keeps the replicas whose start height a run reached: an offline
 audit with ``AuditOptions(plan="live")`` replays exactly the replicas a live audit did.
+``checkpoint_writers`` names the one replica per subnet whose states become a live audit's
+checkpoints: the plan has several unperturbed replicas per subnet, but a checkpoint file must
+have one writer.
 
 ``assign_partitions`` groups replicas into contiguous, cost-balanced partitions, hash-seed
 replicas of one seed together (one subprocess per seed and partition).
@@ -36,8 +39,8 @@ from typing import Mapping, Sequence
 from .errors import PerturbationError
 from .perturbation import Fault, Perturbation
 
-__all__ = ["ReplicaSpec", "plan_replicas", "plan_live_replicas", "in_run", "LIVE_STARTS", "LIVE_HASH_SEEDS",
-           "assign_partitions", "replica_cost", "HASH_SEED_POOL_SIZE",
+__all__ = ["ReplicaSpec", "plan_replicas", "plan_live_replicas", "in_run", "checkpoint_writers", "LIVE_STARTS",
+           "LIVE_HASH_SEEDS", "assign_partitions", "replica_cost", "HASH_SEED_POOL_SIZE",
            "hash_seed_pool", "CLASSES"]
 
 CLASSES = ("plain", "shuffle", "hashseed", "restart")
@@ -173,6 +176,19 @@ def plan_live_replicas(subnets: Sequence[str], replicas: int, seed: int, interva
         if not 0 <= replica < replicas:
             raise PerturbationError(f"fault for replica {replica}, but replicas are 0..{replicas - 1}")
     return tuple(specs)
+
+
+def checkpoint_writers(specs: Sequence[ReplicaSpec]) -> dict[str, int]:
+    """``subnet → replica``: the lowest-numbered unperturbed replica of each subnet (its
+    baseline, or the next plain one from genesis if a fault was put on the baseline). Only it
+    writes the subnet's checkpoints: the other unperturbed replicas compute the same states, but
+    run in other hosts, and two processes replacing one file through one temporary name race
+    (one's rename finds the temporary file gone, and its replica fails)."""
+    writers: dict[str, int] = {}
+    for spec in sorted(specs, key=lambda s: s.replica):
+        if spec.perturbation == Perturbation() and spec.subnet not in writers:
+            writers[spec.subnet] = spec.replica
+    return writers
 
 
 def in_run(specs: Sequence[ReplicaSpec], heights: Mapping[str, int],

@@ -14,7 +14,8 @@ from replica.audit.job import AuditOptions, plan_for
 from replica.audit.live_feed import FeedContext, FeedReader, FeedWriter, decode_chunk, encode_chunk
 from replica.audit import live_host
 from replica.audit.live_host import ReplicaHost, read_checkpoint
-from replica.audit.replicas import LIVE_HASH_SEEDS, in_run, plan_live_replicas
+from replica.audit.perturbation import NONE, parse_fault
+from replica.audit.replicas import LIVE_HASH_SEEDS, ReplicaSpec, checkpoint_writers, in_run, plan_live_replicas
 from replica.node.node_store import ExecutedLog
 from replica.testnet.live_recorder import ExecutedTail
 
@@ -96,11 +97,13 @@ def test_the_live_plan_is_fixed_before_the_run_ends_and_offline_can_replay_it(lo
                              {s.subnet_id: s.checkpoint_heights() for s in log.subnets})
 
 
-def _advance(host, specs, reported, targets, log, sent, audit_dir):
+def _advance(host, specs, reported, targets, log, sent, audit_dir, writers=None):
     batches = [(s.subnet_id, h, s.batches[h - 1]) for s in log.subnets for h in range(sent + 1, targets + 1)]
     runnable = [s for s in specs if reported[s.replica] < targets and
                 (s.start == 0 or (s.start <= targets and read_checkpoint(audit_dir, s.subnet, s.start) is not None))]
-    rows = list(host.advance([(s.replica, s.subnet, s.perturbation.text(), reported[s.replica]) for s in runnable],
+    writers = checkpoint_writers(specs) if writers is None else writers
+    rows = list(host.advance([(s.replica, s.subnet, s.perturbation.text(), reported[s.replica],
+                               writers.get(s.subnet) == s.replica) for s in runnable],
                              {s.subnet_id: targets for s in log.subnets}, batches, log.checkpoint_interval))
     for row in rows:
         reported[row[0]] = max(reported[row[0]], row[2])
@@ -132,6 +135,37 @@ def test_kept_replicas_give_the_offline_rows_and_resume_from_their_snapshots(log
     again = _advance(fresh, specs, behind, 10, log, 8, audit_dir)
     assert {(r[0], r[2]): (r[3], r[4]) for r in again} == {k: v for k, v in offline.items() if k[1] > 8}
     assert any(s.start < 8 for s in specs) and sorted((audit_dir / "replicas").glob("*/*.bin"))
+
+
+def test_one_replica_per_subnet_writes_its_checkpoints(log, tmp_path):
+    # The live plan has several unperturbed replicas per subnet, spread over hosts (processes).
+    # When each wrote the subnet's checkpoints, two hosts replacing one checkpoint through its one
+    # temporary file raced: the later rename found the file gone and that replica failed with an
+    # error row at a checkpoint height, a divergence long before any fault.
+    specs = plan_live_replicas(log.subnet_ids(), 40, 3, log.checkpoint_interval)
+    subnet = log.subnets[0].subnet_id
+    plain = [s for s in specs if s.subnet == subnet and s.perturbation == NONE]
+    assert len(plain) >= 2
+    writers = checkpoint_writers(specs)
+    assert writers[subnet] == plain[0].replica == min(s.replica for s in specs if s.subnet == subnet)
+    # a fault on the baseline: the next unperturbed replica of the subnet writes its checkpoints
+    faulted = [ReplicaSpec(plain[0].replica, subnet, plan_live_replicas(
+        log.subnet_ids(), 40, 3, log.checkpoint_interval, faults={plain[0].replica: parse_fault("flip@5")}
+    )[plain[0].replica].perturbation) if s.replica == plain[0].replica else s for s in specs]
+    assert checkpoint_writers(faulted)[subnet] == plain[1].replica
+
+    feed = _feed(log, tmp_path / "feed")
+    audit_dir = tmp_path / "audit"
+    target = log.subnets[0].height
+    other_host = ReplicaHost(audit_dir, FeedReader(feed.root))   # a second unperturbed replica, in its own host
+    rows = _advance(other_host, [plain[1]], {plain[1].replica: -1}, target, log, 0, audit_dir, writers)
+    assert not [r for r in rows if r[5] is not None] and len(rows) == target + 1
+    assert not (audit_dir / "checkpoints").exists()
+    baseline_host = ReplicaHost(audit_dir, FeedReader(feed.root))
+    rows = _advance(baseline_host, [plain[0]], {plain[0].replica: -1}, target, log, 0, audit_dir, writers)
+    assert not [r for r in rows if r[5] is not None]
+    recorded = dict(log.subnets[0].checkpoints)
+    assert recorded and {h: read_checkpoint(audit_dir, subnet, h) for h in recorded} == recorded
 
 
 def test_the_status_file_and_metrics_say_verdict_and_lag(tmp_path):
