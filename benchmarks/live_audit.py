@@ -12,9 +12,11 @@
    minus the audited one, the larger of the two subnets) over the samples after the audit
    first caught up (lag at most ``--caught-up``; ``caught_up`` false: it never did, and the
    samples are all those after its first micro-batch); ``detect_rounds`` is the testnet's
-   height when the audit flagged the divergence minus ``H`` (``detected_height`` must be ``H``).
+   height when the audit flagged the divergence minus ``H``. A first divergence flagged anywhere
+   else than subnet-0 at ``H`` is a false (or misplaced) detection: the measurement stops there,
+   ``detect_rounds`` is not given, ``error`` says what was flagged, and the benchmark exits 1.
 4. The load stops, the testnet is brought down; the audit reports the whole run and exits
-   (its verdict must be ``divergent``, first at ``H``). ``fork_s`` is ``benchmarks/fork.py``'s
+   (its verdict must be ``divergent``, first at ``H``; any other final verdict exits 1 as well). ``fork_s`` is ``benchmarks/fork.py``'s
    figure (a fork at height 5,000 of a recorded run), run as a subprocess after the testnet
    is down, when that benchmark exists (else ``null``); ``--skip-fork`` leaves it ``null``.
 
@@ -42,6 +44,7 @@ from replica.processes import lifecycle
 
 ROOT = Path(__file__).resolve().parents[1]
 FAULTY_REPLICA = 4      # subnet-0 (4 mod 2), a shuffle replica
+FAULTY_SUBNET = "subnet-0"
 
 
 def _status(path: Path) -> dict | None:
@@ -128,8 +131,14 @@ def main() -> int:
             if first and "detected_height" not in result:
                 result["detected_height"] = first["height"]
                 result["detected_subnet"] = first["subnet"]
-                result["detect_rounds"] = first["detected_at"][first["subnet"]] - first["height"]
                 _say(f"divergence flagged at {first}")
+                if (first["subnet"], first["height"]) != (FAULTY_SUBNET, fault_height):
+                    # detect_rounds of a detection that is not the fault would be a made-up figure
+                    result["error"] = (f"the audit flagged {first['subnet']} at height {first['height']} "
+                                       f"(replicas {first.get('replicas')}), not the injected fault "
+                                       f"({FAULTY_SUBNET} at height {fault_height})")
+                    break
+                result["detect_rounds"] = first["detected_at"][first["subnet"]] - first["height"]
             elapsed = time.monotonic() - started
             if elapsed > args.seconds and ("detected_height" in result or elapsed > args.seconds + 600):
                 break
@@ -167,7 +176,15 @@ def main() -> int:
     result["fork_s"] = fork_s
     result["fork_source"] = source
     result["floor_us"] = measure_floor_us()
+    final = result.get("final_first_divergence") or {}
+    if "error" not in result and (result.get("final_verdict") != "divergent"
+                                  or (final.get("subnet"), final.get("height")) != (FAULTY_SUBNET, fault_height)):
+        result["error"] = (f"the final report says {result.get('final_verdict')}, first divergence {final or None}, "
+                           f"not the injected fault ({FAULTY_SUBNET} at height {fault_height})")
     print(json.dumps(result, sort_keys=True))
+    if "error" in result:
+        _say(f"FAILED: {result['error']}")
+        return 1
     return 0
 
 
