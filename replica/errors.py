@@ -12,8 +12,6 @@ fails when a public exception class of ``replica`` is missing here or placed wro
     │   │       ├── SubsetError  a construct outside the sandbox's subset (replica.execution.sandbox)
     │   │       └── SharedStateError  a mutable module-level or class-level value (also TypeError)
     │   └── ManagementError      a management operation on a missing canister
-    ├── WireError                bytes that are not the HTTP wire format (replica.client.http_wire;
-    │                            also ValueError)
     ├── IcFormatError            bytes or values the IC's wire format refuses, one subclass per
     │   │                        reason, each with its reason (replica.ic.errors; also ValueError)
     │   ├── CborRefused
@@ -50,6 +48,7 @@ fails when a public exception class of ``replica`` is missing here or placed wro
     │   │       ├── DelegationKeyRepeated
     │   │       └── DelegationSignatureInvalid
     │   ├── HashTreeRefused
+    │   ├── AnswerMalformed
     │   └── CertificateRefused
     │       ├── CertificateMalformed
     │       ├── NestedDelegation
@@ -101,11 +100,14 @@ fails when a public exception class of ``replica`` is missing here or placed wro
     │   ├── InvalidCanisterId
     │   ├── MalformedRequest
     │   ├── PathNotAllowed
+    │   ├── RequestStatusForbidden
+    │   ├── InvalidSubnetId
     │   ├── RouteNotFound
     │   ├── MethodNotAllowed
     │   ├── BodyTimeout
     │   ├── RequestTooLarge
     │   ├── NotCertifiedYet
+    │   ├── DelegationUnavailable
     │   └── NodeUnavailable
     ├── CanisterCodeNotFound     a recorded canister module that cannot be loaded
     │                            (replica.node.batch_processor; also LookupError)

@@ -55,33 +55,33 @@ from dataclasses import dataclass
 from typing import Any, Callable, Mapping, Sequence
 
 from consensus_stub.registry import Registry
-from replica.execution.codec import EncodingError, decode_payload
+from replica.execution.codec import EncodingError, decode_payload, encode_value
 from replica.execution.dry_run import DryRunResult
-from state_manager.encoding import decode
+from replica.ic.envelope import encode_envelope, sign_envelope
+from replica.ic.errors import IcFormatError
+from replica.ic.http_interface import (
+    STATUS_PATH, canister_path, decode_call_answer, decode_read_state_answer, decode_status,
+)
+from replica.ic.principal import Principal, canister_principal, principal_to_text
+from replica.ic.request_id import decode_uleb128, request_id
 from state_manager.hash_tree import Unknown, lookup_path
-from state_manager.certification import Certification, SignatureMemo, verify_certification
 from state_manager.messages import MANAGEMENT_CANISTER_ID, RejectCode
 
 from .agent_errors import (
     AgentError, CallRejected, CallTimeout, CanisterNotRouted, MalformedCertificate,
     PathNotProven, ReplyUnavailable, RequestRefused, SubmissionUncertain, TransportError, UnexpectedAnswer,
 )
-from .certificate import VerifiedCertificate, verify_certificate
+from .answers import QueryAnswer, decode_dry_run_answer, decode_query_answer
+from .certificate import SignatureCache, VerifiedCertificate, verify_answer_certificate
 from .endpoint_book import EndpointBook, Endpoints
-from .envelope import compute_message_id, sign_ingress
-from .http_transport import HttpTransport, error_for_answer, json_object
-from .http_wire import (
-    MAX_CERTIFICATE_BYTES, MAX_PATHS, STATUS_PATH, QueryAnswer, WireError, canister_url, decode_certificate,
-    decode_dry_run_answer, decode_query_answer,
-    encode_read_state_request,
-)
-from .identity import UserKey
+from .subnet_ids import subnet_principal_of
+from .http_transport import MAX_ANSWER_BYTES, Answer, HttpTransport, error_for_answer
 from .refusals import ApiError, DuplicateIngress, IngressRefused, refusal_class
 
 __all__ = ["Agent", "RequestStatus", "reject_code_name", "error_for_answer", "status_from_certificate"]
 
-#: Certifications whose signature an agent remembers having verified.
-_REMEMBERED_SIGNATURES = 64
+#: At most this many request ids in one read_state (an agent polling its calls).
+MAX_PATHS = 64
 #: The least time between two re-readings of where the nodes are.
 _REFRESH_INTERVAL_S = 0.25
 
@@ -92,26 +92,25 @@ def _passed_over(status: int) -> bool:
     return status >= 500
 
 
-def _reason(body: bytes) -> object:
-    """The ``reason`` of a refusal answer (None if the body is not one)."""
-    try:
-        return json_object(body, 0).get("reason")
-    except UnexpectedAnswer:
-        return None
-
-
-def _behind(body: bytes, min_height: int) -> bool:
+def _behind(answer: Answer, min_height: int) -> bool:
     """Whether a read_state answer is certified below ``min_height`` (one that does not decode
     is not: its verification says what is wrong with it)."""
     try:
-        return decode_certificate(body).certification.height < min_height
-    except WireError:
+        certificate = decode_read_state_answer(answer.body, MAX_ANSWER_BYTES)
+        return _unverified_height(certificate) < min_height
+    except (IcFormatError, AgentError):
         return False
 
 
-def _is(refusal: type[ApiError | DuplicateIngress], status: int, body: bytes) -> bool:
+def _unverified_height(certificate: bytes) -> int:
+    from replica.ic.certificate import decode_certificate   # noqa: PLC0415 - only for the catching-up check
+    tree = decode_certificate(certificate).tree
+    return VerifiedCertificate("", 0, 0, tree).lookup_value([b"metadata", b"height"]) or 0
+
+
+def _is(refusal: type[ApiError | DuplicateIngress], answer: Answer) -> bool:
     """Whether an answer is ``refusal`` (its status, then its reason)."""
-    return status == refusal.status and _reason(body) == refusal.reason
+    return answer.status == refusal.status and answer.reason == refusal.reason
 
 SECOND_NS = 10**9
 #: Certified statuses of a message id (``unknown``: the tree proves the id absent).
@@ -138,27 +137,39 @@ class RequestStatus:
     reject_message: str | None = None
 
 
+def _text(raw: bytes | None, what: str) -> str:
+    try:
+        return (raw or b"").decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise MalformedCertificate(f"{what} is not UTF-8 text") from exc
+
+
 def status_from_certificate(certificate: VerifiedCertificate, message_id: bytes) -> RequestStatus:
     """The status of ``message_id`` that ``certificate`` proves (``unknown`` when the tree
-    proves it absent)."""
+    proves it absent), its leaves as the interface specification encodes them (text, the
+    reply blob, a LEB128 reject code)."""
     prefix = [b"request_status", message_id]
-    status = certificate.lookup_value(prefix + [b"status"])
-    if status is None:
+    raw = certificate.lookup(prefix + [b"status"])
+    if raw is None:
         return RequestStatus(message_id, "unknown", certificate)
+    status = _text(raw, "a request status")
     if status not in STATUSES[1:]:
         raise MalformedCertificate(f"unknown request status {status!r}")
     if status == "replied":
-        reply = certificate.lookup_value(prefix + [b"reply"])
-        if not isinstance(reply, bytes):
+        reply = certificate.lookup(prefix + [b"reply"])
+        if reply is None:
             raise MalformedCertificate("a replied status without reply bytes")
         return RequestStatus(message_id, status, certificate, reply=reply)
     if status == "rejected":
-        code = certificate.lookup_value(prefix + [b"reject_code"])
-        message = certificate.lookup_value(prefix + [b"reject_message"])
-        if type(code) is not int or not isinstance(message, str):
+        code, message = certificate.lookup(prefix + [b"reject_code"]), certificate.lookup(prefix + [b"reject_message"])
+        if code is None or message is None:
             raise MalformedCertificate("a rejected status without reject code and message")
-        return RequestStatus(message_id, status, certificate, reject_code=reject_code_name(code),
-                             reject_message=message)
+        try:
+            number = decode_uleb128(code)
+        except IcFormatError as exc:
+            raise MalformedCertificate(f"a reject code that is not a LEB128 nat: {exc}") from exc
+        return RequestStatus(message_id, status, certificate, reject_code=reject_code_name(number),
+                             reject_message=_text(message, "a reject message"))
     return RequestStatus(message_id, status, certificate)
 
 
@@ -168,7 +179,7 @@ class Agent:
     def __init__(
         self,
         endpoint: Endpoints,
-        identity: UserKey,
+        identity: Any,
         registry: Registry,
         *,
         max_certificate_age_s: float = 300.0,
@@ -197,7 +208,7 @@ class Agent:
         self._clock = clock
         self._lock = threading.Lock()
         self._verified_heights: dict[str, int] = {}
-        self._signatures = SignatureMemo(capacity=_REMEMBERED_SIGNATURES)
+        self._cache = SignatureCache()
         self._http = HttpTransport(timeout_s)
 
     # -- lifecycle ----------------------------------------------------------------------------
@@ -250,37 +261,77 @@ class Agent:
 
     # -- calls ----------------------------------------------------------------------------------
 
-    def _envelope(self, canister_id: int, method: str, arg: Any) -> tuple[bytes, bytes]:
-        envelope = sign_ingress(self.identity, canister_id, method, arg, secrets.randbits(64),
-                                self._clock() + self.ingress_ttl_ns)
-        _, content, public_key, _ = decode(envelope)
-        return envelope, compute_message_id(content, public_key)
+    def _principal(self, canister_id: int) -> Principal:
+        return Principal(b"") if canister_id == MANAGEMENT_CANISTER_ID else canister_principal(canister_id)
+
+    def _signed(self, content: dict[str, Any]) -> tuple[bytes, bytes]:
+        """``content`` sent by this agent's identity, expiring after ``ingress_ttl_s``: the
+        envelope and its request id."""
+        content = {**content, "sender": self.identity.principal.raw,
+                   "ingress_expiry": self._clock() + self.ingress_ttl_ns, "nonce": secrets.token_bytes(8)}
+        return encode_envelope(sign_envelope(content, self.identity)), request_id(content)
+
+    def _envelope(self, canister_id: int, method: str, arg: Any, request_type: str = "call") -> tuple[bytes, bytes]:
+        """A signed call or query of ``method(arg)`` and its request id."""
+        return self._signed({"request_type": request_type, "canister_id": self._principal(canister_id).raw,
+                             "method_name": method, "arg": encode_value(arg)})
 
     def submit_call(self, canister_id: int, method: str, arg: Any = None, *, subnet: str | None = None) -> bytes:
-        """Sign and submit an update call; its message id once the node pooled it."""
+        """Sign and submit an update call (``/api/v2/…/call``); its request id once the node pooled it."""
         envelope, message_id = self._envelope(canister_id, method, arg)
+        self._submit(canister_id, envelope, message_id, subnet, version=2)
+        return message_id
+
+    def _submit(self, canister_id: int, envelope: bytes, message_id: bytes, subnet: str | None, *,
+                version: int) -> Answer:
+        """POST a call envelope with failover: the answer that accepted it (202, or a v3 200)."""
         try:
-            status, body, failed_over = self._post_any(canister_id, "call", envelope, subnet)
+            answer, failed_over = self._post_any(canister_id, "call", envelope, subnet, version=version)
         except TransportError as exc:
             raise SubmissionUncertain(f"no node confirmed message {message_id.hex()}: {exc}", message_id) from exc
-        if failed_over and _is(DuplicateIngress, status, body):   # pooled by the node that went silent
-            return message_id
-        if status != 202:
-            error = error_for_answer(status, body)
-            if _passed_over(status) and not isinstance(error, IngressRefused):
+        if failed_over and _is(DuplicateIngress, answer):   # pooled by the node that went silent
+            return Answer(202, b"")
+        if answer.status not in (200, 202) or (answer.status == 200 and version == 2):
+            error = error_for_answer(answer) if answer.status >= 400 else UnexpectedAnswer(
+                f"a call answered {answer.status}")
+            if _passed_over(answer.status) and not isinstance(error, IngressRefused):
                 raise SubmissionUncertain(f"no node confirmed message {message_id.hex()}: {error}",
                                           message_id) from error
             raise error
-        answer = json_object(body, status)
-        if answer.get("message_id") != message_id.hex():
-            raise UnexpectedAnswer(f"the node accepted message {answer.get('message_id')!r}, not {message_id.hex()}")
-        return message_id
+        return answer
 
     def update_call(self, canister_id: int, method: str, arg: Any = None, timeout_s: float = 30.0, *,
                     subnet: str | None = None) -> Any:
-        """Submit, then ``wait`` for the certified answer: the decoded reply, or ``CallRejected``."""
-        return self.wait(self.submit_call(canister_id, method, arg, subnet=subnet), canister_id, timeout_s,
-                         subnet=subnet)
+        """A synchronous call (``/api/v3/…/call``): the node answers with the certificate of
+        the call's status once it is certified, and the agent verifies it; if the node does
+        not wait that long (202), ``wait`` polls for it. The decoded reply, or ``CallRejected``."""
+        envelope, message_id = self._envelope(canister_id, method, arg)
+        answer = self._submit(canister_id, envelope, message_id, subnet, version=3)
+        if answer.status == 200:
+            try:
+                call_answer = decode_call_answer(answer.body, MAX_ANSWER_BYTES)
+            except IcFormatError as exc:
+                raise UnexpectedAnswer(f"a call answer: {exc}") from exc
+            if call_answer.status != "replied" or call_answer.certificate is None:
+                raise CallRejected(reject_code_name(call_answer.reject_code), call_answer.reject_message or "")
+            routed = self.subnet_of(canister_id, subnet)
+            verified = self._verify(call_answer.certificate, canister_id, routed)
+            status = status_from_certificate(verified, message_id)
+            if status.status in ("replied", "rejected", "done"):
+                return self._outcome(status)
+        return self.wait(message_id, canister_id, timeout_s, subnet=subnet)
+
+    @staticmethod
+    def _outcome(status: RequestStatus) -> Any:
+        """The decoded reply of a terminal status; ``CallRejected`` or ``ReplyUnavailable``."""
+        if status.status == "replied":
+            try:
+                return decode_payload(status.reply or b"")
+            except EncodingError as exc:
+                raise UnexpectedAnswer(f"the certified reply does not decode: {exc}") from exc
+        if status.status == "rejected":
+            raise CallRejected(status.reject_code or "", status.reject_message or "")
+        raise ReplyUnavailable(f"message {status.message_id.hex()} was answered, but its answer has expired")
 
     def wait(self, message_id: bytes, canister_id: int, timeout_s: float = 30.0, *, subnet: str | None = None) -> Any:
         """Poll ``request_status`` (every answer verified; every ``poll_interval_s``, growing by
@@ -298,15 +349,8 @@ class Agent:
                     raise
                 time.sleep(delay)
                 continue
-            if status.status == "replied":
-                try:
-                    return decode_payload(status.reply or b"")
-                except EncodingError as exc:
-                    raise UnexpectedAnswer(f"the certified reply does not decode: {exc}") from exc
-            if status.status == "rejected":
-                raise CallRejected(status.reject_code or "", status.reject_message or "")
-            if status.status == "done":
-                raise ReplyUnavailable(f"message {message_id.hex()} was answered, but its answer has expired")
+            if status.status in ("replied", "rejected", "done"):
+                return self._outcome(status)
             remaining = deadline - time.monotonic()
             if remaining <= 0:
                 raise CallTimeout(f"message {message_id.hex()} is {status.status} after {timeout_s} s")
@@ -320,7 +364,12 @@ class Agent:
         executed a height, or is catching up) is passed over for the next node like one that
         does not answer, and when every node says so the query is asked again (failover, in
         the module docstring) until ``timeout_s``."""
-        return self._unreplicated(canister_id, "query", method, arg, timeout_s, decode_query_answer)
+        envelope, rid = self._envelope(canister_id, method, arg, "query")
+        answer = self._unreplicated(canister_id, "query", envelope, timeout_s)
+        try:
+            return decode_query_answer(answer.body, MAX_ANSWER_BYTES)
+        except IcFormatError as exc:
+            raise UnexpectedAnswer(f"a query answer: {exc}") from exc
 
     def query_call(self, canister_id: int, method: str, arg: Any = None) -> Any:
         """The decoded reply of a query, or ``CallRejected``."""
@@ -337,20 +386,20 @@ class Agent:
         canister's subnet and thrown away (``replica.execution.dry_run``): its reply or reject,
         instructions, the calls it would make and the state paths it would change. Not
         certified (nothing of it is committed): as trustworthy as the node that answers."""
-        return self._unreplicated(canister_id, "dry_run", method, arg, timeout_s, decode_dry_run_answer)
-
-    def _unreplicated(self, canister_id: int, kind: str, method: str, arg: Any, timeout_s: float,
-                      decode_answer: Callable[[bytes, int], Any]) -> Any:
-        """POST a signed ``kind`` request (a query or a dry run: answered by one node, nothing
-        committed) with failover, and decode its answer."""
         envelope, _ = self._envelope(canister_id, method, arg)
-        status, body, _ = self._post_any(canister_id, kind, envelope, None, patience_s=timeout_s)
-        if status != 200:
-            raise error_for_answer(status, body)
+        answer = self._unreplicated(canister_id, "dry_run", envelope, timeout_s)
         try:
-            return decode_answer(body, MAX_CERTIFICATE_BYTES)
-        except WireError as exc:
-            raise UnexpectedAnswer(f"{kind.replace('_', ' ')} answer: {exc}") from exc
+            return decode_dry_run_answer(answer.body, MAX_ANSWER_BYTES)
+        except IcFormatError as exc:
+            raise UnexpectedAnswer(f"a dry run answer: {exc}") from exc
+
+    def _unreplicated(self, canister_id: int, kind: str, envelope: bytes, timeout_s: float) -> Answer:
+        """POST a signed ``kind`` request (a query or a dry run: answered by one node, nothing
+        committed) with failover; its 200 answer."""
+        answer, _ = self._post_any(canister_id, kind, envelope, None, patience_s=timeout_s)
+        if answer.status != 200:
+            raise error_for_answer(answer)
+        return answer
 
     # -- certified state ------------------------------------------------------------------------
 
@@ -358,34 +407,39 @@ class Agent:
                    subnet: str | None = None) -> VerifiedCertificate:
         """The verified certificate of ``paths``; each is revealed or proven absent in it."""
         subnet = self.subnet_of(canister_id, subnet)
-        record = self.registry.latest().subnet(subnet)
-        if record is None:
-            raise CanisterNotRouted(f"subnet {subnet} is not in the registry")
         min_height = self.verified_height(subnet)
-        status, body, _ = self._post_any(canister_id, "read_state",
-                                         encode_read_state_request([list(p) for p in paths]), subnet,
-                                         behind=lambda answer: _behind(answer, min_height))
-        if status != 200:
-            raise error_for_answer(status, body)
+        envelope, _ = self._signed({"request_type": "read_state", "paths": [list(p) for p in paths]})
+        answer, _ = self._post_any(canister_id, "read_state", envelope, subnet,
+                                   behind=lambda a: _behind(a, min_height))
+        if answer.status != 200:
+            raise error_for_answer(answer)
         try:
-            certificate = decode_certificate(body)
-        except WireError as exc:
+            certificate = decode_read_state_answer(answer.body, MAX_ANSWER_BYTES)
+        except IcFormatError as exc:
             raise MalformedCertificate(str(exc)) from exc
-        verified = verify_certificate(certificate, subnet_id=subnet, public_key=record.public_key,
-                                      now_ns=self._clock(), max_age_ns=self.max_certificate_age_ns,
-                                      min_height=min_height, verify_signature=self._verify_signature)
+        verified = self._verify(certificate, canister_id, subnet, min_height)
         for path in paths:
             if isinstance(lookup_path(verified.tree, list(path)), Unknown):
                 raise PathNotProven(f"the certificate neither reveals nor excludes {[p.hex() for p in path]}")
+        return verified
+
+    def _verify(self, certificate: bytes, canister_id: int, subnet: str, min_height: int = 0) -> VerifiedCertificate:
+        """``certificate`` verified for ``canister_id`` on ``subnet`` (``replica.client.certificate``),
+        with this agent's root key, registry and cache; the subnet's verified height raised."""
+        record = self.registry.latest()
+        subnet_record, root = record.subnet(subnet), record.subnets[0]
+        if subnet_record is None:
+            raise CanisterNotRouted(f"subnet {subnet} is not in the registry")
         with self._lock:
+            verified = verify_answer_certificate(
+                certificate, subnet_id=subnet, subnet_principal=subnet_principal_of(record, subnet),
+                is_root=subnet == root.subnet_id, root_key=root.public_key, subnet_key=subnet_record.public_key,
+                canister=None if canister_id == MANAGEMENT_CANISTER_ID else canister_principal(canister_id),
+                now_ns=self._clock(), max_age_ns=self.max_certificate_age_ns,
+                min_height=max(min_height, 0), cache=self._cache)
             if verified.height > self._verified_heights.get(subnet, 0):
                 self._verified_heights[subnet] = verified.height
         return verified
-
-    def _verify_signature(self, certification: Certification, public_key: bytes) -> None:
-        """``verify_certification`` with this agent's memo: the same certification answers
-        every read at one height, and a pairing check costs milliseconds."""
-        verify_certification(certification, public_key, memo=self._signatures)
 
     def request_status(self, message_id: bytes, canister_id: int, *, subnet: str | None = None) -> RequestStatus:
         """The verified status of ``message_id`` (sent to ``canister_id``, on ``subnet``)."""
@@ -394,69 +448,75 @@ class Agent:
     def request_statuses(self, message_ids: Sequence[bytes], canister_id: int, *,
                          subnet: str | None = None) -> dict[bytes, RequestStatus]:
         """The verified statuses of up to ``MAX_PATHS - 1`` messages of one subnet, from one
-        certificate (the subnet that hosts ``canister_id``, or ``subnet``)."""
+        certificate (the subnet that hosts ``canister_id``, or ``subnet``); each must have been
+        sent by this agent's identity (a node shows a request's status to its sender only)."""
         if not 1 <= len(message_ids) < MAX_PATHS:
             raise AgentError(f"ask for 1 to {MAX_PATHS - 1} message ids at once, not {len(message_ids)}")
         certificate = self.read_state(canister_id, [[b"request_status", m] for m in message_ids], subnet=subnet)
         return {message_id: status_from_certificate(certificate, message_id) for message_id in message_ids}
 
     def status(self, endpoint: str | None = None, *, subnet: str | None = None) -> dict:
-        """``/api/v2/status`` (unverified: heights and keys as the node reports them) of the
-        node ``endpoint``, or of the first of ``subnet``'s nodes that answers (failover; no
-        ``subnet`` needed when the agent knows one list)."""
+        """``/api/v2/status`` (unverified: the root key, heights and ids as the node reports
+        them) of the node ``endpoint``, or of the first of ``subnet``'s nodes that answers
+        (failover; no ``subnet`` needed when the agent knows one list)."""
         if endpoint is not None:
-            status, body = self._http.request("GET", endpoint, STATUS_PATH, None)
+            answer = self._http.request("GET", endpoint, STATUS_PATH, None)
         else:
             if self._book.per_subnet and subnet is None:
                 raise AgentError("name the endpoint or the subnet: this agent knows nodes of several subnets")
-            status, body, _ = self._exchange(subnet if self._book.per_subnet else None, "GET", STATUS_PATH, None,
-                                             self.failover_s)
-        if status != 200:
-            raise error_for_answer(status, body)
-        return json_object(body, status)
+            answer, _ = self._exchange(subnet if self._book.per_subnet else None, "GET", STATUS_PATH, None,
+                                       self.failover_s)
+        if answer.status != 200:
+            raise error_for_answer(answer)
+        try:
+            return decode_status(answer.body)
+        except IcFormatError as exc:
+            raise UnexpectedAnswer(f"a status answer: {exc}") from exc
 
     # -- HTTP -------------------------------------------------------------------------------------
 
     def _post_any(self, canister_id: int, kind: str, body: bytes, subnet: str | None, *,
-                  patience_s: float | None = None,
-                  behind: Callable[[bytes], bool] | None = None) -> tuple[int, bytes, bool]:
+                  patience_s: float | None = None, version: int = 2,
+                  behind: Callable[[Answer], bool] | None = None) -> tuple[Answer, bool]:
         """POST ``body`` to ``canister_id``'s ``kind`` route on its subnet's nodes (failover)."""
-        return self._exchange(self._book_key(canister_id, subnet), "POST", canister_url(canister_id, kind), body,
+        path = canister_path(version, principal_to_text(self._principal(canister_id).raw), kind)
+        return self._exchange(self._book_key(canister_id, subnet), "POST", path, body,
                               self.failover_s if patience_s is None else patience_s, behind)
 
     def _exchange(self, key: str | None, method: str, path: str, body: bytes | None, patience_s: float,
-                  behind: Callable[[bytes], bool] | None = None) -> tuple[int, bytes, bool]:
+                  behind: Callable[[Answer], bool] | None = None) -> tuple[Answer, bool]:
         """The first answer of ``key``'s nodes that ends the asking (failover, in the module
-        docstring): its status and body, and whether a node was passed over before it.
-        ``TransportError`` if no node answered within ``patience_s``; the last 5xx if every
-        node that answered said one. A 200 that ``behind`` says is older than what this agent
-        verified already (a node catching up after a restart) is passed over like a 5xx, and
-        is the answer only if every node's is."""
+        docstring), and whether a node was passed over before it. ``TransportError`` if no
+        node answered within ``patience_s``; the last 5xx if every node that answered said
+        one. A 200 that ``behind`` says is older than what this agent verified already (a
+        node catching up after a restart) is passed over like a 5xx, and is the answer only
+        if every node's is."""
         deadline = time.monotonic() + patience_s
         delay = self.poll_interval_s
         passed_over = False
         while True:
             failure: TransportError | None = None
-            last: tuple[int, bytes] | None = None
-            refused: tuple[int, bytes] | None = None
+            last: Answer | None = None
+            refused: Answer | None = None
             for endpoint in self._candidates(key):
                 try:
-                    status, answer = self._http.request(method, endpoint, path, body)
+                    answer = self._http.request(method, endpoint, path, body)
                 except TransportError as exc:
                     failure, passed_over = exc, True
                     continue
-                if not _passed_over(status) and not (status == 200 and behind is not None and behind(answer)):
+                if not _passed_over(answer.status) and not (
+                        answer.status == 200 and behind is not None and behind(answer)):
                     self._book.prefer(key, endpoint)
                     if failure is not None:   # a node went silent: it may be back elsewhere
                         self._refresh()
-                    return status, answer, passed_over
-                last, passed_over = (status, answer), True
-                if isinstance(_reason(answer), str) and refusal_class(_reason(answer)) is not None:
+                    return answer, passed_over
+                last, passed_over = answer, True
+                if answer.reason and refusal_class(answer.reason) is not None:
                     refused = last   # a node's own refusal of the call (pool_full)
             remaining = deadline - time.monotonic()
             if refused is not None or remaining <= 0:
                 if refused is not None or last is not None:
-                    return (*(refused or last), passed_over)   # type: ignore[return-value]
+                    return (refused or last), passed_over   # type: ignore[return-value]
                 raise failure or TransportError(f"no endpoint answered {path}")
             time.sleep(min(delay, remaining))
             delay = min(delay * 1.5, self.max_poll_interval_s)

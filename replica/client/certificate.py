@@ -1,44 +1,56 @@
-"""Verifying a read_state certificate (pure): the client never trusts the node.
+"""Verifying a certificate as the agent does (pure): the client never trusts the node.
 
-``verify_certificate(certificate, subnet, public_key, now, max_age, min_height)`` checks, in
+A certificate is the IC's (``replica.ic.certificate``). ``verify_answer_certificate`` checks, in
 order, each failure with its own ``CertificateInvalid`` subclass:
 
-1. ``reconstruct(tree) == certification.root``                          (``CertificateRootMismatch``)
-2. the tree reveals ``/metadata/height`` and it is ``certification.height``: the signature
-   covers the root only, the tree authenticates the height
-   (``certification.check_certified_height``)                       (``CertificateHeightMismatch``)
-3. ``e(σ, g2) == e(H(domain_sep("ic-state-root") ‖ root), pk)`` (the IC's BLS variant) under the
-   key of the subnet whose registry ranges cover the canister  (``CertificateSignatureInvalid``)
-4. ``certification.height >= min_height`` (the highest height already verified for that
-   subnet: no rollback)                                                (``CertificationRollback``)
-5. ``/time`` is revealed and ``now - time <= max_age``                   (``CertificateTooOld``)
+1. it decodes, its tree is well formed, its delegation (if any) is the root subnet's, signed
+   by the root key, for the subnet asked and covering the canister asked
+   (``MalformedCertificate``, ``CertificateSignatureInvalid``);
+2. its signature verifies under the delegated key — or, without a delegation, under the root
+   key if the subnet asked is the root subnet, else under that subnet's key in the agent's
+   registry (a node that serves no delegation is still checked against a key the agent trusts)
+   (``CertificateSignatureInvalid``);
+3. the tree reveals ``/metadata/height`` (the certified height: the signature covers the root
+   only) and it is at least ``min_height``, the highest height already verified for that
+   subnet: no rollback (``CertificateHeightMismatch``, ``CertificationRollback``);
+4. ``/time`` is revealed and ``now - time <= max_age`` (``CertificateTooOld``).
 
-A ``VerifiedCertificate`` then answers lookups: a revealed leaf's value, ``None`` for a path
-the tree proves absent, ``PathNotProven`` for one it leaves pruned.
+The signature check costs a pairing; ``SignatureCache`` remembers certificates whose signature
+verified (the same certification answers every read at one height), and the delegations
+verified once, so a busy agent pays about one pairing per certified height and subnet.
+A ``VerifiedCertificate`` then answers lookups: a revealed leaf, ``None`` for a path the tree
+proves absent, ``PathNotProven`` for one it leaves pruned.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Any, Callable, Sequence
+from collections import OrderedDict
+from dataclasses import dataclass, field
+from typing import Any, Sequence
 
-from state_manager.certification import (
-    Certification, CertificationError, CertifiedHeightError, check_certified_height, verify_certification,
+from replica.ic.canister_ranges import check_canister_in_ranges
+from replica.ic.certificate import decode_certificate, verify_certificate
+from replica.ic.errors import (
+    CanisterOutsideRanges, CanisterRangesMissing, CertificateMalformed, CertificateSignatureRefused, IcFormatError,
 )
+from replica.ic.principal import Principal
+from replica.ic.request_id import decode_uleb128
+from state_manager.certification import HEIGHT_PATH
 from state_manager.codec import LEAF_VERSION
 from state_manager.encoding import EncodingError, decode
 from state_manager.hash_tree import Absent, Found, HashTree, Leaf, lookup_path, reconstruct
 
 from .agent_errors import (
-    CertificateHeightMismatch, CertificateTooOld, CertificationRollback, CertificateSignatureInvalid,
-    MalformedCertificate, PathNotProven, CertificateRootMismatch,
+    CertificateHeightMismatch, CertificateSignatureInvalid, CertificateTooOld, CertificationRollback,
+    MalformedCertificate, PathNotProven,
 )
-from .http_wire import Certificate
 
-__all__ = ["VerifiedCertificate", "verify_certificate", "leaf_value"]
+__all__ = ["VerifiedCertificate", "SignatureCache", "verify_answer_certificate", "leaf_value", "path_text"]
+
+_REMEMBERED = 64
 
 
-def _path_text(path: Sequence[bytes]) -> str:
+def path_text(path: Sequence[bytes]) -> str:
     """``/time``, ``/request_status/<hex id>/status``: printable labels as text, others in hex."""
     return "/" + "/".join(
         label.decode() if label.isascii() and label.decode().isprintable() and b"/" not in label else label.hex()
@@ -46,13 +58,14 @@ def _path_text(path: Sequence[bytes]) -> str:
 
 
 def leaf_value(raw: bytes, path: Sequence[bytes]) -> Any:
-    """The value of a state-tree leaf ``encode([LEAF_VERSION, value])``."""
+    """The value of one of the replica's own leaves (``/metadata``, ``/streams``):
+    ``encode([LEAF_VERSION, value])``."""
     try:
         value = decode(raw)
     except EncodingError as exc:
-        raise MalformedCertificate(f"leaf at {_path_text(path)} is not canonical msgpack: {exc}") from exc
+        raise MalformedCertificate(f"leaf at {path_text(path)} is not canonical msgpack: {exc}") from exc
     if not (isinstance(value, tuple) and len(value) == 2 and type(value[0]) is int and value[0] == LEAF_VERSION):
-        raise MalformedCertificate(f"leaf at {_path_text(path)} is not [{LEAF_VERSION}, value]")
+        raise MalformedCertificate(f"leaf at {path_text(path)} is not [{LEAF_VERSION}, value]")
     return value[1]
 
 
@@ -71,46 +84,74 @@ class VerifiedCertificate:
         if isinstance(result, Absent):
             return None
         if not isinstance(result, Found):
-            raise PathNotProven(f"the certificate neither reveals nor excludes {_path_text(path)}")
+            raise PathNotProven(f"the certificate neither reveals nor excludes {path_text(path)}")
         if not isinstance(result.tree, Leaf):
-            raise MalformedCertificate(f"{_path_text(path)} is a subtree, not a leaf")
+            raise MalformedCertificate(f"{path_text(path)} is a subtree, not a leaf")
         return result.tree.value
 
     def lookup_value(self, path: Sequence[bytes]) -> Any:
-        """The decoded value of the leaf at ``path`` (``None`` if proven absent)."""
+        """The decoded value of one of the replica's own leaves at ``path`` (``None`` if absent)."""
         raw = self.lookup(path)
         return None if raw is None else leaf_value(raw, path)
 
 
-def verify_certificate(certificate: Certificate, *, subnet_id: str, public_key: bytes, now_ns: int,
-                       max_age_ns: int, min_height: int,
-                       verify_signature: Callable[[Certification, bytes], None] = verify_certification,
-                       ) -> VerifiedCertificate:
-    """The checks of the module docstring, in order; a ``VerifiedCertificate`` if all hold.
-    ``verify_signature`` is check 3 (an agent may pass one that remembers certifications it
-    verified already: many answers at one height carry the same one)."""
-    certification = certificate.certification
-    root = reconstruct(certificate.tree)
-    if root != certification.root:
-        raise CertificateRootMismatch(f"the tree's root {root.hex()} is not the certified root {certification.root.hex()}")
+@dataclass
+class SignatureCache:
+    """Certificates whose signature verified (by ``(signature, root, delegation)``) and the
+    delegations verified (``replica.ic.certificate``'s cache), each bounded."""
+
+    signatures: "OrderedDict[tuple[bytes, bytes, bytes], None]" = field(default_factory=OrderedDict)
+    delegations: dict = field(default_factory=dict)
+
+    def remember(self, key: tuple[bytes, bytes, bytes]) -> None:
+        self.signatures[key] = None
+        while len(self.signatures) > _REMEMBERED:
+            self.signatures.popitem(last=False)
+        if len(self.delegations) > _REMEMBERED:
+            self.delegations.clear()
+
+
+def verify_answer_certificate(data: bytes, *, subnet_id: str, subnet_principal: bytes, is_root: bool,
+                              root_key: bytes, subnet_key: bytes, canister: Principal | None, now_ns: int,
+                              max_age_ns: int, min_height: int, cache: SignatureCache) -> VerifiedCertificate:
+    """The checks of the module docstring; ``root_key`` and ``subnet_key`` are raw 96-byte
+    keys (the registry's), ``canister`` the canister the answer is about (None: the
+    management canister, whose subnet the agent chose)."""
     try:
-        check_certified_height(certification, certificate.tree)
-    except CertifiedHeightError as exc:
-        raise CertificateHeightMismatch(str(exc)) from exc
-    try:
-        verify_signature(certification, public_key)
-    except CertificationError as exc:
-        raise CertificateSignatureInvalid(
-            f"the certification of height {certification.height} does not verify under the key of "
-            f"{subnet_id}: {exc}") from exc
-    if certification.height < min_height:
-        raise CertificationRollback(
-            f"certified height {certification.height} is below height {min_height}, already verified for {subnet_id}")
-    verified = VerifiedCertificate(subnet_id, certification.height, 0, certificate.tree)
-    time_ns = verified.lookup_value([b"time"])
-    if type(time_ns) is not int or time_ns < 0:
+        certificate = decode_certificate(data)
+        delegation = certificate.delegation
+        if delegation is not None and delegation.subnet_id != subnet_principal:
+            raise CertificateMalformed(f"a delegation to {Principal(delegation.subnet_id)}, not to {subnet_id}")
+        root = reconstruct(certificate.tree)
+        key = (certificate.signature, root, b"" if delegation is None else delegation.certificate)
+        if key in cache.signatures:
+            if delegation is not None and canister is not None:
+                delegated_tree = cache.delegations[(delegation.subnet_id, delegation.certificate)][1]
+                check_canister_in_ranges(delegated_tree, delegation.subnet_id, canister)
+        else:
+            trusted = root_key if delegation is not None or is_root else subnet_key
+            verify_certificate(certificate, root_key=trusted, canister_id=canister,
+                               subnet_id=subnet_principal if delegation is not None else None,
+                               delegation_cache=cache.delegations)
+            cache.remember(key)
+    except (CertificateSignatureRefused, CanisterOutsideRanges, CanisterRangesMissing) as exc:
+        raise CertificateSignatureInvalid(f"a certificate of {subnet_id}: {exc}") from exc
+    except IcFormatError as exc:
+        raise MalformedCertificate(f"a certificate of {subnet_id}: {exc}") from exc
+    verified = VerifiedCertificate(subnet_id, 0, 0, certificate.tree)
+    height = verified.lookup_value(list(HEIGHT_PATH))
+    if type(height) is not int or height < 0:
+        raise CertificateHeightMismatch("the certificate does not reveal its height (/metadata/height)")
+    if height < min_height:
+        raise CertificationRollback(f"certified height {height} is below height {min_height}, already verified for {subnet_id}")
+    raw_time = verified.lookup([b"time"])
+    if raw_time is None:
         raise PathNotProven("the certificate does not reveal /time")
+    try:
+        time_ns = decode_uleb128(raw_time)
+    except IcFormatError as exc:
+        raise MalformedCertificate(f"/time is not a LEB128 nat: {exc}") from exc
     if now_ns - time_ns > max_age_ns:
         raise CertificateTooOld(
             f"the certified state time is {(now_ns - time_ns) / 1e9:.1f} s old (at most {max_age_ns / 1e9:.0f} s)")
-    return VerifiedCertificate(subnet_id, certification.height, time_ns, certificate.tree)
+    return VerifiedCertificate(subnet_id, height, time_ns, certificate.tree)

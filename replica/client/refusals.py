@@ -30,14 +30,17 @@ no pool, no block and no ingress history. ``refusal_class`` maps a ``reason`` ba
 =====================  ==========================  ======  ==================================
 error                  ``reason``                  status  refused because
 =====================  ==========================  ======  ==================================
-InvalidCanisterId      ``invalid_canister_id``     400     the URL's id is not a decimal u64
+InvalidCanisterId      ``invalid_canister_id``     400     the URL's id is not a canister principal
 MalformedRequest       ``malformed_request``       400     a body that is not the route's
 PathNotAllowed         ``path_not_allowed``        400     a read_state path not allowed
+RequestStatusForbidden ``request_status_forbidden`` 403    the status of another sender's request
+InvalidSubnetId        ``invalid_subnet_id``       400     the URL's subnet id is no subnet's
 RouteNotFound          ``not_found``               404     no such route
 MethodNotAllowed       ``method_not_allowed``      405     e.g. GET on ``call``
 BodyTimeout            ``body_timeout``            408     the body did not arrive in time
 RequestTooLarge        ``too_large``               413     a body above the route's bound
 NotCertifiedYet        ``not_certified_yet``       503     no height is certified yet
+DelegationUnavailable  ``no_delegation_yet``       503     the root subnet's delegation is not fetched yet
 NodeUnavailable        ``unavailable``             503     no node of the subnet is online
 ApiError               ``internal_error``          500     a bug (logged); fuzzing checks it
                                                            never happens
@@ -57,7 +60,7 @@ __all__ = [
     "IngressRefused", "MalformedIngress", "IngressTooLarge", "BadIngressSignature", "ExpiredIngress",
     "IngressExpiryTooFar", "DuplicateIngress", "UnknownCanister", "CanisterNotOnSubnet", "IngressPoolFull",
     "ReceiverMismatch", "refusal_for", "refusal_class",
-    "ApiError", "InvalidCanisterId", "MalformedRequest", "PathNotAllowed", "RouteNotFound", "MethodNotAllowed",
+    "ApiError", "InvalidCanisterId", "MalformedRequest", "PathNotAllowed", "RequestStatusForbidden", "InvalidSubnetId", "DelegationUnavailable", "RouteNotFound", "MethodNotAllowed",
     "BodyTimeout", "RequestTooLarge", "NotCertifiedYet", "NodeUnavailable",
 ]
 
@@ -155,6 +158,14 @@ class PathNotAllowed(ApiError):
     reason, status = "path_not_allowed", 400
 
 
+class RequestStatusForbidden(ApiError):
+    reason, status = "request_status_forbidden", 403
+
+
+class InvalidSubnetId(ApiError):
+    reason, status = "invalid_subnet_id", 400
+
+
 class RouteNotFound(ApiError):
     reason, status = "not_found", 404
 
@@ -173,6 +184,10 @@ class RequestTooLarge(ApiError):
 
 class NotCertifiedYet(ApiError):
     reason, status = "not_certified_yet", 503
+
+
+class DelegationUnavailable(ApiError):
+    reason, status = "no_delegation_yet", 503
 
 
 class NodeUnavailable(ApiError):

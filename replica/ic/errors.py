@@ -26,7 +26,7 @@ __all__ = [
     "AnonymousWithCredentials", "MissingCredentials", "SenderSignatureInvalid",
     "DelegationRefused", "TooManyDelegations", "DelegationExpired", "DelegationTargetRefused",
     "TooManyDelegationTargets", "DelegationKeyRepeated", "DelegationSignatureInvalid",
-    "HashTreeRefused",
+    "HashTreeRefused", "AnswerMalformed",
     "CertificateRefused", "CertificateMalformed", "NestedDelegation", "DelegationSubnetKeyMissing",
     "CanisterRangesMissing", "CanisterOutsideRanges", "DelegationSubnetMismatch", "CertificateSignatureRefused",
     "BlsError", "BlsPointError", "BlsSecretKeyError", "BlsCombineError",
@@ -264,6 +264,12 @@ class HashTreeRefused(IcFormatError):
 
 
 # -- certificates (replica.ic.certificate, replica.ic.canister_ranges) -------------------------
+
+
+class AnswerMalformed(IcFormatError):
+    """A node's answer body that is not the interface's CBOR answer it claims to be."""
+
+    reason = "answer_malformed"
 
 
 class CertificateRefused(IcFormatError):

@@ -11,15 +11,21 @@ from __future__ import annotations
 import time
 from typing import Callable, Mapping
 
-from replica.client.refusals import NodeUnavailable
+from replica.client.refusals import DelegationUnavailable, NodeUnavailable
+from replica.ic.certificate import CertificateDelegation
+from replica.node.delegation import delegation_of
 from replica.node.http_api import HttpApiServer, NodeBackend
+from replica.client.subnet_ids import subnet_principal_of
 
 from .subnet import Subnet, SubnetError
 
-__all__ = ["node_backend", "SubnetHttpApis"]
+__all__ = ["node_backend", "in_process_delegation", "SubnetHttpApis"]
+
+Delegation = Callable[[], "CertificateDelegation | None"]
 
 
-def node_backend(subnet: Subnet, node_id: str, clock: Callable[[], int] = time.time_ns) -> NodeBackend:
+def node_backend(subnet: Subnet, node_id: str, clock: Callable[[], int] = time.time_ns,
+                 delegation: Delegation = lambda: None) -> NodeBackend:
     """The ``NodeBackend`` of node ``node_id`` of ``subnet`` (module docstring)."""
 
     def submit(ingress) -> None:
@@ -28,7 +34,22 @@ def node_backend(subnet: Subnet, node_id: str, clock: Callable[[], int] = time.t
         except SubnetError as exc:
             raise NodeUnavailable(str(exc)) from exc
 
-    return subnet.nodes[node_id].backend(submit, subnet.locked, clock)
+    return subnet.nodes[node_id].backend(submit, subnet.locked, clock, delegation)
+
+
+def in_process_delegation(root: Subnet, subnet: Subnet) -> Delegation:
+    """The root subnet's delegation to ``subnet`` when both run in this process: made afresh
+    from the root subnet's latest certified state (``replica.node.delegation``)."""
+    if root is subnet:
+        return lambda: None
+    principal = subnet_principal_of(root.registry.get().latest(), subnet.subnet_id)
+
+    def delegation() -> CertificateDelegation:
+        latest = root.locked(root.nodes[next(iter(root.nodes))].certified_tree)
+        if latest is None:
+            raise DelegationUnavailable(f"the root subnet {root.subnet_id} has no certified state yet")
+        return delegation_of(*latest, principal)
+    return delegation
 
 
 class SubnetHttpApis:
@@ -36,11 +57,13 @@ class SubnetHttpApis:
     (tests: a node that tampers with its answers)."""
 
     def __init__(self, subnet: Subnet, *, workers: int = 2,
-                 wrap: Mapping[str, Callable[[NodeBackend], NodeBackend]] | None = None) -> None:
+                 wrap: Mapping[str, Callable[[NodeBackend], NodeBackend]] | None = None,
+                 delegation: Delegation = lambda: None) -> None:
         self.subnet = subnet
         wrap = dict(wrap or {})
         self.servers = {
-            node_id: HttpApiServer(wrap.get(node_id, lambda b: b)(node_backend(subnet, node_id)), workers=workers)
+            node_id: HttpApiServer(wrap.get(node_id, lambda b: b)(node_backend(subnet, node_id, delegation=delegation)),
+                                   workers=workers)
             for node_id in subnet.nodes
         }
 

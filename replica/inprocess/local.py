@@ -27,7 +27,8 @@ from state_manager.state_codec import encode_state
 
 from replica.node.replica_node import NodeConfig, RegistryHolder
 from replica.progress import Progress
-from replica.inprocess.http_apis import SubnetHttpApis
+from replica.inprocess.http_apis import SubnetHttpApis, in_process_delegation
+from replica.client.subnet_ids import root_subnet_id
 from replica.inprocess.subnet import NodeHooks, Subnet
 
 __all__ = ["LocalTestnet", "GenesisSetup"]
@@ -94,7 +95,8 @@ class LocalTestnet:
             for subnet_id, subnet in self.subnets.items():
                 subnet.start_fetching()
                 if self._http_api:
-                    apis = SubnetHttpApis(subnet)
+                    root = self.subnets[root_subnet_id(self.registry.get().latest())]
+                    apis = SubnetHttpApis(subnet, delegation=in_process_delegation(root, subnet))
                     self._http_apis.append(apis)
                     self.http_endpoints[subnet_id] = apis.start()
         except BaseException:

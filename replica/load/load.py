@@ -46,7 +46,7 @@ from typing import Iterable
 
 from replica.client.agent import Agent, reject_code_name
 from replica.client.agent_errors import AgentError, RequestRefused, SubmissionUncertain
-from replica.client.http_wire import MAX_PATHS
+from replica.client.agent import MAX_PATHS
 from replica.client.management import install_many
 from replica.client.refusals import IngressRefused
 from replica.errors import ReplicaError

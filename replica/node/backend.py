@@ -8,8 +8,9 @@ from dataclasses import dataclass
 from typing import Any, Callable
 
 from message_routing.limits import Limits
-from replica.client.http_wire import QueryAnswer
+from replica.client.answers import QueryAnswer
 from replica.execution.dry_run import DryRunResult
+from replica.ic.certificate import CertificateDelegation
 from state_manager.certification import Certification
 from state_manager.labeled_trie import LabeledTrie
 from state_manager.messages import Ingress
@@ -24,10 +25,17 @@ class NodeBackend:
     """What the API needs of a node. The callables may block (they run on the thread pool):
 
     * ``submit(ingress)`` admits an authenticated message or raises ``IngressRefused``;
-    * ``query(canister, method, arg, caller)`` runs a query on the latest certified state
-      (``NotCertifiedYet`` if there is none; ``IngressRefused`` for a canister not here);
+    * ``query(canister, method, payload, caller)`` runs a query on the latest certified state
+      (``NotCertifiedYet`` if there is none; ``IngressRefused`` for a canister not here or an
+      argument that does not decode);
     * ``certified()`` is the latest certified tree and its certification, or ``None``;
-    * ``status()`` is the JSON object of ``GET /api/v2/status``;
+    * ``status()`` is the node's part of ``GET /api/v2/status`` (heights, ids);
+    * ``subnet_principal`` is this subnet's IC id, ``root_key()`` the root subnet's DER key;
+    * ``delegation()`` is the root subnet's delegation to this subnet for its certificates
+      (None on the root subnet; ``DelegationUnavailable`` while it is not fetched yet);
+    * ``request_sender(request id)`` is who sent a request the node knows of (None: unknown);
+    * ``sign_query_response(response, request id)`` signs a query response as the node (none:
+      query answers are unsigned);
     * ``metrics`` is the node's registry (none: the server keeps one of its own);
     * ``dry_run(canister, method, payload, caller)`` executes an update on a copy of the
       latest certified state, never committed (``replica.execution.dry_run``; none: the
@@ -38,9 +46,14 @@ class NodeBackend:
     node_id: str
     limits: Limits
     submit: Callable[[Ingress], None]
-    query: Callable[[int, str, Any, bytes], QueryAnswer]
+    query: Callable[[int, str, bytes, bytes], QueryAnswer]
     certified: Callable[[], "tuple[LabeledTrie, Certification] | None"]
     status: Callable[[], dict]
     clock: Callable[[], int] = time.time_ns
     metrics: NodeMetrics | None = None
     dry_run: "Callable[[int, str, bytes, bytes], DryRunResult] | None" = None
+    subnet_principal: bytes = b""
+    root_key: Callable[[], bytes] = lambda: b""
+    delegation: "Callable[[], CertificateDelegation | None]" = lambda: None
+    request_sender: Callable[[bytes], "bytes | None"] = lambda _request_id: None
+    sign_query_response: "Callable[[dict, bytes], dict] | None" = None

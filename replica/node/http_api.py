@@ -1,60 +1,64 @@
-"""A node's ingress HTTP API (shell): aiohttp on 127.0.0.1, in a thread with its own event loop.
+"""A node's ingress HTTP API (shell): the IC's HTTP interface, aiohttp on 127.0.0.1, in a
+thread with its own event loop.
 
-Routes and bodies: ``replica.client.http_wire``. The server serves one node's view through
-a ``NodeBackend`` (small callables: submit, query, latest certified tree, status), so it
-runs without a testnet (``NodeBackend``: ``replica.node.backend``; a ``Node`` makes its own). Every
-backend call and all decoding run on a small thread pool, never on the event loop: a slow
-subnet lock delays answers, never the server accepting, reading and refusing requests.
+Routes and answer bodies: ``replica.ic.http_interface`` (the IC's v2, v3 and v4 generations;
+every body CBOR). The server serves one node's view through a ``NodeBackend`` (small callables:
+submit, query, latest certified tree, delegation, status), so it runs without a testnet. Every
+backend call and all decoding run on a small thread pool, never on the event loop: a slow subnet
+lock delays answers, never the server accepting, reading and refusing requests.
 
-* ``call``: ``decode_signed_ingress`` (size, canonical form, signature), receiver = URL id,
-  ``submit`` (the subnet's admission checks) → 202 ``{"message_id": hex}``.
-* ``query``: the same envelope checks plus ``expiry ∈ [now, now + max_ingress_ttl]``, then the
-  query on the node's latest *certified* state; the answer names that height.
-* ``dry_run``: the query's checks, then the update executed on a copy of the latest
-  certified state and thrown away (``replica.execution.dry_run``): reply or reject,
-  instructions, the calls it would make, the state paths it would change.
-* ``read_state``: allowed paths only (``replica.node.read_state``); witness + certification
-  of the latest certified snapshot.
-* ``status``: subnet, node, finalized and certified height, certified root, subnet key, version.
+* ``call`` (v2): the envelope authenticated (``replica.node.ingress_requests``), its canister the
+  URL's, then ``submit`` (the subnet's admission checks) → 202. v3 and v4 then wait up to
+  ``sync_call_s`` for the call's status to be certified as replied, rejected or done and answer
+  ``{status: "replied", certificate}`` (a call already known is answered the same way), or 202.
+* ``query``: the same checks plus the expiry window, then the query on the node's latest
+  *certified* state; the answer is signed by the node (``replica.ic.query_response``) when the
+  backend has a node signer.
+* ``dry_run`` (the replica's own): the query's checks for a call envelope, then the update
+  executed on a copy of the latest certified state and thrown away (``replica.execution.dry_run``).
+* ``read_state`` of a canister or of this subnet: the paths allowed (``replica.node.read_state``),
+  the certificate of the latest certified state with the root subnet's delegation (none on
+  the root subnet itself).
+* ``status``: the root key, the node's health and heights.
 * ``GET /metrics``: the node's metrics registry in the Prometheus text format
   (``replica.node.metrics``); every ingress refusal of ``call`` and ``query`` is counted there
   by reason (``replica_ingress_refusals_total``).
 
-Every refusal is JSON ``{"reason": code, "message": text}`` with the HTTP status its class
-defines: an ``IngressRefused`` or an ``ApiError`` (``replica.client.refusals``, which tables
-every reason and status). aiohttp's own refusals (no such route, a method not allowed, a body
-above the bound) are answered as ``RouteNotFound``, ``MethodNotAllowed`` and
-``RequestTooLarge``; a bug as ``ApiError`` itself (500 ``internal_error``, logged).
-
-Bytes that are not HTTP (a bad request line, header or content length) are answered 400 in
-plain text by aiohttp's parser before they reach the API.
+Every refusal is the IC's: an HTTP status with a plain-text message; its reason code
+(``replica.client.refusals``) travels in the ``X-Replica-Refusal`` header. aiohttp's own refusals
+(no such route, a method not allowed, a body above the bound) are answered as ``RouteNotFound``,
+``MethodNotAllowed`` and ``RequestTooLarge``; a bug as ``ApiError`` itself (500, logged).
+Bytes that are not HTTP are answered 400 in plain text by aiohttp's parser.
 """
 
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
+import time
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Awaitable, Callable
 
 from aiohttp import web
 
-from replica.client.envelope import decode_signed_ingress
-from replica.client.http_wire import (
-    API_PREFIX, MAX_READ_STATE_BYTES, STATUS_PATH, WireError, decode_read_state_request,
-    encode_dry_run_answer, encode_query_answer, parse_canister_id,
-)
+from replica.client.answers import encode_dry_run_answer
 from replica.client.refusals import (
-    ApiError, BodyTimeout, ExpiredIngress, IngressExpiryTooFar, IngressRefused, InvalidCanisterId, MalformedIngress,
-    MalformedRequest, MethodNotAllowed, NotCertifiedYet, ReceiverMismatch, RequestTooLarge, RouteNotFound,
+    ApiError, BodyTimeout, DuplicateIngress, IngressRefused, InvalidCanisterId, InvalidSubnetId, MalformedRequest,
+    MethodNotAllowed, NotCertifiedYet, RequestTooLarge, RouteNotFound,
 )
-from replica.execution.codec import EncodingError, decode_payload
-from state_manager.messages import Ingress
+from replica.ic.errors import PrincipalError
+from replica.ic.http_interface import (
+    CALL_VERSIONS, QUERY_VERSIONS, READ_STATE_VERSIONS, REFUSAL_HEADER, STATUS_PATH, CallAnswer,
+    encode_call_answer, encode_read_state_answer, encode_status,
+)
+from replica.ic.principal import principal_from_text
 
 from .app_thread import AppThread
 from .backend import NodeBackend
+from .ingress_requests import authenticated_call, authenticated_read_state, canister_of, encode_query_answer
 from .metrics import CONTENT_TYPE as METRICS_CONTENT_TYPE, NodeMetrics
-from .read_state import certificate_for, check_path
+from .read_state import certificate_for, check_canister_paths, check_subnet_paths
 
 __all__ = ["METRICS_PATH", "NodeBackend", "HttpApiServer"]
 
@@ -68,12 +72,20 @@ _AIOHTTP_REFUSALS: dict[type[web.HTTPException], type[ApiError]] = {
 #: Room above the ingress limit, so an envelope slightly too large is refused by the envelope
 #: decoder with its own message, and anything larger by the body bound.
 _BODY_SLACK = 64 * 1024
+#: A read_state body: at most 1000 paths of short labels (the interface's bound on paths).
+_MAX_READ_STATE_BYTES = 256 * 1024
 #: Where Prometheus scrapes a node.
 METRICS_PATH = "/metrics"
+_CBOR = "application/cbor"
+_TERMINAL = (b"replied", b"rejected", b"done")
 
 
 def _refusal(status: int, reason: str, message: str) -> web.Response:
-    return web.json_response({"message": message, "reason": reason}, status=status)
+    return web.Response(status=status, text=message, headers={REFUSAL_HEADER: reason})
+
+
+def _cbor(body: bytes, status: int = 200) -> web.Response:
+    return web.Response(status=status, body=body, content_type=_CBOR)
 
 
 class HttpApiServer:
@@ -81,11 +93,12 @@ class HttpApiServer:
     the bound ``host:port``; ``stop()`` closes the socket and joins the thread."""
 
     def __init__(self, backend: NodeBackend, *, host: str = "127.0.0.1", port: int = 0, workers: int = 2,
-                 body_timeout_s: float = 10.0, shutdown_timeout_s: float = 1.0) -> None:
+                 body_timeout_s: float = 10.0, shutdown_timeout_s: float = 1.0, sync_call_s: float = 10.0) -> None:
         self.backend = backend
         self.host, self.port = host, port
         self.body_timeout_s = body_timeout_s
         self.shutdown_timeout_s = shutdown_timeout_s
+        self.sync_call_s = sync_call_s
         self.max_envelope_bytes = backend.limits.max_ingress_bytes + _BODY_SLACK
         self.address: str | None = None
         self._workers = workers
@@ -123,10 +136,14 @@ class HttpApiServer:
 
     async def _bind(self) -> tuple[web.AppRunner, int]:
         app = web.Application(client_max_size=self.max_envelope_bytes, middlewares=[self._answer_errors])
-        app.router.add_post(API_PREFIX + "/canister/{canister}/call", self._call)
-        app.router.add_post(API_PREFIX + "/canister/{canister}/query", self._query)
-        app.router.add_post(API_PREFIX + "/canister/{canister}/read_state", self._read_state)
-        app.router.add_post(API_PREFIX + "/canister/{canister}/dry_run", self._dry_run)
+        for version in CALL_VERSIONS:
+            app.router.add_post(f"/api/v{version}/canister/{{canister}}/call", functools.partial(self._call, version))
+        for version in QUERY_VERSIONS:
+            app.router.add_post(f"/api/v{version}/canister/{{canister}}/query", self._query)
+        for version in READ_STATE_VERSIONS:
+            app.router.add_post(f"/api/v{version}/canister/{{canister}}/read_state", self._read_state)
+            app.router.add_post(f"/api/v{version}/subnet/{{subnet}}/read_state", self._read_subnet_state)
+        app.router.add_post("/api/v2/canister/{canister}/dry_run", self._dry_run)
         app.router.add_get(STATUS_PATH, self._status)
         app.router.add_get(METRICS_PATH, self._metrics)
         # A refused body is drained for at most a second (so its sender still reads the answer),
@@ -185,37 +202,50 @@ class HttpApiServer:
 
     @staticmethod
     def _canister(request: web.Request) -> int:
-        try:
-            return parse_canister_id(request.match_info["canister"])
-        except WireError as exc:
-            raise InvalidCanisterId(str(exc)) from exc
+        return canister_of(request.match_info["canister"])
 
-    async def _call(self, request: web.Request) -> web.Response:
+    async def _call(self, version: int, request: web.Request) -> web.Response:
         canister = self._canister(request)
         body = await self._body(request, self.max_envelope_bytes)
-        message_id = await self._blocking(self._submit, canister, body)
-        return web.json_response({"message_id": message_id.hex(), "status": "accepted"}, status=202)
+        message_id = await self._blocking(self._submit, canister, body, version > 2)
+        if version == 2:
+            return web.Response(status=202)
+        deadline = time.monotonic() + self.sync_call_s
+        while True:
+            certificate = await self._blocking(self._certified_answer, message_id)
+            if certificate is not None:
+                return _cbor(encode_call_answer(CallAnswer("replied", certificate=certificate)))
+            if time.monotonic() >= deadline:
+                return web.Response(status=202, text="the call was accepted; it is not certified yet: poll read_state")
+            await asyncio.sleep(0.02)
 
     async def _query(self, request: web.Request) -> web.Response:
         canister = self._canister(request)
         body = await self._body(request, self.max_envelope_bytes)
-        answer = await self._blocking(self._run_query, canister, body)
-        return web.Response(body=answer, content_type="application/msgpack")
+        return _cbor(await self._blocking(self._run_query, canister, body))
 
     async def _dry_run(self, request: web.Request) -> web.Response:
         canister = self._canister(request)
         body = await self._body(request, self.max_envelope_bytes)
-        answer = await self._blocking(self._run_dry_run, canister, body)
-        return web.Response(body=answer, content_type="application/msgpack")
+        return _cbor(await self._blocking(self._run_dry_run, canister, body))
 
     async def _read_state(self, request: web.Request) -> web.Response:
         canister = self._canister(request)
-        body = await self._body(request, MAX_READ_STATE_BYTES)
-        answer = await self._blocking(self._certificate, canister, body)
-        return web.Response(body=answer, content_type="application/msgpack")
+        body = await self._body(request, _MAX_READ_STATE_BYTES)
+        return _cbor(await self._blocking(self._canister_certificate, canister, body))
+
+    async def _read_subnet_state(self, request: web.Request) -> web.Response:
+        try:
+            subnet = principal_from_text(request.match_info["subnet"]).raw
+        except PrincipalError as exc:
+            raise InvalidSubnetId(f"the URL's subnet id: {exc}") from exc
+        if subnet != self.backend.subnet_principal:
+            raise InvalidSubnetId(f"this node is on subnet {self.backend.subnet_id}, not the one the URL names")
+        body = await self._body(request, _MAX_READ_STATE_BYTES)
+        return _cbor(await self._blocking(self._subnet_certificate, body))
 
     async def _status(self, request: web.Request) -> web.Response:
-        return web.json_response(await self._blocking(self.backend.status))
+        return _cbor(await self._blocking(self._status_body))
 
     async def _metrics(self, request: web.Request) -> web.Response:
         body = await self._blocking(self.metrics.exposition)
@@ -223,51 +253,66 @@ class HttpApiServer:
 
     # -- the work, on the thread pool ------------------------------------------------------------
 
-    def _authenticated(self, canister: int, body: bytes) -> Ingress:
-        ingress = decode_signed_ingress(body, self.backend.limits.max_ingress_bytes)
-        if ingress.receiver != canister:
-            raise ReceiverMismatch(f"the envelope is for canister {ingress.receiver}, the URL names {canister}")
-        return ingress
-
-    def _submit(self, canister: int, body: bytes) -> bytes:
-        ingress = self._authenticated(canister, body)
-        self.backend.submit(ingress)
+    def _submit(self, canister: int, body: bytes, known_is_fine: bool) -> bytes:
+        ingress = authenticated_call(body, canister, "call", self.backend, check_window=False)
+        try:
+            self.backend.submit(ingress)
+        except DuplicateIngress:
+            if not known_is_fine:   # a synchronous call asked again is answered with its certificate
+                raise
         return ingress.message_id
 
-    def _current(self, canister: int, body: bytes, what: str) -> Ingress:
-        """An authenticated envelope whose expiry is in ``[now, now + max_ingress_ttl]``."""
-        ingress = self._authenticated(canister, body)
-        now, ttl = self.backend.clock(), self.backend.limits.max_ingress_ttl_ns
-        if ingress.expiry_time < now:
-            raise ExpiredIngress(f"{what} expired at {ingress.expiry_time} ns, now {now} ns")
-        if ingress.expiry_time > now + ttl:
-            raise IngressExpiryTooFar(f"{what} expiry {ingress.expiry_time} ns is more than {ttl} ns after {now} ns")
-        return ingress
+    def _certified_answer(self, message_id: bytes) -> bytes | None:
+        """The certificate of ``message_id``'s status once it is replied, rejected or done."""
+        latest = self.backend.certified()
+        if latest is None:
+            return None
+        certified, certification = latest
+        if _status_leaf(certified, message_id) not in _TERMINAL:
+            return None
+        return certificate_for(certified, certification, [[b"request_status", message_id]], self.backend.delegation())
+
+    def _run_query(self, canister: int, body: bytes) -> bytes:
+        ingress = authenticated_call(body, canister, "query", self.backend, check_window=True)
+        answer = self.backend.query(canister, ingress.method_name, ingress.method_payload, ingress.source)
+        return encode_query_answer(answer, ingress.message_id, self.backend)
 
     def _run_dry_run(self, canister: int, body: bytes) -> bytes:
-        ingress = self._current(canister, body, "dry run")
+        ingress = authenticated_call(body, canister, "call", self.backend, check_window=True)
         if self.backend.dry_run is None:
             raise NotCertifiedYet(f"{self.backend.node_id} does not run dry runs")
         return encode_dry_run_answer(self.backend.dry_run(canister, ingress.method_name, ingress.method_payload,
                                                           ingress.source))
 
-    def _run_query(self, canister: int, body: bytes) -> bytes:
-        ingress = self._current(canister, body, "query")
-        try:
-            arg = decode_payload(ingress.method_payload)
-        except EncodingError as exc:
-            raise MalformedIngress(f"the query argument does not decode: {exc}") from exc
-        return encode_query_answer(self.backend.query(canister, ingress.method_name, arg, ingress.source))
-
-    def _certificate(self, canister: int, body: bytes) -> bytes:
-        try:
-            paths = decode_read_state_request(body)
-        except WireError as exc:
-            raise MalformedRequest(str(exc)) from exc
-        for path in paths:
-            check_path(path, canister)
+    def _latest(self) -> tuple:
         latest = self.backend.certified()
         if latest is None:
             raise NotCertifiedYet(f"{self.backend.node_id} has no certified state yet")
-        certified, certification = latest
-        return certificate_for(certified, certification, paths)
+        return latest
+
+    def _canister_certificate(self, canister: int, body: bytes) -> bytes:
+        reader, paths = authenticated_read_state(body, self.backend)
+        check_canister_paths(paths, canister, reader, self.backend.request_sender)
+        certified, certification = self._latest()
+        return encode_read_state_answer(certificate_for(certified, certification, paths, self.backend.delegation()))
+
+    def _subnet_certificate(self, body: bytes) -> bytes:
+        _, paths = authenticated_read_state(body, self.backend)
+        check_subnet_paths(paths)
+        certified, certification = self._latest()
+        return encode_read_state_answer(certificate_for(certified, certification, paths, self.backend.delegation()))
+
+    def _status_body(self) -> bytes:
+        ours = {key: value for key, value in self.backend.status().items() if value is not None}
+        latest = self.backend.certified()
+        return encode_status({
+            **ours, "root_key": self.backend.root_key(), "impl_version": ours.get("replica_version", ""),
+            "replica_health_status": "healthy" if latest is not None else "starting",
+        })
+
+
+def _status_leaf(certified: Any, message_id: bytes) -> bytes | None:
+    """The certified status of ``message_id`` (its leaf's bytes), None if it has none."""
+    statuses = certified.get_subtree(b"request_status")
+    entry = None if statuses is None else statuses.get_subtree(message_id)
+    return None if entry is None else entry.get_leaf(b"status")

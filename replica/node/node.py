@@ -63,10 +63,12 @@ from consensus_stub.registry import SubnetRecord
 from message_routing.batch import Batch
 from message_routing.executor import Executor
 from message_routing.limits import Limits
-from replica.client.http_wire import QueryAnswer
-from replica.client.refusals import CanisterNotOnSubnet, NotCertifiedYet, UnknownCanister
+from replica.client.answers import QueryAnswer
+from replica.client.refusals import CanisterNotOnSubnet, MalformedIngress, NotCertifiedYet, UnknownCanister
 from replica.execution import ExecutionEnvironment
+from replica.execution.codec import EncodingError, decode_payload
 from replica.execution.dry_run import DryRunResult, dry_run
+from replica.ic.certificate import CertificateDelegation
 from replica.execution.message_execution import MessageUsage
 from state_manager.certification import (
     Certification, CertificationError, CertificationShare, SignatureMemo, verify_certification,
@@ -84,6 +86,7 @@ from .backend import NodeBackend
 from .node_store import NodeStoreError
 from .replica_node import NodeConfig, RegistryHolder, ReplicaNode
 from .storage import FileStorage, MemoryStorage, NodeRefused
+from replica.client.subnet_ids import root_key_of, subnet_principal_of
 
 __all__ = ["NodeTiming", "Node", "NodeRefused", "replica_version"]
 
@@ -508,10 +511,12 @@ class Node(ReplicaNode):
         }
 
     def backend(self, submit: Callable[[Ingress], None], locked: Callable[[Callable[[], Any]], Any],
-                clock: Callable[[], int] = time.time_ns) -> NodeBackend:
+                clock: Callable[[], int] = time.time_ns,
+                delegation: "Callable[[], CertificateDelegation | None]" = lambda: None) -> NodeBackend:
         """This node's ``NodeBackend`` for the ingress HTTP API: ``submit`` is how its driver
         admits and spreads a message; ``locked(action)`` runs ``action`` while nothing else
-        changes the node's state."""
+        changes the node's state; ``delegation()`` is the root subnet's delegation to this
+        subnet (``replica.node.delegation``; None on the root subnet)."""
 
         def on_certified_state(canister_id: int, run: Callable[[], Any]) -> Any:
             """``run()`` under the lock, for a canister this subnet hosts, on a certified state."""
@@ -525,7 +530,11 @@ class Node(ReplicaNode):
                 raise NotCertifiedYet(f"{self.node_id}: its latest state is not certified yet")
             return result
 
-        def query(canister_id: int, method: str, arg: Any, caller: bytes) -> QueryAnswer:
+        def query(canister_id: int, method: str, payload: bytes, caller: bytes) -> QueryAnswer:
+            try:
+                arg = decode_payload(payload)
+            except EncodingError as exc:
+                raise MalformedIngress(f"the query argument does not decode: {exc}") from exc
             answer, height = on_certified_state(
                 canister_id, lambda: self.query_certified(canister_id, method, arg, caller))
             if isinstance(answer, Reply):
@@ -536,8 +545,16 @@ class Node(ReplicaNode):
             return on_certified_state(
                 canister_id, lambda: self.dry_run_certified(canister_id, method, payload, caller))
 
+        def request_sender(request_id: bytes) -> bytes | None:
+            status = self.state.ingress_history.statuses.get(request_id)
+            return None if status is None else status.source
+
+        record = self.registry.get().latest()
         return NodeBackend(self.subnet_id, self.node_id, self.limits, submit, query, self.certified_tree,
-                           self.api_status, clock, self.metrics, dry_run_call)
+                           self.api_status, clock, self.metrics, dry_run_call,
+                           subnet_principal=subnet_principal_of(record, self.subnet_id),
+                           root_key=lambda: root_key_of(self.registry.get().latest()),
+                           delegation=delegation, request_sender=request_sender)
 
     def close(self) -> None:
         """Stop serving and fetching and close the storage."""

@@ -55,6 +55,7 @@ from consensus_stub.agreement.messages import IngressGossip, Message, encode_mes
 from consensus_stub.genesis import decode_node_secrets
 from replica.client import decode_signed_ingress, refusal_for
 from replica.execution import ExecutionEnvironment
+from replica.ic.certificate import CertificateDelegation
 from state_manager.certification import Certification, CertificationShare, SignatureMemo
 from state_manager.encoding import decode
 from state_manager.messages import Reply
@@ -62,6 +63,7 @@ from state_manager.messages import Reply
 from .agreement_runner import AgreementRunner
 from .agreement_transport import AgreementClient, AgreementServer, CheckpointFetchError, PeerAddress
 from .batch_processor import canister_classes
+from .delegation import DelegationFetcher
 from .http_api import HttpApiServer
 from .node import Node, NodeRefused, NodeTiming
 from .node_store import NodeStoreError
@@ -72,6 +74,7 @@ from .replica_node import NodeConfig
 from .state_sync import StateSyncer
 from .state_status import state_status
 from .storage import FileStorage
+from replica.client.subnet_ids import root_subnet_id, subnet_principal_of
 from .testnet_dir import EXIT_REFUSED, LAUNCHER_PID_ENV, TestnetDirectory
 
 __all__ = ["NodeProcess", "Extension", "CRASH_ENV", "run", "main"]
@@ -327,7 +330,7 @@ class NodeProcess:
             return server, server.start()
         server, port = bind_again("agreement", previous.get("agreement"), agreement_server)
         self._servers.append(server)
-        backend = self.node.backend(self._submit, self.runner.locked, self._clock)
+        backend = self.node.backend(self._submit, self.runner.locked, self._clock, self._start_delegation())
 
         def http_server(p: int) -> tuple[HttpApiServer, str]:
             server = HttpApiServer(backend, port=p)
@@ -345,6 +348,30 @@ class NodeProcess:
         self.runner.start(self._client)
         _log.info("%s: xnet %s, agreement 127.0.0.1:%d, http %s", self.config.node_id, self._xnet_address, port,
                   http_address)
+
+    def _start_delegation(self) -> Callable[[], CertificateDelegation | None]:
+        """The root subnet's delegation to this subnet, asked of the root subnet's nodes over
+        HTTP (``replica.node.delegation``); none on the root subnet itself."""
+        record = self.registry.get().latest()
+        root = root_subnet_id(record)
+        if root == self.config.subnet_id:
+            return lambda: None
+        root_nodes = [n.node_id for n in record.nodes_of(root)]
+
+        def endpoints() -> list[str]:
+            found = []
+            for node_id in root_nodes:
+                try:
+                    found.append(json.loads(self.directory.node_files(node_id).endpoints.read_text())["http"])
+                except (OSError, ValueError, KeyError, TypeError):
+                    continue   # not started yet, or restarting
+            return found
+
+        fetcher = DelegationFetcher(subnet_principal_of(record, self.config.subnet_id),
+                                    subnet_principal_of(record, root), record.subnets[0].public_key, endpoints)
+        fetcher.start()
+        self._servers.append(fetcher)
+        return fetcher.current
 
     def _start_fetching_once_published(self) -> None:
         if self._fetching or self.registry.get().latest().node(self.config.node_id).xnet_address != self._xnet_address:

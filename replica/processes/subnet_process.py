@@ -24,6 +24,7 @@ Started by the launcher (``LAUNCHER_PID_ENV`` set), it stops when the launcher d
 
 from __future__ import annotations
 
+import json
 import logging
 import os
 import signal
@@ -33,9 +34,11 @@ from pathlib import Path
 
 from consensus_stub.block_store import BlockStoreError
 from consensus_stub.genesis import decode_node_secrets
-from consensus_stub.registry import Registry
+from consensus_stub.registry import Registry, RegistryRecord
 from replica.execution import ExecutionEnvironment
 from replica.node.batch_processor import canister_classes
+from replica.node.delegation import DelegationFetcher
+from replica.client.subnet_ids import root_subnet_id, subnet_principal_of
 from replica.node.replica_node import NodeConfig
 from replica.testnet.demo_traffic import DemoTraffic, subnet_status
 from replica.testnet.recording import encode_recording
@@ -85,6 +88,25 @@ def _write_recording(layout: TestnetLayout, sub: Subnet) -> None:
     write_atomically(path, encode_recording(sub.recording))
 
 
+def _delegation_fetcher(record: RegistryRecord, subnet: str, layout: TestnetLayout) -> DelegationFetcher | None:
+    """The root subnet's delegation to ``subnet``, asked of the root subnet's process over
+    HTTP at the addresses it publishes (``replica.node.delegation``); none for the root subnet."""
+    root = root_subnet_id(record)
+    if root == subnet:
+        return None
+
+    def endpoints() -> list[str]:
+        try:
+            return sorted(json.loads(layout.http(root).read_text()).values())
+        except (OSError, ValueError, AttributeError):
+            return []   # the root subnet's process has not published its addresses yet
+
+    fetcher = DelegationFetcher(subnet_principal_of(record, subnet), subnet_principal_of(record, root),
+                                record.subnets[0].public_key, endpoints)
+    fetcher.start()
+    return fetcher
+
+
 def run(root: Path, subnet: str) -> int:
     layout = TestnetLayout(root)
     manifest = layout.read_manifest()
@@ -116,10 +138,12 @@ def run(root: Path, subnet: str) -> int:
         _log.error("%s refused to start: %s (exit code %d: do not restart)", subnet, exc, EXIT_REFUSED)
         return EXIT_REFUSED
     http_apis: SubnetHttpApis | None = None
+    fetcher: DelegationFetcher | None = None
     try:
         addresses = sub.start_servers()
         layout.write_json(layout.addresses(subnet), addresses)
-        http_apis = SubnetHttpApis(sub)
+        fetcher = _delegation_fetcher(holder.get().latest(), subnet, layout)
+        http_apis = SubnetHttpApis(sub, delegation=(lambda: None) if fetcher is None else fetcher.current)
         layout.write_json(layout.http(subnet), http_apis.start())
         _log.info("%s: height %d, endpoints %s, ingress HTTP APIs %s", subnet, sub.height, addresses,
                   {node: server.address for node, server in http_apis.servers.items()})
@@ -145,6 +169,8 @@ def run(root: Path, subnet: str) -> int:
             status["registry_read"], status["registry_error"] = holder.get().latest_version, registry_file.error
             layout.write_json(layout.status(subnet), status)
     finally:
+        if fetcher is not None:
+            fetcher.stop()
         if http_apis is not None:
             http_apis.stop()
             layout.http(subnet).unlink(missing_ok=True)  # nothing serves there any more

@@ -45,6 +45,9 @@ from replica.client.identity import UserKey
 from replica.execution import ExecutionEnvironment
 from replica.execution.codec import decode_payload, encode_value
 from replica.execution.dry_run import dry_run
+from replica.client.certificate import SignatureCache
+from replica.client.subnet_ids import root_subnet_id, subnet_principal_of
+from replica.node.delegation import delegation_of
 from replica.node.replica_node import NodeConfig, RegistryHolder
 from replica.inprocess.subnet import NoBlockFinalized, NodeHooks, Subnet
 from xnet.slice_provider import CertifiedSliceProvider
@@ -126,6 +129,7 @@ class DeterministicNetwork:
             self.stalled[spec.subnet_id] = 0
         self._nonce = 0
         self._verified_heights: dict[str, int] = {}
+        self._certificates = SignatureCache()
         #: Per subnet: the certified snapshot its XNet endpoint serves, its stream headers, its height.
         self._served: dict[str, tuple[StateTrees, Certification]] = {}
         self._served_headers: dict[str, dict[str, StreamHeader]] = {s: {} for s in self.subnets}
@@ -250,11 +254,20 @@ class DeterministicNetwork:
         if certified is None:
             raise TestingError(f"subnet {subnet_id} has not certified a state yet")
         trees, certification = certified
-        key = self.registry.get().public_key_for(subnet_id, self.registry.get().latest_version)
+        record = self.registry.get().latest()
+        root = root_subnet_id(record)
+        delegation = None
+        if subnet_id != root:   # as a live node: the root subnet's delegation, the root key trusted
+            self.certify(root)
+            root_latest = self.subnet(root).online_node().state_manager.latest_certified()
+            if root_latest is None:
+                raise TestingError(f"the root subnet {root} has not certified a state yet")
+            delegation = delegation_of(root_latest[0].certified, root_latest[1], subnet_principal_of(record, subnet_id))
         certificate = verified_certificate(
             trees.certified, certification, [[b"request_status", message_id]], subnet_id=subnet_id,
-            public_key=key, now_ns=self.clock(), max_age_ns=MAX_CERTIFICATE_AGE_NS,
-            min_height=self._verified_heights.get(subnet_id, 0), memo=subnet.signature_memo)
+            public_key=record.subnet(subnet_id).public_key, now_ns=self.clock(), max_age_ns=MAX_CERTIFICATE_AGE_NS,
+            min_height=self._verified_heights.get(subnet_id, 0), root_key=record.subnets[0].public_key,
+            subnet_principal=subnet_principal_of(record, subnet_id), delegation=delegation, cache=self._certificates)
         self._verified_heights[subnet_id] = max(self._verified_heights.get(subnet_id, 0), certificate.height)
         return status_from_certificate(certificate, message_id)
 

@@ -1,0 +1,122 @@
+"""Requests as the node's HTTP API takes them in: IC envelopes authenticated into the
+replica's values, and query answers out (pure; the server is ``replica.node.http_api``).
+
+* ``canister_of``: a route's effective canister id, a principal in the textual form; the
+  management canister ``aaaaa-aa`` is the replica's ``MANAGEMENT_CANISTER_ID``.
+* ``authenticated_call``: a call or query envelope, authenticated at the node's clock
+  (``replica.ic.envelope``), for the route's canister (a call to the management canister may
+  name any effective canister id, as the IC allows), as the ``Ingress`` the subnet executes:
+  ``source`` the sender's principal, ``message_id`` the request id. Each IC refusal is the
+  ingress refusal of its kind: undecodable or ill-formed → ``MalformedIngress``, a key,
+  signature or delegation that does not authenticate the sender → ``BadIngressSignature``.
+* ``authenticated_read_state``: who reads which paths.
+* ``encode_query_answer``: the IC's query response, signed by the node when it has a signer.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from replica.client.answers import QueryAnswer
+from replica.client.refusals import (
+    BadIngressSignature, ExpiredIngress, IngressExpiryTooFar, IngressTooLarge, InvalidCanisterId, MalformedIngress,
+    MalformedRequest, ReceiverMismatch,
+)
+from replica.ic import cbor
+from replica.ic.envelope import Authenticated, authenticate, decode_envelope
+from replica.ic.errors import CborTooLarge, EnvelopeRefused, IcFormatError, PrincipalError
+from replica.ic.principal import Principal, canister_number, canister_principal, principal_from_text
+from replica.ic.requests import CallContent, ReadStateContent
+from state_manager.messages import MANAGEMENT_CANISTER_ID, Ingress, RejectCode
+
+from .backend import NodeBackend
+
+__all__ = ["canister_of", "canister_id_principal", "authenticated_call", "authenticated_read_state",
+           "encode_query_answer"]
+
+_MANAGEMENT = b""
+
+
+def canister_of(text: str) -> int:
+    """The canister a route names (``InvalidCanisterId`` unless a canister's textual id)."""
+    try:
+        raw = principal_from_text(text)
+        return MANAGEMENT_CANISTER_ID if raw == _MANAGEMENT else canister_number(Principal(raw))
+    except PrincipalError as exc:
+        raise InvalidCanisterId(f"the URL's canister id {text[:70]!r}: {exc}") from exc
+
+
+def canister_id_principal(canister_id: int) -> Principal:
+    """The principal of a replica canister id (the management canister's is empty)."""
+    return Principal(_MANAGEMENT) if canister_id == MANAGEMENT_CANISTER_ID else canister_principal(canister_id)
+
+
+def _authenticated(body: bytes, backend: NodeBackend, max_bytes: int) -> Authenticated:
+    try:
+        return authenticate(decode_envelope(body, max_bytes=max_bytes), now_ns=backend.clock())
+    except CborTooLarge as exc:
+        raise IngressTooLarge(str(exc)) from exc
+    except EnvelopeRefused as exc:   # the sender is not who the envelope says
+        if exc.reason in ("malformed_envelope", "malformed_content"):
+            raise MalformedIngress(f"{exc.reason}: {exc}") from exc
+        raise BadIngressSignature(f"{exc.reason}: {exc}") from exc
+    except IcFormatError as exc:
+        raise MalformedIngress(f"{exc.reason}: {exc}") from exc
+
+
+def _check_window(expiry: int, backend: NodeBackend, what: str) -> None:
+    now, ttl = backend.clock(), backend.limits.max_ingress_ttl_ns
+    if expiry < now:
+        raise ExpiredIngress(f"{what} expired at {expiry} ns, now {now} ns")
+    if expiry > now + ttl:
+        raise IngressExpiryTooFar(f"{what} expiry {expiry} ns is more than {ttl} ns after {now} ns")
+
+
+def authenticated_call(body: bytes, canister: int, request_type: str, backend: NodeBackend, *,
+                       check_window: bool) -> Ingress:
+    """The ``Ingress`` of a ``request_type`` envelope to the route's ``canister`` (module docstring)."""
+    authenticated = _authenticated(body, backend, backend.limits.max_ingress_bytes)
+    content = authenticated.content
+    if not isinstance(content, CallContent) or content.request_type != request_type:
+        raise MalformedIngress(f"a {content.request_type} request sent to the {request_type} route")
+    target = content.canister_id.raw
+    if target == _MANAGEMENT:
+        receiver = MANAGEMENT_CANISTER_ID
+    else:
+        try:
+            receiver = canister_number(content.canister_id)
+        except PrincipalError as exc:
+            raise MalformedIngress(f"canister_id: {exc}") from exc
+        if receiver != canister:
+            raise ReceiverMismatch(f"the envelope is for canister {content.canister_id}, the URL names "
+                                   f"{canister_id_principal(canister)}")
+    if check_window:
+        _check_window(content.ingress_expiry, backend, request_type)
+    return Ingress(authenticated.sender.raw, receiver, content.method_name, content.arg, authenticated.request_id,
+                   content.ingress_expiry)
+
+
+def authenticated_read_state(body: bytes, backend: NodeBackend) -> tuple[bytes, tuple[tuple[bytes, ...], ...]]:
+    """The reader (the sender's principal) and the paths of a read_state envelope."""
+    authenticated = _authenticated(body, backend, backend.limits.max_ingress_bytes)
+    content = authenticated.content
+    if not isinstance(content, ReadStateContent):
+        raise MalformedRequest(f"a {content.request_type} request sent to a read_state route")
+    if not content.paths:
+        raise MalformedRequest("a read_state asks for no path")
+    _check_window(content.ingress_expiry, backend, "read_state")
+    return authenticated.sender.raw, content.paths
+
+
+def encode_query_answer(answer: QueryAnswer, request_id: bytes, backend: NodeBackend) -> bytes:
+    """``{status: "replied", reply: {arg}}`` or ``{status: "rejected", reject_code,
+    reject_message}``, with the node's ``signatures`` when it has a signer."""
+    if answer.reply is not None:
+        body: dict[str, Any] = {"status": "replied", "reply": {"arg": answer.reply}}
+    else:
+        body = {"status": "rejected", "reject_code": int(RejectCode[answer.reject_code or "SYS_FATAL"]),
+                "reject_message": answer.reject_message or ""}
+    if backend.sign_query_response is not None:
+        body["signatures"] = [backend.sign_query_response(body, request_id)]
+    body["height"] = answer.height   # the certified height it ran at (the replica's own field)
+    return cbor.encode(body)
