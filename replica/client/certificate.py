@@ -14,7 +14,11 @@ order, each failure with its own ``CertificateInvalid`` subclass:
 5. ``/time`` is revealed and ``now - time <= max_age``                   (``CertificateTooOld``)
 
 A ``VerifiedCertificate`` then answers lookups: a revealed leaf's value, ``None`` for a path
-the tree proves absent, ``PathNotProven`` for one it leaves pruned.
+the tree proves absent, ``PathNotProven`` for one it leaves pruned. Leaves are decoded as the
+certified tree encodes them (``state_manager.state_tree``): the IC's paths with ``replica.ic``'s
+decoders (``/time`` and reject codes LEB128, statuses and reject messages text, controllers and
+canister ranges CBOR, other blobs as they are), the project's own (``/metadata``, ``/streams``)
+as canonical msgpack ``[version, value]``.
 """
 
 from __future__ import annotations
@@ -28,6 +32,12 @@ from state_manager.certification import (
 from state_manager.codec import LEAF_VERSION
 from state_manager.encoding import EncodingError, decode
 from state_manager.hash_tree import Absent, Found, HashTree, Leaf, lookup_path, reconstruct
+
+from replica.ic import cbor
+from replica.ic.canister_ranges import decode_canister_ranges
+from replica.ic.errors import IcFormatError
+from replica.ic.principal import MAX_PRINCIPAL_BYTES, Principal
+from replica.ic.request_id import decode_uleb128
 
 from .agent_errors import (
     CertificateHeightMismatch, CertificateTooOld, CertificationRollback, CertificateSignatureInvalid,
@@ -45,8 +55,8 @@ def _path_text(path: Sequence[bytes]) -> str:
         for label in path)
 
 
-def leaf_value(raw: bytes, path: Sequence[bytes]) -> Any:
-    """The value of a state-tree leaf ``encode([LEAF_VERSION, value])``."""
+def _msgpack_leaf(raw: bytes, path: Sequence[bytes]) -> Any:
+    """The value of one of the project's leaves, ``encode([LEAF_VERSION, value])``."""
     try:
         value = decode(raw)
     except EncodingError as exc:
@@ -54,6 +64,41 @@ def leaf_value(raw: bytes, path: Sequence[bytes]) -> Any:
     if not (isinstance(value, tuple) and len(value) == 2 and type(value[0]) is int and value[0] == LEAF_VERSION):
         raise MalformedCertificate(f"leaf at {_path_text(path)} is not [{LEAF_VERSION}, value]")
     return value[1]
+
+
+def _controllers(raw: bytes) -> tuple[Principal, ...]:
+    value = cbor.decode(raw, max_bytes=len(raw), max_depth=1)
+    if type(value) is not list or any(type(p) is not bytes or len(p) > MAX_PRINCIPAL_BYTES for p in value):
+        raise MalformedCertificate("controllers are an array of principals")
+    return tuple(Principal(p) for p in value)
+
+
+def _ic_leaf(raw: bytes, path: Sequence[bytes]) -> Any:
+    """The value of a leaf at one of the IC's paths (module docstring)."""
+    head, last = path[0], path[-1]
+    if (head == b"time" and len(path) == 1) or (head == b"request_status" and last == b"reject_code"):
+        return decode_uleb128(raw)
+    if head == b"request_status" and last in (b"status", b"reject_message", b"error_code"):
+        try:
+            return raw.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            raise MalformedCertificate(f"leaf at {_path_text(path)} is not UTF-8 text") from exc
+    if head == b"canister" and last == b"controllers":
+        return _controllers(raw)
+    if head == b"canister_ranges" or (head == b"subnet" and last == b"canister_ranges"):
+        return decode_canister_ranges(raw)
+    return raw
+
+
+def leaf_value(raw: bytes, path: Sequence[bytes]) -> Any:
+    """The value of the certified tree's leaf at ``path``, decoded by the encoding of its path
+    (module docstring); ``MalformedCertificate`` when it is not that encoding."""
+    if not path or path[0] in (b"metadata", b"streams"):
+        return _msgpack_leaf(raw, path)
+    try:
+        return _ic_leaf(raw, path)
+    except IcFormatError as exc:
+        raise MalformedCertificate(f"leaf at {_path_text(path)}: {exc}") from exc
 
 
 @dataclass(frozen=True, slots=True)

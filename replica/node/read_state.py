@@ -6,8 +6,9 @@ A request for canister ``c`` may ask for these paths of the certified tree, noth
     /time
     /metadata/height
     /request_status/<message id (32 bytes)>[/status | /reply | /reject_code | /reject_message]
-    /canister/<c as 8-byte BE>/module_hash | /certified_data
-    /subnet/<subnet id>/public_key | /canister_ranges
+    /canister/<c's principal>/module_hash | /certified_data | /controllers
+    /subnet/<subnet principal>/public_key | /canister_ranges
+    /canister_ranges/<subnet principal>[/<shard label>]
     /streams/<subnet id>/header
     /streams/<subnet id>/messages[/<index as 8-byte BE>]
 
@@ -53,8 +54,9 @@ def check_path(path: Sequence[bytes], canister_id: int) -> None:
         or (head == b"request_status" and 1 <= len(rest) <= 2 and len(rest[0]) == MESSAGE_ID_BYTES
             and (len(rest) == 1 or rest[1] in _REQUEST_STATUS_FIELDS))
         or (head == b"canister" and len(rest) == 2 and rest[0] == canister_label(canister_id)
-            and rest[1] in (b"module_hash", b"certified_data"))
+            and rest[1] in (b"module_hash", b"certified_data", b"controllers"))
         or (head == b"subnet" and len(rest) == 2 and rest[1] in (b"public_key", b"canister_ranges"))
+        or (head == b"canister_ranges" and 1 <= len(rest) <= 2)
         or (head == b"streams" and len(rest) == 2 and rest[1] in (b"header", b"messages"))
         or (head == b"streams" and len(rest) == 3 and rest[1] == b"messages" and len(rest[2]) == 8)
     )
