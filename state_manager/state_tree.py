@@ -273,8 +273,10 @@ def _canister_tree(canister: CanisterState, stable_tree: LabeledTrie, module_tre
     return build_from_sorted(items)
 
 
+@lru_cache(maxsize=256)
 def _controllers_leaf(controller: bytes) -> bytes:
-    """``#6.55799([* principal])``: a canister has one controller here, or none yet."""
+    """``#6.55799([* principal])``: a canister has one controller here, or none yet (a few
+    users control many canisters: each list is encoded once)."""
     return cbor_encode([controller] if controller else [])
 
 
