@@ -20,8 +20,12 @@ over the scalar field ``Z_r``; node ``i`` (1-based) holds ``s_i = f(i)``, its ke
 Points travel compressed (the ZCash serialisation all BLS12-381 libraries share) and are
 parsed strictly: the right length, on the curve, in the prime-order subgroup, not the
 identity, and canonically encoded (``BlsPointError`` otherwise). The curve arithmetic is
-blst's (through pyblst); this module only sets its rules. ``replica.ic.bls`` adds the keys'
-DER encoding.
+blst's (through pyblst); this module only sets its rules.
+
+On the IC's wire and in its state tree (``/subnet/<id>/public_key``; a subnet's id is the
+self-authenticating id of this encoding) a public key is DER: ``PUBLIC_KEY_DER_PREFIX · key``
+(the interface specification, *Certification*: the OIDs 1.3.6.1.4.1.44668.5.3.1.2.1 and
+1.3.6.1.4.1.44668.5.3.2.1). ``replica.ic.bls`` adds the checked conversions both ways.
 
 Pure: no clocks, no I/O, no ambient randomness; a dealer's randomness is its ``seed``.
 """
@@ -44,6 +48,7 @@ __all__ = [
     "STATE_ROOT_DOMAIN", "ROOT_BYTES",
     "BlsError", "BlsPointError", "BlsSecretKeyError", "BlsCombineError", "BlsDealError",
     "ThresholdKeys", "threshold_for", "deal_threshold_keys", "state_root_message",
+    "PUBLIC_KEY_DER_PREFIX", "public_key_der",
     "parse_public_key", "parse_signature", "public_key_of", "sign", "verify", "sign_share", "verify_share",
     "lagrange_coefficients_at_zero", "combine_shares",
 ]
@@ -57,6 +62,8 @@ SECRET_KEY_BYTES = 32
 MIN_SEED_BYTES = 32
 STATE_ROOT_DOMAIN = "ic-state-root"
 ROOT_BYTES = 32
+#: SEQUENCE(130) { SEQUENCE { OID ...44668.5.3.1.2.1, OID ...44668.5.3.2.1 } BIT STRING(97, 0 unused bits) }
+PUBLIC_KEY_DER_PREFIX = bytes.fromhex("308182301d060d2b0601040182dc7c0503010201060c2b0601040182dc7c05030201036100")
 
 _DEAL_SALT = b"\x15ic-threshold-bls-deal"
 
@@ -152,6 +159,15 @@ def _hash_to_g1(message: bytes) -> pyblst.BlstP1Element:
     if not isinstance(message, bytes):
         raise BlsError(f"a message is bytes, not {type(message).__name__}")
     return pyblst.BlstP1Element().hash_to_group(message, CIPHERSUITE_DST)
+
+
+def public_key_der(raw: bytes) -> bytes:
+    """``PUBLIC_KEY_DER_PREFIX · raw``: the DER encoding of a public key. Not checked to be a
+    point: the registry checks the keys it lists, and the state tree states a topology's key
+    as it is (``replica.ic.bls.public_key_to_der`` is the checked form)."""
+    if type(raw) is not bytes:
+        raise BlsPointError(f"a BLS public key is bytes, not {type(raw).__name__}")
+    return PUBLIC_KEY_DER_PREFIX + raw
 
 
 def public_key_of(secret: bytes) -> bytes:

@@ -1,8 +1,10 @@
 """Messages that travel between canisters and from users: frozen values.
 
-Identifiers: a canister id is an unsigned 64-bit integer (labelled in the state tree as 8
-big-endian bytes); a subnet id is a short text name (labelled as its UTF-8 bytes). The
-largest id, ``MANAGEMENT_CANISTER_ID``, is reserved for the management canister.
+Identifiers: a canister id is an unsigned 64-bit integer (labelled in the full state tree as 8
+big-endian bytes, in the certified tree as its IC principal); a subnet id is a short text name
+(labelled under ``/streams`` as its UTF-8 bytes; the certified tree's ``/subnet`` names a subnet
+by the principal of its key, ``state_manager.state_tree``). The largest id,
+``MANAGEMENT_CANISTER_ID``, is reserved for the management canister.
 """
 
 from __future__ import annotations

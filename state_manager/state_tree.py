@@ -1,17 +1,31 @@
 """The canonical state tree: the certified subset and the full state, hashed incrementally.
 
-Certified tree (what certifications sign; what users and peers verify)::
+Certified tree (what certifications sign; what users, IC agents and peers verify), in the IC
+interface specification's layout and leaf encodings (*The system state tree*) where the IC has
+the path, and the project's own leaves (canonical msgpack ``[version, value]``) where it has not::
 
-    /time                                           [1, batch_time]
-    /metadata/height, /metadata/prev_state_hash     [1, value]
-    /request_status/<message id>/status             [1, "received" | "processing" | "replied" | "rejected" | "done"]
-                                /reply              [1, bytes]            (replied only)
-                                /reject_code        [1, code]             (rejected only)
-                                /reject_message     [1, text]             (rejected only)
-    /streams/<subnet>/header                        stream header leaf    (codec)
-    /streams/<subnet>/messages/<8-byte BE index>    message leaf          (codec)
-    /canister/<8-byte id>/module_hash, /certified_data   (no module_hash while no code is installed)
-    /subnet/<subnet>/public_key, /canister_ranges
+    /time                                              uleb128(batch time in ns)
+    /metadata/height, /metadata/prev_state_hash        [1, value]                 (our own)
+    /request_status/<message id>/status                UTF-8 text: received | processing | replied | rejected | done
+                                /reply                 the reply blob             (replied only)
+                                /reject_code           uleb128(code), 1..6        (rejected only)
+                                /reject_message        UTF-8 text                 (rejected only)
+    /streams/<subnet name>/header                      stream header leaf (codec) (our own: XNet)
+    /streams/<subnet name>/messages/<8-byte BE index>  message leaf (codec)
+    /canister/<canister principal>/module_hash         the 32 bytes               (absent while no code is installed)
+                                  /certified_data      the blob
+                                  /controllers         #6.55799([* principal])    (empty: no controller)
+    /subnet/<subnet principal>/public_key              DER of the subnet's BLS key (state_manager.bls)
+                              /canister_ranges         #6.55799([* [start, end]])  all of its ranges
+    /canister_ranges/<subnet principal>/<first start>  the same ranges, at most 5 per leaf (the
+                                                       sharded layout current agents read)
+
+A canister principal is its u64 id big-endian, then 0x01 0x01; a subnet principal is the
+self-authenticating id of its key's DER, SHA-224(DER) · 0x02 (``state_manager.ic_encoding``, the
+one implementation ``replica.ic`` builds on). The management canister (``2**64 - 1``) is no
+canister of the state, so it has no subtree. A subnet the topology lists no key for (test
+topologies) has no id, so neither ``/subnet`` nor ``/canister_ranges`` names it. Requests
+rejected here carry no IC error code, so there is no ``/error_code`` leaf.
 
 Full tree (everything that determines future behaviour)::
 
@@ -19,7 +33,7 @@ Full tree (everything that determines future behaviour)::
     /metadata/{own_subnet, registry_version, canister_migrations, counters}
     /ingress_history/<expiry><id>   the complete status record (8-byte BE expiry, then the id)
     /loopback/{header, messages/<index>}
-    /canister_state/<id>/meta       module, status, controller, id counters, input schedule
+    /canister_state/<8-byte id>/meta   module, status, controller, id counters, input schedule
                         /module/source                 the module's Python source (source canisters only)
                         /call_contexts/<id>, /callbacks/<id>
                         /log/next_index, /log/records/<index>   [timestamp, content] (canisters that logged)
@@ -27,11 +41,11 @@ Full tree (everything that determines future behaviour)::
                         /stable/<key>
     /management_queue/<index>       ingress to the management canister not executed yet (absent if none)
 
-Every leaf is canonical msgpack ``[version, value]``. ``StateTreeBuilder`` keeps the tries of
-the last commit and applies only what changed: streams by their index bounds (messages are
-immutable once routed), the ingress history and stable maps by their change records,
-canisters by their dirty marks. ``build_state_trees`` builds the same tries from scratch
-(no side effects): tests check the two always agree.
+Every leaf outside the IC's paths is canonical msgpack ``[version, value]``. ``StateTreeBuilder``
+keeps the tries of the last commit and applies only what changed: streams by their index
+bounds (messages are immutable once routed), the ingress history and stable maps by their
+change records, canisters by their dirty marks. ``build_state_trees`` builds the same tries
+from scratch (no side effects): tests check the two always agree.
 """
 
 from __future__ import annotations
@@ -40,13 +54,18 @@ from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any, Iterable
 
+from .bls import public_key_der
 from .canister_log import CanisterLog
 from .canister_state import CanisterState
+from .cbor import encode as cbor_encode
 from .codec import (
     LEAF_VERSION, call_context_leaf_value, callback_leaf_value, encode_header_leaf, encode_message_leaf,
     ingress_status_to_value, ingress_to_value, message_leaf_value,
 )
 from .encoding import encode_unchecked
+from .ic_encoding import (
+    canister_principal_bytes, encode_canister_ranges, shard_canister_ranges, subnet_principal_bytes, uleb128,
+)
 from .ingress_history import IngressHistory, IngressState, IngressStatus
 from .labeled_trie import LabeledTrie, build_from_sorted
 from .queues import CanisterQueues, Queue
@@ -73,10 +92,15 @@ def index_label(index: int) -> bytes:
     return index.to_bytes(8, "big")
 
 
-canister_label = index_label
+def canister_label(canister_id: int) -> bytes:
+    """``/canister/<label>`` of the certified tree: the canister's principal (the full tree's
+    ``/canister_state`` keeps the 8-byte id, ``index_label``)."""
+    return canister_principal_bytes(canister_id)
 
 
 def subnet_label(subnet: str) -> bytes:
+    """``/streams/<label>``: the subnet's name (``/subnet`` and ``/canister_ranges`` are
+    labelled by the subnet's principal, ``subnet_principal_bytes`` of its key)."""
     return subnet.encode("utf-8")
 
 
@@ -105,7 +129,7 @@ class StateTrees:
 
 # -- subtrees built from scratch ------------------------------------------------------------
 
-_STATUS_LEAF = {state: leaf(text) for state, text in _STATUS_TEXT.items()}
+_STATUS_LEAF = {state: text.encode("utf-8") for state, text in _STATUS_TEXT.items()}
 
 # Without an answer the subtree is the same for every message: built once and shared (tries
 # are immutable), so it is hashed once instead of per message. Answers are added to it, so
@@ -123,11 +147,11 @@ def history_label(message_id: bytes, status: IngressStatus) -> bytes:
 def _request_status_tree(status: IngressStatus) -> LabeledTrie:
     state = status.state
     if state is IngressState.REPLIED and status.reply is not None:
-        return _BARE_STATUS_TREE[state].insert(b"reply", leaf(status.reply))
+        return _BARE_STATUS_TREE[state].insert(b"reply", status.reply)
     if state is IngressState.REJECTED:
         return _BARE_STATUS_TREE[state].update([
-            (b"reject_code", leaf(int(status.reject_code or 0))),
-            (b"reject_message", leaf(status.reject_message or "")),
+            (b"reject_code", uleb128(int(status.reject_code or 0))),
+            (b"reject_message", (status.reject_message or "").encode("utf-8")),
         ])
     return _BARE_STATUS_TREE[state]
 
@@ -140,17 +164,29 @@ def _stream_tree(stream: Stream, messages: LabeledTrie) -> LabeledTrie:
     return build_from_sorted([(b"header", encode_header_leaf(stream.header())), (b"messages", messages)])
 
 
-def _subnet_tree(topology: NetworkTopology) -> LabeledTrie:
+def _subnet_trees(topology: NetworkTopology) -> tuple[LabeledTrie, LabeledTrie]:
+    """``/subnet`` and ``/canister_ranges``: every subnet the topology has a key for, by its
+    principal, with its ranges of the routing table (the registry deals every subnet its own
+    key; were two keys equal, the subnet listed first would keep the id)."""
     table = topology.routing_table
-    keys = dict(topology.subnet_public_keys)
-    subnets = sorted(set(table.subnets()) | set(keys))
-    return build_from_sorted(
-        (subnet_label(s), build_from_sorted([
-            (b"canister_ranges", leaf(tuple((r.start, r.end) for r in table.ranges_of(s)))),
-            (b"public_key", leaf(keys.get(s, b""))),
+    subnets: dict[bytes, tuple[bytes, tuple[tuple[bytes, bytes], ...]]] = {}
+    for subnet, key in topology.subnet_public_keys:
+        label = subnet_principal_bytes(key)
+        if label not in subnets:
+            ranges = tuple((canister_principal_bytes(r.start), canister_principal_bytes(r.end))
+                           for r in table.ranges_of(subnet))
+            subnets[label] = (key, ranges)
+    labels = sorted(subnets)
+    subnet_tree = build_from_sorted(
+        (label, build_from_sorted([
+            (b"canister_ranges", encode_canister_ranges(subnets[label][1])),
+            (b"public_key", public_key_der(subnets[label][0])),
         ]))
-        for s in subnets
+        for label in labels
     )
+    ranges_tree = build_from_sorted(
+        (label, build_from_sorted(shard_canister_ranges(subnets[label][1]).items())) for label in labels)
+    return subnet_tree, ranges_tree
 
 
 def _queue_tree(queue: Queue, to_value) -> LabeledTrie:
@@ -182,7 +218,7 @@ def _remote_queue_tree(queue: Queue) -> LabeledTrie:
 def _queues_tree(queues: CanisterQueues) -> LabeledTrie:
     def per_remote(queue_map) -> LabeledTrie:
         return build_from_sorted(
-            (canister_label(remote), _remote_queue_tree(queue)) for remote, queue in queue_map.items())
+            (index_label(remote), _remote_queue_tree(queue)) for remote, queue in queue_map.items())
 
     return build_from_sorted([
         (b"ingress", _queue_tree(queues.ingress_queue, ingress_to_value)),
@@ -237,13 +273,21 @@ def _canister_tree(canister: CanisterState, stable_tree: LabeledTrie, module_tre
     return build_from_sorted(items)
 
 
+@lru_cache(maxsize=256)
+def _controllers_leaf(controller: bytes) -> bytes:
+    """``#6.55799([* principal])``: a canister has one controller here, or none yet (a few
+    users control many canisters: each list is encoded once)."""
+    return cbor_encode([controller] if controller else [])
+
+
 def _certified_canister_tree(canister: CanisterState) -> LabeledTrie:
-    if not canister.module_hash:
-        return build_from_sorted([(b"certified_data", leaf(canister.certified_data))])
-    return build_from_sorted([
-        (b"certified_data", leaf(canister.certified_data)),
-        (b"module_hash", leaf(canister.module_hash)),
-    ])
+    items: list[tuple[bytes, bytes]] = [
+        (b"certified_data", canister.certified_data),
+        (b"controllers", _controllers_leaf(canister.controller)),
+    ]
+    if canister.module_hash:
+        items.append((b"module_hash", canister.module_hash))
+    return build_from_sorted(items)
 
 
 def _management_queue_tree(state: ReplicatedState) -> LabeledTrie | None:
@@ -264,18 +308,20 @@ def _metadata_full_tree(state: ReplicatedState) -> LabeledTrie:
 
 
 def _certified_top(state: ReplicatedState, request_status: LabeledTrie, streams: LabeledTrie,
-                   canisters: LabeledTrie, subnets: LabeledTrie) -> LabeledTrie:
+                   canisters: LabeledTrie, subnets: tuple[LabeledTrie, LabeledTrie]) -> LabeledTrie:
     metadata = state.metadata
+    subnet_tree, ranges_tree = subnets
     return build_from_sorted([
         (b"canister", canisters),
+        (b"canister_ranges", ranges_tree),
         (b"metadata", build_from_sorted([
             (b"height", leaf(metadata.batch_number)),
             (b"prev_state_hash", leaf(metadata.prev_state_hash)),
         ])),
         (b"request_status", request_status),
         (b"streams", streams),
-        (b"subnet", subnets),
-        (b"time", leaf(metadata.batch_time)),
+        (b"subnet", subnet_tree),
+        (b"time", uleb128(metadata.batch_time)),
     ])
 
 
@@ -310,11 +356,11 @@ def build_state_trees(state: ReplicatedState) -> StateTrees:
     loopback = _stream_tree(loop, _messages_tree(loop.begin, loop.messages)) if loop is not None else None
     canisters = build_from_sorted((canister_label(c), _certified_canister_tree(cs)) for c, cs in state.canisters.items())
     canister_state = build_from_sorted(
-        (canister_label(c), _canister_tree(cs, _stable_tree(cs.stable),
+        (index_label(c), _canister_tree(cs, _stable_tree(cs.stable),
                                            _module_tree(cs.module_source) if cs.module_source else None,
                                            _log_tree(cs.log)))
         for c, cs in state.canisters.items())
-    certified = _certified_top(state, request_status, streams, canisters, _subnet_tree(state.metadata.network_topology))
+    certified = _certified_top(state, request_status, streams, canisters, _subnet_trees(state.metadata.network_topology))
     full = _full_top(state, certified, ingress_history, loopback, canister_state)
     return StateTrees(state.metadata.batch_number, certified, full)
 
@@ -349,8 +395,8 @@ class StateTreeBuilder:
         self._modules: dict[int, tuple[bytes, LabeledTrie]] = {}
         # /canister_state/<id>/log of canisters that logged, with the (immutable) log it was built for.
         self._logs: dict[int, tuple[CanisterLog, LabeledTrie]] = {}
-        # (certified_data, module_hash) under /canister/<id>: most commits change neither.
-        self._certified_values: dict[int, tuple[bytes, bytes]] = {}
+        # (certified_data, module_hash, controller) under /canister/<id>: most commits change none.
+        self._certified_values: dict[int, tuple[bytes, bytes, bytes]] = {}
         self._history: IngressHistory | None = None
         self._request_status = EMPTY
         self._ingress_history = EMPTY
@@ -358,7 +404,7 @@ class StateTreeBuilder:
         self._certified_canisters = EMPTY
         self._canister_state = EMPTY
         self._topology: NetworkTopology | None = None
-        self._subnets = EMPTY
+        self._subnets: tuple[LabeledTrie, LabeledTrie] = (EMPTY, EMPTY)
 
     @property
     def trees(self) -> StateTrees | None:
@@ -371,7 +417,7 @@ class StateTreeBuilder:
         self._update_canisters(state)
         topology = state.metadata.network_topology
         if topology is not self._topology:
-            self._topology, self._subnets = topology, _subnet_tree(topology)
+            self._topology, self._subnets = topology, _subnet_trees(topology)
         certified = _certified_top(state, self._request_status, streams, self._certified_canisters, self._subnets)
         full = _full_top(state, certified, self._ingress_history, loopback, self._canister_state)
         self._trees = StateTrees(state.metadata.batch_number, certified, full)
@@ -454,7 +500,6 @@ class StateTreeBuilder:
             same = previous.get(cid) is canister
             if same and not canister.is_dirty():
                 continue
-            label = canister_label(cid)
             stable = self._stable.get(cid) if same else None
             changed = canister.stable.take_changed_keys()
             if stable is None:
@@ -467,17 +512,17 @@ class StateTreeBuilder:
                     elif raw in stable:
                         stable = stable.remove(raw)
             self._stable[cid] = stable
-            certified_value = (canister.certified_data, canister.module_hash)
+            certified_value = (canister.certified_data, canister.module_hash, canister.controller)
             if self._certified_values.get(cid) != certified_value:
                 self._certified_values[cid] = certified_value
-                certified = certified.insert(label, _certified_canister_tree(canister))
-            full = full.insert(label, _canister_tree(canister, stable, self._module_subtree(cid, canister),
+                certified = certified.insert(canister_label(cid), _certified_canister_tree(canister))
+            full = full.insert(index_label(cid), _canister_tree(canister, stable, self._module_subtree(cid, canister),
                                                      self._log_subtree(cid, canister)))
             canister.mark_clean()
         for cid in previous:
             if cid not in current:
                 certified = certified.remove(canister_label(cid))
-                full = full.remove(canister_label(cid))
+                full = full.remove(index_label(cid))
                 self._stable.pop(cid, None)
                 self._modules.pop(cid, None)
                 self._logs.pop(cid, None)

@@ -4,9 +4,12 @@ Both tries are walked in parallel, descending only into children whose digests d
 (equal digests mean equal subtrees), so the walk costs O(differences × depth × fan-out)
 rather than the size of the state. A path is reported where the two sides stop being two
 tries: a leaf that differs, a child present on one side only, or a leaf facing a subtree.
-Leaves are canonical msgpack ``[version, value]`` and are shown decoded; labels are shown
-as numbers where the tree layout says they are canister ids or indices, ingress history
-entries as ``0x<message id>@<expiry>``, others as text where printable, else as hex. Pure.
+Leaves are shown decoded: the project's as canonical msgpack ``[version, value]``, those at
+the IC's paths of the certified tree as the IC encodes them (nats in LEB128, statuses and
+reject messages as text, other blobs in hex; ``state_manager.state_tree``). Labels are shown
+as numbers where the tree layout says they are canister ids (8 bytes, or canister principals
+under ``/canister``) or indices, ingress history entries as ``0x<message id>@<expiry>``,
+others as text where printable, else as hex. Pure.
 """
 
 from __future__ import annotations
@@ -16,6 +19,7 @@ from typing import Any, Iterator
 
 from state_manager.encoding import EncodingError, decode
 from state_manager.hash_tree import Empty
+from state_manager.ic_encoding import CANISTER_SUFFIX, IcEncodingError, decode_uleb128
 from state_manager.labeled_trie import LabeledTrie
 
 __all__ = ["PathDiff", "TreeDiff", "diff_tries", "render_path", "render_label", "describe_value", "to_jsonable",
@@ -23,10 +27,13 @@ __all__ = ["PathDiff", "TreeDiff", "diff_tries", "render_path", "render_label", 
 
 ABSENT = None
 #: Parents whose children are 8-byte big-endian numbers (canister ids, queue/stream indices, ids).
-_NUMBERED = {b"canister_state", b"canister", b"messages", b"ingress", b"call_contexts", b"callbacks", b"input",
+_NUMBERED = {b"canister_state", b"messages", b"ingress", b"call_contexts", b"callbacks", b"input",
              b"output"}
 #: Parents whose children are message ids (under ``ingress_history`` after an 8-byte expiry).
 _HEXED = {b"ingress_history", b"request_status"}
+#: Top labels of the certified tree whose leaves are the IC's encodings.
+_IC_PATHS = {b"time", b"request_status", b"canister", b"subnet", b"canister_ranges"}
+_CANISTER_PRINCIPAL_BYTES = 10
 
 
 @dataclass(frozen=True)
@@ -57,6 +64,8 @@ def _printable(label: bytes) -> bool:
 def render_label(parent: bytes | None, label: bytes) -> str:
     if parent in _NUMBERED and len(label) == 8:
         return str(int.from_bytes(label, "big"))
+    if parent == b"canister" and len(label) == _CANISTER_PRINCIPAL_BYTES and label.endswith(CANISTER_SUFFIX):
+        return str(int.from_bytes(label[:8], "big"))
     if parent == b"ingress_history" and len(label) == 40:  # ``state_tree.history_label``
         return f"0x{label[8:].hex()}@{int.from_bytes(label[:8], 'big')}"
     if parent not in _HEXED and _printable(label):
@@ -80,12 +89,34 @@ def to_jsonable(value: Any) -> Any:
     return value
 
 
-def describe_value(value: Any) -> Any:
-    """A leaf decoded (its value without the version), or a subtree's size."""
+def _ic_leaf(path: tuple[bytes, ...]) -> bool:
+    """Whether ``path`` (of the certified tree, or of the full tree through ``/certified``; no
+    other top label of the full tree is one of ``_IC_PATHS``) is one of the IC's paths."""
+    inner = path[1:] if path[:1] == (b"certified",) else path
+    return bool(inner) and inner[0] in _IC_PATHS
+
+
+def _describe_ic_leaf(path: tuple[bytes, ...], value: bytes) -> Any:
+    last = path[-1]
+    try:
+        if last in (b"time", b"reject_code"):
+            return decode_uleb128(value)
+        if last in (b"status", b"reject_message"):
+            return value.decode("utf-8")
+    except (IcEncodingError, UnicodeDecodeError):
+        pass
+    return to_jsonable(value)
+
+
+def describe_value(value: Any, path: tuple[bytes, ...] = ()) -> Any:
+    """A leaf decoded (its value without the version) by the encoding of its ``path``, or a
+    subtree's size."""
     if isinstance(value, LabeledTrie):
         return {"subtree_children": len(value)}
     if isinstance(value, Empty):
         return {"subtree_children": 0}
+    if path and _ic_leaf(path):
+        return _describe_ic_leaf(path, value)
     try:
         decoded = decode(value)
     except EncodingError:
@@ -138,8 +169,9 @@ def diff_tries(left: LabeledTrie, right: LabeledTrie, limit: int = 64) -> TreeDi
                 if _same(x, y):
                     continue
             if len(found) < limit:
-                found.append(PathDiff(path + (label,), None if x is None else describe_value(x),
-                                      None if y is None else describe_value(y)))
+                here = path + (label,)
+                found.append(PathDiff(here, None if x is None else describe_value(x, here),
+                                      None if y is None else describe_value(y, here)))
             else:
                 more += 1
         stack.extend(reversed(children))

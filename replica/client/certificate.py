@@ -19,7 +19,11 @@ The signature check costs a pairing; ``SignatureCache`` remembers certificates w
 verified (the same certification answers every read at one height), and the delegations
 verified once, so a busy agent pays about one pairing per certified height and subnet.
 A ``VerifiedCertificate`` then answers lookups: a revealed leaf, ``None`` for a path the tree
-proves absent, ``PathNotProven`` for one it leaves pruned.
+proves absent, ``PathNotProven`` for one it leaves pruned. Leaves are decoded as the certified
+tree encodes them (``state_manager.state_tree``): the IC's paths with ``replica.ic``'s decoders
+(``/time`` and reject codes LEB128, statuses and reject messages text, controllers and canister
+ranges CBOR, other blobs as they are), the replica's own (``/metadata``, ``/streams``) as
+canonical msgpack ``[version, value]``.
 """
 
 from __future__ import annotations
@@ -28,12 +32,13 @@ from collections import OrderedDict
 from dataclasses import dataclass, field
 from typing import Any, Sequence
 
-from replica.ic.canister_ranges import check_canister_in_ranges
+from replica.ic import cbor
+from replica.ic.canister_ranges import check_canister_in_ranges, decode_canister_ranges
 from replica.ic.certificate import decode_certificate, verify_certificate
 from replica.ic.errors import (
     CanisterOutsideRanges, CanisterRangesMissing, CertificateMalformed, CertificateSignatureRefused, IcFormatError,
 )
-from replica.ic.principal import Principal
+from replica.ic.principal import MAX_PRINCIPAL_BYTES, Principal
 from replica.ic.request_id import decode_uleb128
 from state_manager.certification import HEIGHT_PATH
 from state_manager.codec import LEAF_VERSION
@@ -57,9 +62,8 @@ def path_text(path: Sequence[bytes]) -> str:
         for label in path)
 
 
-def leaf_value(raw: bytes, path: Sequence[bytes]) -> Any:
-    """The value of one of the replica's own leaves (``/metadata``, ``/streams``):
-    ``encode([LEAF_VERSION, value])``."""
+def _msgpack_leaf(raw: bytes, path: Sequence[bytes]) -> Any:
+    """The value of one of the project's leaves, ``encode([LEAF_VERSION, value])``."""
     try:
         value = decode(raw)
     except EncodingError as exc:
@@ -67,6 +71,41 @@ def leaf_value(raw: bytes, path: Sequence[bytes]) -> Any:
     if not (isinstance(value, tuple) and len(value) == 2 and type(value[0]) is int and value[0] == LEAF_VERSION):
         raise MalformedCertificate(f"leaf at {path_text(path)} is not [{LEAF_VERSION}, value]")
     return value[1]
+
+
+def _controllers(raw: bytes) -> tuple[Principal, ...]:
+    value = cbor.decode(raw, max_bytes=len(raw), max_depth=1)
+    if type(value) is not list or any(type(p) is not bytes or len(p) > MAX_PRINCIPAL_BYTES for p in value):
+        raise MalformedCertificate("controllers are an array of principals")
+    return tuple(Principal(p) for p in value)
+
+
+def _ic_leaf(raw: bytes, path: Sequence[bytes]) -> Any:
+    """The value of a leaf at one of the IC's paths (module docstring)."""
+    head, last = path[0], path[-1]
+    if (head == b"time" and len(path) == 1) or (head == b"request_status" and last == b"reject_code"):
+        return decode_uleb128(raw)
+    if head == b"request_status" and last in (b"status", b"reject_message", b"error_code"):
+        try:
+            return raw.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            raise MalformedCertificate(f"leaf at {path_text(path)} is not UTF-8 text") from exc
+    if head == b"canister" and last == b"controllers":
+        return _controllers(raw)
+    if head == b"canister_ranges" or (head == b"subnet" and last == b"canister_ranges"):
+        return decode_canister_ranges(raw)
+    return raw
+
+
+def leaf_value(raw: bytes, path: Sequence[bytes]) -> Any:
+    """The value of the certified tree's leaf at ``path``, decoded by the encoding of its path
+    (module docstring); ``MalformedCertificate`` when it is not that encoding."""
+    if not path or path[0] in (b"metadata", b"streams"):
+        return _msgpack_leaf(raw, path)
+    try:
+        return _ic_leaf(raw, path)
+    except IcFormatError as exc:
+        raise MalformedCertificate(f"leaf at {path_text(path)}: {exc}") from exc
 
 
 @dataclass(frozen=True, slots=True)
@@ -90,7 +129,7 @@ class VerifiedCertificate:
         return result.tree.value
 
     def lookup_value(self, path: Sequence[bytes]) -> Any:
-        """The decoded value of one of the replica's own leaves at ``path`` (``None`` if absent)."""
+        """The decoded value of the leaf at ``path`` (``leaf_value``; ``None`` if absent)."""
         raw = self.lookup(path)
         return None if raw is None else leaf_value(raw, path)
 

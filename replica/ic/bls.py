@@ -3,8 +3,9 @@
 The variant itself (signatures in G1, public keys in G2, the ciphersuite
 ``BLS_SIG_BLS12381G1_XMD:SHA-256_SSWU_RO_NUL_``, threshold shares and their combination)
 is ``state_manager.bls``, the one implementation the subnet's certifications use too; this
-module re-exports it for the IC's wire and adds what only the wire needs: a public key's DER
-encoding is ``replica.ic.public_keys``' ``BLS12_381_G2`` prefix followed by its 96 bytes.
+module re-exports it for the IC's wire and adds the checked DER conversions: a public key's DER
+encoding is ``state_manager.bls.PUBLIC_KEY_DER_PREFIX`` (``replica.ic.public_keys``'
+``BLS12_381_G2`` prefix) followed by its 96 bytes.
 """
 
 from __future__ import annotations
@@ -13,10 +14,10 @@ from state_manager.bls import (
     CIPHERSUITE_DST, PUBLIC_KEY_BYTES, SECRET_KEY_BYTES, SIGNATURE_BYTES, ThresholdKeys, combine_shares,
     deal_threshold_keys, parse_public_key, parse_signature, public_key_of, sign, sign_share, verify, verify_share,
 )
-from state_manager.bls import BlsPointError
+from state_manager.bls import BlsPointError, public_key_der
 
 from .errors import PublicKeyError
-from .public_keys import KeyScheme, der_encode, parse_der_public_key
+from .public_keys import KeyScheme, parse_der_public_key
 
 __all__ = [
     "CIPHERSUITE_DST", "SIGNATURE_BYTES", "PUBLIC_KEY_BYTES", "SECRET_KEY_BYTES", "ThresholdKeys",
@@ -28,7 +29,7 @@ __all__ = [
 def public_key_to_der(raw: bytes) -> bytes:
     """The DER encoding of a 96-byte public key (the IC's root key is given this way)."""
     parse_public_key(raw)
-    return der_encode(KeyScheme.BLS12_381_G2, raw)
+    return public_key_der(raw)
 
 
 def public_key_from_der(der: bytes) -> bytes:

@@ -15,25 +15,28 @@ The IC's state tree carries it twice, and agents read one or the other:
 A delegation's certificate need not reveal every shard, and every revealed leaf is signed by
 the root subnet, so a canister belongs to the delegated subnet if any range of any revealed
 leaf, in either layout, contains it (``check_canister_in_ranges``).
+
+Both encodings are ``state_manager.ic_encoding``'s (the state tree states them); this module
+works on ``Principal`` values and adds the decoder and the checks.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 
+from state_manager import ic_encoding
 from state_manager.hash_tree import Found, HashTree, Labeled, Leaf, flatten_forks, lookup_path
+from state_manager.ic_encoding import EMPTY_RANGES_LABEL, MAX_RANGES_PER_LEAF
 
 from . import cbor
 from .errors import CanisterOutsideRanges, CanisterRangesMissing, CertificateMalformed, CborRefused
-from .principal import MAX_PRINCIPAL_BYTES, Principal, canister_principal
+from .principal import MAX_PRINCIPAL_BYTES, Principal
 
 __all__ = [
     "MAX_RANGES_PER_LEAF", "EMPTY_RANGES_LABEL", "CanisterRange", "encode_canister_ranges", "decode_canister_ranges",
     "ranges_contain", "shard_canister_ranges", "revealed_ranges", "check_canister_in_ranges",
 ]
 
-MAX_RANGES_PER_LEAF = 5
-EMPTY_RANGES_LABEL = canister_principal(0).raw
 _MAX_RANGES_BYTES = 1 << 20
 
 CanisterRange = tuple[Principal, Principal]
@@ -41,7 +44,7 @@ CanisterRange = tuple[Principal, Principal]
 
 def encode_canister_ranges(ranges: Sequence[CanisterRange]) -> bytes:
     """The leaf value of ``ranges``: the self-describe tag, then ``[[start, end], ...]``."""
-    return cbor.encode([[start.raw, end.raw] for start, end in ranges])
+    return ic_encoding.encode_canister_ranges([(start.raw, end.raw) for start, end in ranges])
 
 
 def decode_canister_ranges(blob: bytes) -> tuple[CanisterRange, ...]:
@@ -69,10 +72,7 @@ def ranges_contain(ranges: Sequence[CanisterRange], principal: Principal) -> boo
 
 def shard_canister_ranges(ranges: Sequence[CanisterRange]) -> dict[bytes, bytes]:
     """The sharded layout's leaves of one subnet: label (first start) → value, in order."""
-    if not ranges:
-        return {EMPTY_RANGES_LABEL: encode_canister_ranges(())}
-    chunks = [ranges[i:i + MAX_RANGES_PER_LEAF] for i in range(0, len(ranges), MAX_RANGES_PER_LEAF)]
-    return {chunk[0][0].raw: encode_canister_ranges(chunk) for chunk in chunks}
+    return ic_encoding.shard_canister_ranges([(start.raw, end.raw) for start, end in ranges])
 
 
 def revealed_ranges(tree: HashTree, subnet_id: bytes) -> tuple[CanisterRange, ...] | None:

@@ -15,7 +15,8 @@ everything else with a typed ``CborRefused``:
   (``CborTypeRefused``).
 
 ``encode`` writes the self-describe tag, then the value with map keys in canonical order, and
-refuses (``CborTypeRefused``) any value ``decode`` would refuse, so what we send we would accept.
+refuses (``CborTypeRefused``) any value ``decode`` would refuse, so what we send we would accept;
+it is ``state_manager.cbor``'s encoder, the one the state tree's CBOR leaves are made with.
 The parser is cbor2's; this module only sets its bounds and checks what it returns.
 """
 
@@ -26,19 +27,19 @@ from typing import Any, NoReturn
 
 import cbor2
 
+from state_manager import cbor as _state_cbor
+from state_manager.cbor import SELF_DESCRIBE_PREFIX, SELF_DESCRIBE_TAG, CborValueError
+
 from .errors import CborMalformed, CborTooDeep, CborTooLarge, CborTrailingBytes, CborTypeRefused
 
 __all__ = [
     "SELF_DESCRIBE_TAG", "SELF_DESCRIBE_PREFIX", "DEFAULT_MAX_DEPTH", "decode", "encode", "check_value",
 ]
 
-SELF_DESCRIBE_TAG = 55799
-SELF_DESCRIBE_PREFIX = b"\xd9\xd9\xf7"   # tag 55799: major type 6, two-byte argument 0xd9f7
 #: The IC's own CBOR parser stops at 128 nested containers; nothing it sends nests deeper.
 DEFAULT_MAX_DEPTH = 128
 
 _U64_LIMIT = 1 << 64
-_NEGATIVE_LIMIT = -(1 << 64)
 _BIGNUM_TAG = 2
 
 
@@ -115,27 +116,12 @@ class _Reader:
 def check_value(value: Any) -> None:
     """Raise ``CborTypeRefused`` unless ``value`` is built only of ``int`` (not ``bool``; at
     least ``-2**64``, the smallest negative integer without a bignum),
-    ``bytes``, ``str``, ``list``/``tuple`` and ``dict`` with ``str`` keys. Explicit stack:
-    the depth is bounded by the parser, not by Python's recursion limit."""
-    stack = [value]
-    while stack:
-        item = stack.pop()
-        kind = type(item)
-        if kind is bytes or kind is str:
-            continue
-        if kind is int:
-            if item < _NEGATIVE_LIMIT:   # would need a negative bignum (tag 3)
-                raise CborTypeRefused(f"integer {item} is below the interface's range")
-            continue
-        if kind is list or kind is tuple:
-            stack.extend(item)
-        elif kind is dict:
-            for key in item:
-                if type(key) is not str:
-                    raise CborTypeRefused(f"map keys must be text, found {type(key).__name__}")
-            stack.extend(item.values())
-        else:
-            raise CborTypeRefused(f"{kind.__name__} values are not used by the IC interface")
+    ``bytes``, ``str``, ``list``/``tuple`` and ``dict`` with ``str`` keys
+    (``state_manager.cbor.check_value``)."""
+    try:
+        _state_cbor.check_value(value)
+    except CborValueError as exc:
+        raise CborTypeRefused(str(exc)) from exc
 
 
 def decode(data: bytes, *, max_bytes: int, max_depth: int = DEFAULT_MAX_DEPTH) -> Any:
@@ -181,7 +167,9 @@ def _classify(exc: cbor2.CBORDecodeError, max_depth: int) -> Exception:
 def encode(value: Any, *, self_describe: bool = True) -> bytes:
     """``value`` as the self-describe tag (unless ``self_describe`` is false: a value embedded
     in another, like a hash tree) followed by its CBOR, map keys in canonical order;
-    ``CborTypeRefused`` for a value ``decode`` would refuse."""
-    check_value(value)
-    encoded = cbor2.dumps(value, canonical=True)
-    return SELF_DESCRIBE_PREFIX + encoded if self_describe else encoded
+    ``CborTypeRefused`` for a value ``decode`` would refuse. The encoder is
+    ``state_manager.cbor``'s, the one the state tree's CBOR leaves are made with."""
+    try:
+        return _state_cbor.encode(value, self_describe=self_describe)
+    except CborValueError as exc:
+        raise CborTypeRefused(str(exc)) from exc

@@ -18,15 +18,22 @@ base32 without padding, lower case, a dash after every five characters. Parsing 
 case-insensitive and refuses, each with its type, text longer than any principal's (63
 characters), characters outside the alphabet or another grouping, and a wrong checksum.
 Principals order as their bytes do, which is how canister ranges compare them.
+
+The byte formulas of self-authenticating and canister ids are ``state_manager.ic_encoding``'s
+(the state tree labels canisters and subnets with them); this module adds the ``Principal``
+value, the typed refusals and the textual form.
 """
 
 from __future__ import annotations
 
 import base64
 import binascii
-import hashlib
 import zlib
 from dataclasses import dataclass
+
+from state_manager.ic_encoding import (
+    CANISTER_SUFFIX, SELF_AUTHENTICATING_SUFFIX, IcEncodingError, canister_principal_bytes, self_authenticating_id,
+)
 
 from .errors import (
     MalformedPublicKey, NotACanisterPrincipal, PrincipalChecksumMismatch, PrincipalTextMalformed, PrincipalTextTooLong,
@@ -42,9 +49,7 @@ __all__ = [
 MAX_PRINCIPAL_BYTES = 29
 #: 29 bytes and a 4-byte checksum are 53 base32 characters, grouped by five: 63 with dashes.
 MAX_TEXT_LENGTH = 63
-SELF_AUTHENTICATING_SUFFIX = b"\x02"
 ANONYMOUS_BYTES = b"\x04"
-CANISTER_SUFFIX = b"\x01\x01"
 _CANISTER_BYTES = 10
 _GROUP = 5
 _ALPHABET = frozenset("abcdefghijklmnopqrstuvwxyz234567-")
@@ -122,9 +127,10 @@ def principal_from_text(text: str) -> bytes:
 
 def self_authenticating(der_public_key: bytes) -> Principal:
     """``H(der_public_key) · 0x02``, ``H`` = SHA-224: the principal a key authenticates."""
-    if type(der_public_key) is not bytes:
-        raise MalformedPublicKey(f"a public key is bytes, not {type(der_public_key).__name__}")
-    return Principal(hashlib.sha224(der_public_key).digest() + SELF_AUTHENTICATING_SUFFIX)
+    try:
+        return Principal(self_authenticating_id(der_public_key))
+    except IcEncodingError as exc:
+        raise MalformedPublicKey(str(exc)) from exc
 
 
 def subnet_principal(der_genesis_public_key: bytes) -> Principal:
@@ -139,9 +145,10 @@ def node_principal(der_signing_key: bytes) -> Principal:
 
 def canister_principal(number: int) -> Principal:
     """Canister ``number``'s id: ``number`` as 8 bytes big-endian, then ``0x01 0x01``."""
-    if type(number) is not int or not 0 <= number < 1 << 64:
-        raise NotACanisterPrincipal(f"a canister number is a u64, not {number!r}")
-    return Principal(number.to_bytes(8, "big") + CANISTER_SUFFIX)
+    try:
+        return Principal(canister_principal_bytes(number))
+    except IcEncodingError as exc:
+        raise NotACanisterPrincipal(str(exc)) from exc
 
 
 def canister_number(principal: Principal) -> int:

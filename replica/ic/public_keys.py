@@ -16,6 +16,8 @@ from __future__ import annotations
 import enum
 from dataclasses import dataclass
 
+from state_manager.bls import PUBLIC_KEY_DER_PREFIX
+
 from .errors import MalformedPublicKey, UnsupportedKeyScheme
 
 __all__ = ["KeyScheme", "PublicKey", "DER_PREFIXES", "RAW_KEY_BYTES", "parse_der_public_key", "der_encode"]
@@ -36,9 +38,8 @@ DER_PREFIXES = {
     KeyScheme.ECDSA_SECP256K1: bytes.fromhex("3056301006072a8648ce3d020106052b8104000a034200"),
     # SEQUENCE(89) { SEQUENCE { OID ecPublicKey, OID 1.2.840.10045.3.1.7 } BIT STRING(66) }
     KeyScheme.ECDSA_P256: bytes.fromhex("3059301306072a8648ce3d020106082a8648ce3d030107034200"),
-    # SEQUENCE(130) { SEQUENCE { OID ...44668.5.3.1.2.1, OID ...44668.5.3.2.1 } BIT STRING(97) }
-    KeyScheme.BLS12_381_G2: bytes.fromhex(
-        "308182301d060d2b0601040182dc7c0503010201060c2b0601040182dc7c05030201036100"),
+    # the IC's BLS keys: the state tree states them too, so the prefix lives in state_manager.bls
+    KeyScheme.BLS12_381_G2: PUBLIC_KEY_DER_PREFIX,
 }
 RAW_KEY_BYTES = {
     KeyScheme.ED25519: 32,

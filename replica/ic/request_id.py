@@ -23,6 +23,10 @@ import hashlib
 from collections.abc import Mapping
 from typing import Any
 
+from state_manager.ic_encoding import IcEncodingError
+from state_manager.ic_encoding import decode_uleb128 as _decode_uleb128
+from state_manager.ic_encoding import uleb128 as _uleb128
+
 from .errors import UnhashableValue
 
 __all__ = ["REQUEST_ID_BYTES", "MAX_HASH_DEPTH", "uleb128", "decode_uleb128", "sleb128", "hash_value", "hash_of_map",
@@ -36,26 +40,21 @@ MAX_HASH_DEPTH = 128
 
 def uleb128(n: int) -> bytes:
     """Unsigned LEB128, shortest form: 7 bits per byte, least significant first, the high bit
-    set on every byte but the last (``624485`` is ``E5 8E 26``)."""
-    if type(n) is not int or n < 0:
-        raise UnhashableValue(f"uleb128 takes a natural number, not {n!r}")
-    out = bytearray()
-    while True:
-        low, n = n & 0x7F, n >> 7
-        if n == 0:
-            out.append(low)
-            return bytes(out)
-        out.append(low | 0x80)
+    set on every byte but the last (``624485`` is ``E5 8E 26``); ``state_manager.ic_encoding``'s,
+    which the state tree's nats (``/time``) are written with."""
+    try:
+        return _uleb128(n)
+    except IcEncodingError as exc:
+        raise UnhashableValue(str(exc)) from exc
 
 
 def decode_uleb128(data: bytes) -> int:
     """The natural number ``data`` encodes in shortest-form unsigned LEB128 (state tree leaves
     such as ``/time`` hold nats this way); ``UnhashableValue`` for any other bytes."""
-    if type(data) is not bytes or not data or data[-1] & 0x80 or any(not b & 0x80 for b in data[:-1]):
-        raise UnhashableValue("not one unsigned LEB128 number")
-    if len(data) > 1 and data[-1] == 0:
-        raise UnhashableValue("unsigned LEB128 not in shortest form")
-    return sum((byte & 0x7F) << (7 * i) for i, byte in enumerate(data))
+    try:
+        return _decode_uleb128(data)
+    except IcEncodingError as exc:
+        raise UnhashableValue(str(exc)) from exc
 
 
 def sleb128(n: int) -> bytes:

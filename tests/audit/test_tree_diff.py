@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 from replica.audit.tree_diff import describe_value, diff_tries, render_path
+from state_manager.ic_encoding import uleb128
 from state_manager.labeled_trie import build_from_sorted
-from state_manager.state_tree import index_label, leaf
+from state_manager.state_tree import canister_label, index_label, leaf
 
 
 def _tree(value: int, extra: bool = False):
@@ -49,3 +50,19 @@ def test_rendering():
     assert render_path((b"\x00\x01",)) == "/0x0001"
     assert describe_value(build_from_sorted([(b"a", leaf(1))])) == {"subtree_children": 1}
     assert describe_value(leaf(b"\x01\x02")) == "0x0102"
+
+
+def test_the_ic_paths_of_the_certified_tree_are_shown_in_their_encodings():
+    def certified(time, status, data):
+        return build_from_sorted([(b"certified", build_from_sorted([
+            (b"canister", build_from_sorted([(canister_label(7), build_from_sorted([(b"certified_data", data)]))])),
+            (b"request_status", build_from_sorted([(b"\x01" * 32, build_from_sorted([(b"status", status)]))])),
+            (b"time", uleb128(time)),
+        ]))])
+
+    diff = diff_tries(certified(1000, b"processing", b"\x01"), certified(2000, b"replied", b"\x02"))
+    assert [(d.text, d.left, d.right) for d in diff.paths] == [
+        ("/certified/canister/7/certified_data", "0x01", "0x02"),
+        ("/certified/request_status/0x" + "01" * 32 + "/status", "processing", "replied"),
+        ("/certified/time", 1000, 2000),
+    ]

@@ -27,6 +27,7 @@ from replica.client.refusals import DuplicateIngress, IngressPoolFull, UnknownCa
 from state_manager import certification as cm
 from state_manager.encoding import encode
 from state_manager.labeled_trie import build_from_sorted
+from state_manager.ic_encoding import uleb128
 from state_manager.state_tree import leaf
 from replica.node.read_state import certificate_for
 from tests.golden import fixtures as fx
@@ -43,8 +44,8 @@ def _certificate(message_id: bytes, height: int = fx.HEIGHT) -> bytes:
     trie = build_from_sorted([
         (b"metadata", build_from_sorted([(b"height", leaf(height))])),
         (b"request_status", build_from_sorted([
-            (message_id, build_from_sorted([(b"reply", leaf(encode(42))), (b"status", leaf("replied"))]))])),
-        (b"time", leaf(fx.TIME)),
+            (message_id, build_from_sorted([(b"reply", encode(42)), (b"status", b"replied")]))])),
+        (b"time", uleb128(fx.TIME)),
     ])
     shares = fx.certification_shares(height, trie.digest())
     key_shares = {i: fx.deal(fx.A).public_key_share(i) for i in range(1, fx.N + 1)}

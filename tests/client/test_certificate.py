@@ -18,6 +18,7 @@ from state_manager import bls
 from state_manager.certification import Certification, aggregate_certification, sign_certification_share
 from state_manager.labeled_trie import build_from_sorted
 from state_manager.trie_witness import plan_paths, witness_tree
+from state_manager.ic_encoding import uleb128
 from state_manager.state_tree import leaf
 
 NOW = 1_700_000_000 * 10**9
@@ -31,9 +32,9 @@ def certified_tree(time_ns: int = NOW, reply: bytes = b"\xa2hi"):
     return build_from_sorted([
         (b"metadata", build_from_sorted([(b"height", leaf(7))])),
         (b"request_status", build_from_sorted([
-            (MID, build_from_sorted([(b"reply", leaf(reply)), (b"status", leaf("replied"))])),
+            (MID, build_from_sorted([(b"reply", reply), (b"status", b"replied")])),
         ])),
-        (b"time", leaf(time_ns)),
+        (b"time", uleb128(time_ns)),
     ])
 
 
@@ -101,7 +102,7 @@ def test_a_witness_that_hides_the_height_is_refused():
     hidden = Certificate(witness_tree(trie, plan_paths([[b"time"]])), certify(trie))
     with pytest.raises(CertificateHeightMismatch, match="does not reveal /metadata/height"):
         check(hidden)
-    heightless = build_from_sorted([(b"time", leaf(NOW))])   # a tree without /metadata at all
+    heightless = build_from_sorted([(b"time", uleb128(NOW))])   # a tree without /metadata at all
     with pytest.raises(CertificateHeightMismatch, match="no /metadata/height"):
         check(Certificate(witness_tree(heightless, plan_paths([[b"time"], HEIGHT_PATH])), certify(heightless)))
 
@@ -124,7 +125,7 @@ def test_time_must_be_revealed_and_leaves_well_formed():
     with pytest.raises(PathNotProven):
         check(without_time)
     odd = build_from_sorted([(b"metadata", build_from_sorted([(b"height", leaf(7))])),
-                             (b"time", b"\x92\x02\x01")])  # [2, 1]: an unknown leaf version
+                             (b"time", b"\x92\x82")])  # not one LEB128 number (the last byte continues)
     with pytest.raises(MalformedCertificate):
         check(Certificate(witness_tree(odd, plan_paths([[b"time"], HEIGHT_PATH])), certify(odd)))
 

@@ -384,9 +384,10 @@ def test_ingress_is_gossiped_and_handed_to_the_shell():
 
 def _certified_tree(height: int):
     from state_manager.labeled_trie import build_from_sorted
+    from state_manager.ic_encoding import uleb128
     from state_manager.state_tree import leaf
 
-    return build_from_sorted([(b"metadata", build_from_sorted([(b"height", leaf(height))])), (b"time", leaf(1))])
+    return build_from_sorted([(b"metadata", build_from_sorted([(b"height", leaf(height))])), (b"time", uleb128(1))])
 
 
 def test_certification_shares_are_exchanged_and_aggregated_once():

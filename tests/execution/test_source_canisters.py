@@ -18,7 +18,7 @@ from replica.sdk import encode_value
 from state_manager.ingress_history import IngressState
 from state_manager.messages import Ingress, RejectCode
 from state_manager.state_codec import decode_state, encode_state
-from state_manager.state_tree import StateTreeBuilder, build_state_trees, canister_label
+from state_manager.state_tree import StateTreeBuilder, build_state_trees, canister_label, index_label
 from tests.builders import topology
 
 from .harness import USER, SingleSubnet, message_id, new_state, reply_value, run, status, submit
@@ -123,7 +123,7 @@ def test_create_canister_allocates_the_smallest_free_id_of_the_subnet_and_the_ca
     from .apps import Probe
     install_canister(node.state, 4, Probe)
     assert [node.create() for _ in range(2)] == [3, 5]
-    # the empty canister has no module hash under /canister/<id>, only its certified data
+    # the empty canister has no module hash under /canister/<id>, only its certified data and controllers
     certified = build_state_trees(node.state).certified.get_subtree(b"canister").get_subtree(canister_label(1))
     assert certified.get_leaf(b"module_hash") is None and certified.get_leaf(b"certified_data") is not None
 
@@ -184,8 +184,8 @@ def test_install_from_source_runs_init_and_the_module_hash_is_the_sha256_of_the_
     trees = build_state_trees(node.state)
     certified = trees.certified.get_subtree(b"canister").get_subtree(canister_label(cid))
     from state_manager.encoding import decode
-    assert decode(certified.get_leaf(b"module_hash")) == (1, digest)
-    full = trees.full.get_subtree(b"canister_state").get_subtree(canister_label(cid))
+    assert certified.get_leaf(b"module_hash") == digest   # the IC's leaf: the 32 bytes themselves
+    full = trees.full.get_subtree(b"canister_state").get_subtree(index_label(cid))
     assert decode(full.get_subtree(b"module").get_leaf(b"source")) == (1, GREETER)
 
 

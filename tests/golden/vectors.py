@@ -36,6 +36,9 @@ from replica.audit.run_log import decode_run_log, encode_run_log, load_run_log, 
 from replica.client import http_wire
 from replica.client.envelope import compute_message_id, decode_signed_ingress, sign_ingress
 from replica.execution import module_hash
+from replica.ic import cbor as ic_cbor
+from replica.ic.canister_ranges import decode_canister_ranges, encode_canister_ranges
+from replica.ic.request_id import decode_uleb128, uleb128
 from replica.node import state_sync as sync
 from replica.execution.dry_run import DryRunResult, OutgoingCall
 from replica.node.node_store import AgreementLog, ExecutedLog, ProofFile
@@ -44,6 +47,7 @@ from state_manager import certification as cm
 from state_manager import certified_slice as cs
 from state_manager import encoding
 from state_manager import hash_tree as ht
+from state_manager.bls import PUBLIC_KEY_DER_PREFIX
 from state_manager.canister_snapshot import decode_canister_snapshot, encode_canister_snapshot
 from state_manager.codec import (
     call_context_from_value, call_context_leaf_value, call_context_to_value, callback_from_value,
@@ -151,7 +155,48 @@ def _leaf_codec(path: str) -> tuple[Callable[[bytes], Any], Callable[[Any], byte
     return _generic_leaf, leaf
 
 
+#: Top labels of the certified tree whose leaves are the IC's encodings (``state_manager.state_tree``).
+_IC_PATHS = {"time", "request_status", "canister", "subnet", "canister_ranges"}
+
+
+def _is_ic_leaf(path: str) -> bool:
+    parts = path.split("/")
+    return parts[1] == "certified" and parts[2] in _IC_PATHS
+
+
+def _der_key(data: bytes) -> bytes:
+    """The raw key behind ``PUBLIC_KEY_DER_PREFIX`` (the fixture's keys are opaque 48-byte
+    values of the former variant, so they are not parsed as points here)."""
+    if not data.startswith(PUBLIC_KEY_DER_PREFIX):
+        raise ValueError("not a DER-encoded IC BLS key")
+    return data[len(PUBLIC_KEY_DER_PREFIX):]
+
+
+def _ic_leaf_codec(path: str) -> tuple[Callable[[bytes], Any], Callable[[Any], bytes]]:
+    """The IC's decoder of the leaf at ``path`` (``replica.ic``'s where it has one) and the
+    encoder it inverts."""
+    parts = path.split("/")
+    last = parts[-1]
+    if last in ("time", "reject_code"):
+        return decode_uleb128, uleb128
+    if last in ("status", "reject_message"):
+        return (lambda d: d.decode("utf-8")), (lambda text: text.encode("utf-8"))
+    if last == "controllers":
+        return (lambda d: ic_cbor.decode(d, max_bytes=1 << 10)), ic_cbor.encode
+    if last == "canister_ranges" or parts[2] == "canister_ranges":
+        return decode_canister_ranges, encode_canister_ranges
+    if last == "public_key":
+        return _der_key, (lambda raw: PUBLIC_KEY_DER_PREFIX + raw)
+    return (lambda d: d), (lambda d: d)   # reply, certified_data, module_hash: the blob itself
+
+
 def _leaf_vector(path: str, trees: Callable[[], Any] = fx.trees) -> Vector:
+    if _is_ic_leaf(path):
+        decode, reencode = _ic_leaf_codec(path)
+        return Vector(
+            name=f"state tree leaf {path}", build=lambda: tree_leaves(trees().full)[path], encode=lambda data: data,
+            decode=decode, expect=lambda decoded, built: True, reencode=reencode,
+            unversioned_note="what IC agents read at this path: the interface specification's encoding")
     decode, reencode = _leaf_codec(path)
     return Vector(
         name=f"state tree leaf {path}", build=lambda: tree_leaves(trees().full)[path], encode=lambda data: data,

@@ -22,7 +22,11 @@ from replica.client.refusals import (
 )
 from replica.node.http_api import HttpApiServer
 from replica.inprocess.http_apis import node_backend
+from replica.ic.bls import public_key_from_der
+from replica.ic.principal import canister_principal
 from state_manager.encoding import decode, encode
+from state_manager.ic_encoding import subnet_principal_bytes
+from state_manager.state_tree import canister_label
 from tests.integration.http_testnet import (
     ALICE, ALPHA, BETA, GREETER, PINGER, POOL_MESSAGES, SEC, agent_for, canister, envelope,
     first_endpoints, running_http_testnet, post,
@@ -216,21 +220,28 @@ def test_query_rejects_and_refusals(agent, alpha_api):
 # -- read_state ---------------------------------------------------------------------------------------
 
 def test_read_state_of_time_and_the_subnet_key(net, agent):
-    certificate = agent.read_state(HOME, [[b"time"], [b"subnet", ALPHA.encode(), b"public_key"],
-                                          [b"subnet", BETA.encode(), b"canister_ranges"]])
-    assert abs(certificate.time_ns - time.time_ns()) < 60 * SEC
     registry = net.current_registry
-    assert certificate.lookup_value([b"subnet", ALPHA.encode(), b"public_key"]) == \
+    alpha, beta = (subnet_principal_bytes(registry.public_key_for(s, registry.latest_version)) for s in (ALPHA, BETA))
+    certificate = agent.read_state(HOME, [[b"time"], [b"subnet", alpha, b"public_key"],
+                                          [b"subnet", beta, b"canister_ranges"], [b"canister_ranges", beta]])
+    assert abs(certificate.time_ns - time.time_ns()) < 60 * SEC
+    assert public_key_from_der(certificate.lookup_value([b"subnet", alpha, b"public_key"])) == \
         registry.public_key_for(ALPHA, registry.latest_version)
-    assert certificate.lookup_value([b"subnet", BETA.encode(), b"canister_ranges"]) == ((1000, 1999),)
-    module_hash = agent.read_state(HOME, [[b"canister", HOME.to_bytes(8, "big"), b"module_hash"]])
-    assert isinstance(module_hash.lookup_value([b"canister", HOME.to_bytes(8, "big"), b"module_hash"]), bytes)
+    beta_ranges = ((canister_principal(1000), canister_principal(1999)),)
+    assert certificate.lookup_value([b"subnet", beta, b"canister_ranges"]) == beta_ranges
+    assert certificate.lookup_value([b"canister_ranges", beta, canister_label(1000)]) == beta_ranges
+    module_hash = agent.read_state(HOME, [[b"canister", canister_label(HOME), b"module_hash"],
+                                          [b"canister", canister_label(HOME), b"controllers"]])
+    assert len(module_hash.lookup_value([b"canister", canister_label(HOME), b"module_hash"])) == 32
+    # installed at genesis: no controller (a user's create_canister would make the user one)
+    assert module_hash.lookup_value([b"canister", canister_label(HOME), b"controllers"]) == ()
 
 
 @pytest.mark.parametrize("paths", [
     [[b"streams"]],
     [[b"time", b"x"]],
-    [[b"canister", (5).to_bytes(8, "big"), b"module_hash"]],   # another canister
+    [[b"canister", canister_label(5), b"module_hash"]],   # another canister
+    [[b"canister", HOME.to_bytes(8, "big"), b"module_hash"]],   # not a principal
     [[b"request_status", b"short"]],
     [[b"subnet", b"alpha"]],
     [[b"metadata", b"prev_state_hash"]],

@@ -20,6 +20,7 @@ from replica.client.http_wire import canister_url, encode_read_state_request
 from replica.node.http_api import HttpApiServer
 from replica.inprocess.http_apis import node_backend
 from state_manager.encoding import decode, encode
+from state_manager.state_tree import canister_label
 from tests.integration.http_testnet import (
     ALPHA, GREETER, agent_for, canister, envelope, first_endpoints, get, running_http_testnet, post,
 )
@@ -92,6 +93,7 @@ def test_mutated_envelopes(api, endpoint, position, byte, method, arg):
 @FUZZ
 @given(paths=st.lists(st.lists(st.sampled_from([b"time", b"request_status", b"canister", b"subnet", b"metadata",
                                                  b"height", b"alpha", b"public_key", b"module_hash", bytes(32),
+                                                 b"controllers", b"canister_ranges", canister_label(HOME),
                                                  HOME.to_bytes(8, "big")]) | st.binary(max_size=140),
                                 max_size=10), max_size=70))
 def test_random_read_state_paths(api, paths):

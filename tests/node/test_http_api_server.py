@@ -28,12 +28,13 @@ from state_manager import bls
 from state_manager.certification import aggregate_certification, sign_certification_share
 from state_manager.hash_tree import reconstruct
 from state_manager.labeled_trie import build_from_sorted
+from state_manager.ic_encoding import uleb128
 from state_manager.state_tree import leaf
 
 KEY = UserKey.from_seed(b"server-test")
 DEAL = bls.deal_threshold_keys(1, 1, b"\x41" * 32)
 CERTIFIED_TIME = time.time_ns()
-TRIE = build_from_sorted([(b"metadata", build_from_sorted([(b"height", leaf(3))])), (b"time", leaf(CERTIFIED_TIME))])
+TRIE = build_from_sorted([(b"metadata", build_from_sorted([(b"height", leaf(3))])), (b"time", uleb128(CERTIFIED_TIME))])
 SHARE = sign_certification_share(3, TRIE.digest(), 1, DEAL.secret_share(1))
 CERTIFICATION = aggregate_certification([SHARE], 1, DEAL.public_key, {1: DEAL.public_key_share(1)})
 
