@@ -194,7 +194,7 @@ class StatusReader:
         """``replica_stream_oldest_unacknowledged_rounds`` by remote, from the first node that answers."""
         for address in self.endpoints.get(subnet, {}).values():
             try:
-                status, body = self._http.request("GET", address, METRICS_PATH, None)
+                status, body, _ = self._http.request("GET", address, METRICS_PATH, None)
             except (AgentError, OSError):
                 continue
             if status != 200:
