@@ -291,7 +291,7 @@ class HttpApiServer:
         return latest
 
     def _canister_certificate(self, canister: int, body: bytes) -> bytes:
-        reader, paths = authenticated_read_state(body, self.backend)
+        reader, paths = authenticated_read_state(body, self.backend, canister)
         check_canister_paths(paths, canister, reader, self.backend.request_sender)
         certified, certification = self._latest()
         return encode_read_state_answer(certificate_for(certified, certification, paths, self.backend.delegation()))

@@ -51,9 +51,9 @@ def canister_id_principal(canister_id: int) -> Principal:
     return Principal(_MANAGEMENT) if canister_id == MANAGEMENT_CANISTER_ID else canister_principal(canister_id)
 
 
-def _authenticated(body: bytes, backend: NodeBackend, max_bytes: int) -> Authenticated:
+def _authenticated(body: bytes, backend: NodeBackend, max_bytes: int, target: bytes | None = None) -> Authenticated:
     try:
-        return authenticate(decode_envelope(body, max_bytes=max_bytes), now_ns=backend.clock())
+        return authenticate(decode_envelope(body, max_bytes=max_bytes), now_ns=backend.clock(), target=target)
     except CborTooLarge as exc:
         raise IngressTooLarge(str(exc)) from exc
     except EnvelopeRefused as exc:   # the sender is not who the envelope says
@@ -96,9 +96,12 @@ def authenticated_call(body: bytes, canister: int, request_type: str, backend: N
                    content.ingress_expiry)
 
 
-def authenticated_read_state(body: bytes, backend: NodeBackend) -> tuple[bytes, tuple[tuple[bytes, ...], ...]]:
-    """The reader (the sender's principal) and the paths of a read_state envelope."""
-    authenticated = _authenticated(body, backend, backend.limits.max_ingress_bytes)
+def authenticated_read_state(body: bytes, backend: NodeBackend, canister: int | None = None,
+                             ) -> tuple[bytes, tuple[tuple[bytes, ...], ...]]:
+    """The reader (the sender's principal) and the paths of a read_state envelope; the
+    route's ``canister`` is the target a delegation chain restricted to targets must name."""
+    target = None if canister is None else canister_id_principal(canister).raw
+    authenticated = _authenticated(body, backend, backend.limits.max_ingress_bytes, target)
     content = authenticated.content
     if not isinstance(content, ReadStateContent):
         raise MalformedRequest(f"a {content.request_type} request sent to a read_state route")
