@@ -25,9 +25,9 @@ def stub(request):
 
 def test_agent_js_live_script(js, stub):
     args = (stub.url, "--canister", str(IN_RANGE), "--method", "echo", "--arg", b"DIDL\x00\x00hi".hex(),
-            "--timeout-ms", "20000")
+            "--timeout-ms", "60000")
     try:
-        report = run_script("live.mjs", {}, args=args, timeout=60)
+        report = run_script("live.mjs", {}, args=args, timeout=180)
     except JsScriptFailed as exc:
         pytest.fail(f"{exc}; endpoints seen: {stub.seen}", pytrace=False)
     assert report["status"]["root_key"] == ROOT.der_key.hex()
@@ -45,7 +45,7 @@ def run_py_live(stub, monkeypatch, arg: bytes) -> dict:
     from icp_certificate import certificate
     monkeypatch.setattr(certificate, "IC_ROOT_KEY", certificate.IC_ROOT_KEY)   # py_live sets it: undone after
     monkeypatch.delitem(sys.modules, "blst", raising=False)                    # likewise its blst
-    return py_live.run(stub.url, str(IN_RANGE), "echo", arg, timeout_s=20)
+    return py_live.run(stub.url, str(IN_RANGE), "echo", arg, timeout_s=60)
 
 
 def failures(report: dict) -> dict:
