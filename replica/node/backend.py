@@ -10,6 +10,7 @@ from typing import Any, Callable
 from message_routing.limits import Limits
 from replica.client.http_wire import QueryAnswer
 from replica.execution.dry_run import DryRunResult
+from replica.ic.identities import Identity
 from state_manager.certification import Certification
 from state_manager.labeled_trie import LabeledTrie
 from state_manager.messages import Ingress
@@ -31,7 +32,11 @@ class NodeBackend:
     * ``metrics`` is the node's registry (none: the server keeps one of its own);
     * ``dry_run(canister, method, payload, caller)`` executes an update on a copy of the
       latest certified state, never committed (``replica.execution.dry_run``; none: the
-      route answers ``not_certified_yet``).
+      route answers ``not_certified_yet``);
+    * ``node_signer`` is the node's Ed25519 signing identity, whose DER key the registry lists
+      (``NodeRecord.signing_key``): it signs query answers (``replica.ic.query_response``:
+      ``sign_query_response(outcome, request_id, clock(), node_signer)``); none: a backend
+      without a node behind it (tests), which cannot sign.
     """
 
     subnet_id: str
@@ -44,3 +49,4 @@ class NodeBackend:
     clock: Callable[[], int] = time.time_ns
     metrics: NodeMetrics | None = None
     dry_run: "Callable[[int, str, bytes, bytes], DryRunResult] | None" = None
+    node_signer: Identity | None = None

@@ -68,6 +68,7 @@ from replica.client.refusals import CanisterNotOnSubnet, NotCertifiedYet, Unknow
 from replica.execution import ExecutionEnvironment
 from replica.execution.dry_run import DryRunResult, dry_run
 from replica.execution.message_execution import MessageUsage
+from replica.ic.identities import Ed25519Identity
 from state_manager.certification import (
     Certification, CertificationError, CertificationShare, SignatureMemo, verify_certification,
 )
@@ -155,6 +156,8 @@ class Node(ReplicaNode):
         self._knows = knows_registry_version or (lambda version: self.registry.get().has_version(version))
         self._on_share = on_share
         self._sign = node_key_signer(secrets.identity)
+        #: The node's Ed25519 signing identity (the key the registry lists): it signs query answers.
+        self.signing_identity = Ed25519Identity.from_private_bytes(secrets.signing_key)
         #: The agreement this node runs (``boot_agreement``); its driver feeds it.
         self.agreement: Optional[AgreementNode] = None
         #: Blocks known final but not executed here yet, by height (``decide``).
@@ -537,7 +540,7 @@ class Node(ReplicaNode):
                 canister_id, lambda: self.dry_run_certified(canister_id, method, payload, caller))
 
         return NodeBackend(self.subnet_id, self.node_id, self.limits, submit, query, self.certified_tree,
-                           self.api_status, clock, self.metrics, dry_run_call)
+                           self.api_status, clock, self.metrics, dry_run_call, node_signer=self.signing_identity)
 
     def close(self) -> None:
         """Stop serving and fetching and close the storage."""
