@@ -4,8 +4,9 @@ A ``RegistryRecord`` is everything the network agrees on at one registry version
 
 * per subnet: its node ids (node index ``i`` is ``node_ids[i - 1]``), the signing threshold
   ``t``, the subnet's threshold public key and every node's public key share;
-* per node: its subnet, its XNet endpoint address (``"127.0.0.1:port"``) and its TLS
-  certificate (PEM), which peers trust for mutual TLS;
+* per node: its subnet, its XNet endpoint address (``"127.0.0.1:port"``), its TLS
+  certificate (PEM), which peers trust for mutual TLS, and its Ed25519 node signing key (DER),
+  whose self-authenticating principal is the node's IC id and which signs its query answers;
 * the routing table and the canister migrations, from which ``topology()`` builds the
   ``NetworkTopology`` a batch at this version is processed under.
 
@@ -14,17 +15,23 @@ A ``Registry`` is the sequence of records with strictly increasing versions. Sig
 
 Encoding (canonical msgpack; a testnet directory's registry file)::
 
-    ["replica-registry", 2, [record, ...]]
+    ["replica-registry", 3, [record, ...]]
     record = [version, [subnet, ...], [node, ...], topology]     (state_codec topology value)
     subnet = [subnet_id, [node_id, ...], threshold, public_key, [public_key_share, ...]]
-    node   = [node_id, subnet_id, xnet_address, certificate_pem]
+    node   = [node_id, subnet_id, xnet_address, certificate_pem, signing_key]
 
 Keys are the IC's BLS variant (``state_manager.bls``): the subnet key and the key shares are
-96-byte G2 points. ``decode_registry`` is strict: canonical bytes, known version, exact arities
-and types, valid G2 keys, and a consistent record (``check_record``), else ``MalformedRegistry``.
-Version 1 held keys of the project's own BLS variant (48-byte G1 points), which certifications
-no longer use: it is refused with ``UnsupportedRegistryVersion`` (a testnet directory made
-before is made again; a G1 key cannot be turned into the G2 key of the same secret without it).
+96-byte G2 points, raw as the BLS module takes them. A node's signing key is the 44-byte DER
+encoding of its Ed25519 key (``consensus_stub.node_signing_key``), not the raw 32 bytes: DER is
+what the node id is the hash of and what the certified state serves agents at
+``/subnet/<subnet>/node/<node>/public_key``, so the registry's bytes are used as they are, with
+no encoding between the registry and either. ``decode_registry`` is strict: canonical bytes,
+known version, exact arities and types, valid G2 keys, and a consistent record
+(``check_record``), else ``MalformedRegistry``. Older versions are refused with
+``UnsupportedRegistryVersion`` (a testnet directory made before is made again): version 1 held
+keys of the project's own BLS variant (48-byte G1 points), which certifications no longer use,
+and a G1 key cannot be turned into the G2 key of the same secret; version 2 had no node signing
+keys, which only the nodes' secrets could supply.
 """
 
 from __future__ import annotations
@@ -39,6 +46,7 @@ from state_manager.routing_table import CanisterMigrations, NetworkTopology, Rou
 from state_manager.state_codec import topology_from_value, topology_to_value
 
 from .errors import ConsensusError
+from .node_signing_key import DER_PUBLIC_KEY_BYTES, is_der_public_key, node_principal_bytes
 
 __all__ = [
     "REGISTRY_ENCODING_VERSION", "MAX_REGISTRY_BYTES",
@@ -48,8 +56,9 @@ __all__ = [
     "check_record", "encode_registry", "decode_registry", "is_endpoint_address",
 ]
 
-#: 2: keys of the IC's BLS variant (G2); version 1's were the project's own variant (G1).
-REGISTRY_ENCODING_VERSION = 2
+#: 3: every node's Ed25519 signing key. 2: keys of the IC's BLS variant (G2); version 1's were
+#: the project's own variant (G1).
+REGISTRY_ENCODING_VERSION = 3
 MAX_REGISTRY_BYTES = 64 * 1024 * 1024
 _TAG = "replica-registry"
 _MAX_ID_CHARS = 64
@@ -65,7 +74,7 @@ class MalformedRegistry(RegistryError):
 
 class UnsupportedRegistryVersion(MalformedRegistry):
     """A registry file of an encoding version this build does not read (version 1: keys of the
-    project's own BLS variant, module docstring)."""
+    project's own BLS variant; version 2: no node signing keys; module docstring)."""
 
 
 class InconsistentRegistry(RegistryError):
@@ -78,12 +87,20 @@ class UnknownRegistryVersion(RegistryError, LookupError):
 
 @dataclass(frozen=True, slots=True)
 class NodeRecord:
-    """One node as peers see it: where its XNet endpoint listens and which certificate it shows."""
+    """One node as peers and users see it: where its XNet endpoint listens, which certificate it
+    shows, and the DER Ed25519 key it signs query answers with."""
 
     node_id: str
     subnet_id: str
     xnet_address: str
     certificate_pem: bytes
+    signing_key: bytes
+
+    @property
+    def node_principal(self) -> bytes:
+        """The node's IC id, ``SHA-224(signing_key) · 0x02`` (the bytes of a self-authenticating
+        principal; ``replica.ic.principal.Principal`` of them has its textual form)."""
+        return node_principal_bytes(self.signing_key)
 
 
 @dataclass(frozen=True, slots=True)
@@ -170,7 +187,9 @@ def check_record(record: RegistryRecord) -> RegistryRecord:
 
     * subnet ids and node ids are unique, sorted, and 1..64 printable characters;
     * every subnet has ``n >= 1`` nodes, ``1 <= t <= n``, ``n`` key shares, 96-byte (G2) keys;
-    * every node belongs to exactly the subnet that lists it, with a valid address and a PEM;
+    * every node belongs to exactly the subnet that lists it, with a valid address, a PEM, and
+      a signing key that is the DER encoding of an Ed25519 point, no two nodes with one key
+      (the key is the node's IC id);
     * the routing table and the migration traces name only known subnets.
     """
     if type(record.version) is not int or not 0 < record.version < 2**64:
@@ -205,6 +224,11 @@ def check_record(record: RegistryRecord) -> RegistryRecord:
             raise InconsistentRegistry(f"node {node.node_id!r}: bad XNet address {node.xnet_address!r}")
         if not isinstance(node.certificate_pem, bytes) or b"BEGIN CERTIFICATE" not in node.certificate_pem:
             raise InconsistentRegistry(f"node {node.node_id!r}: certificate is not a PEM certificate")
+        if not is_der_public_key(node.signing_key):
+            raise InconsistentRegistry(f"node {node.node_id!r}: signing key is not the DER encoding of an Ed25519 key")
+    keyed = {n.signing_key for n in record.nodes}
+    if len(keyed) != len(record.nodes):
+        raise InconsistentRegistry("two nodes have the same signing key, hence the same IC node id")
     missing = sorted(set(members) - set(node_ids))
     if missing:
         raise InconsistentRegistry(f"nodes listed by subnets but without a node record: {missing}")
@@ -330,7 +354,7 @@ def _record_value(record: RegistryRecord) -> tuple:
     return (
         record.version,
         tuple((s.subnet_id, s.node_ids, s.threshold, s.public_key, s.public_key_shares) for s in record.subnets),
-        tuple((n.node_id, n.subnet_id, n.xnet_address, n.certificate_pem) for n in record.nodes),
+        tuple((n.node_id, n.subnet_id, n.xnet_address, n.certificate_pem, n.signing_key) for n in record.nodes),
         topology_to_value(record.topology()),
     )
 
@@ -361,9 +385,10 @@ def _subnet_from_value(value: Any) -> SubnetRecord:
 
 
 def _node_from_value(value: Any) -> NodeRecord:
-    node_id, subnet_id, address, pem = check_tuple(value, "node", 4)
+    node_id, subnet_id, address, pem, signing_key = check_tuple(value, "node", 5)
     return NodeRecord(check_str(node_id, "node id"), check_str(subnet_id, "node subnet"),
-                      check_str(address, "xnet address"), check_bytes(pem, "certificate"))
+                      check_str(address, "xnet address"), check_bytes(pem, "certificate"),
+                      check_bytes(signing_key, "node signing key", DER_PUBLIC_KEY_BYTES))
 
 
 def _record_from_value(value: Any) -> RegistryRecord:
@@ -393,6 +418,10 @@ def decode_registry(data: bytes) -> Registry:
                 "registry encoding version 1 holds keys of the project's own BLS variant (G1 public keys), which "
                 f"certifications no longer use; this build reads version {REGISTRY_ENCODING_VERSION} (make the "
                 "testnet directory again)")
+        if version == 2:
+            raise UnsupportedRegistryVersion(
+                "registry encoding version 2 lists no node signing keys (Ed25519), which node ids and signed query "
+                f"answers need; this build reads version {REGISTRY_ENCODING_VERSION} (make the testnet directory again)")
         if type(version) is not int or version != REGISTRY_ENCODING_VERSION:
             raise UnsupportedRegistryVersion(f"unknown registry encoding version {version!r}")
         registry = Registry(_record_from_value(r) for r in check_tuple(records, "registry records"))

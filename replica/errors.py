@@ -49,14 +49,20 @@ fails when a public exception class of ``replica`` is missing here or placed wro
     │   │       └── DelegationSignatureInvalid
     │   ├── HashTreeRefused
     │   ├── AnswerMalformed
-    │   └── CertificateRefused
-    │       ├── CertificateMalformed
-    │       ├── NestedDelegation
-    │       ├── DelegationSubnetKeyMissing
-    │       ├── CanisterRangesMissing
-    │       ├── CanisterOutsideRanges
-    │       ├── DelegationSubnetMismatch
-    │       └── CertificateSignatureRefused
+    │   ├── CertificateRefused
+    │   │   ├── CertificateMalformed
+    │   │   ├── NestedDelegation
+    │   │   ├── DelegationSubnetKeyMissing
+    │   │   ├── CanisterRangesMissing
+    │   │   ├── CanisterOutsideRanges
+    │   │   ├── DelegationSubnetMismatch
+    │   │   └── CertificateSignatureRefused
+    │   └── QueryResponseRefused     a query answer or its node signatures (replica.ic.query_response)
+    │       ├── MalformedQueryResponse
+    │       ├── QueryResponseUnsigned
+    │       ├── QuerySignerUnknown
+    │       ├── QuerySignerMismatch
+    │       └── QuerySignatureInvalid
     ├── IngressRefused           a submission refused, one subclass per reason, each with its
     │   │                        reason and HTTP status (replica.client.refusals; also ValueError)
     │   ├── MalformedIngress

@@ -17,6 +17,7 @@ One module, one job (the interface specification's names are the code's):
                       ``state_manager.bls`` (the subnet's certifications use it too), plus DER keys
 * ``canister_ranges`` a subnet's canister ranges as the state tree states them (both layouts)
 * ``certificate``     certificates: encoding, signing, verification with subnet delegations
+* ``query_response``  query answers: the map a node signs, node signatures, the answer's CBOR body
 * ``errors``          every refusal, one typed class per reason
 
 Pure: no clocks (expiry checks take ``now``), no files, no ambient randomness (keys come

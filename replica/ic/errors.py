@@ -29,6 +29,8 @@ __all__ = [
     "HashTreeRefused", "AnswerMalformed",
     "CertificateRefused", "CertificateMalformed", "NestedDelegation", "DelegationSubnetKeyMissing",
     "CanisterRangesMissing", "CanisterOutsideRanges", "DelegationSubnetMismatch", "CertificateSignatureRefused",
+    "QueryResponseRefused", "MalformedQueryResponse", "QueryResponseUnsigned", "QuerySignerUnknown",
+    "QuerySignerMismatch", "QuerySignatureInvalid",
     "BlsError", "BlsPointError", "BlsSecretKeyError", "BlsCombineError",
 ]
 
@@ -319,3 +321,44 @@ class CertificateSignatureRefused(CertificateRefused):
     """A BLS signature that does not verify over ``"\\x0Dic-state-root" · root``."""
 
     reason = "certificate_signature_refused"
+
+
+# -- query answers signed by nodes (replica.ic.query_response) ---------------------------------
+
+
+class QueryResponseRefused(IcFormatError):
+    """A query answer that is not one, or whose node signatures do not authenticate it."""
+
+    reason = "query_response_refused"
+
+
+class MalformedQueryResponse(QueryResponseRefused):
+    """Not ``{status, reply | reject_code, reject_message, error_code?, signatures}`` with the
+    right types, or a node signature that is not ``{timestamp, signature, identity}``."""
+
+    reason = "malformed_query_response"
+
+
+class QueryResponseUnsigned(QueryResponseRefused):
+    """An answer with no node signature: the interface requires at least one."""
+
+    reason = "query_response_unsigned"
+
+
+class QuerySignerUnknown(QueryResponseRefused):
+    """A signature whose ``identity`` is no node whose key the verifier holds for the subnet."""
+
+    reason = "query_signer_unknown"
+
+
+class QuerySignerMismatch(QueryResponseRefused):
+    """A signature whose ``identity`` is not the self-authenticating principal of the key it is
+    checked under (a node's id is that principal of its signing key)."""
+
+    reason = "query_signer_mismatch"
+
+
+class QuerySignatureInvalid(QueryResponseRefused):
+    """A node signature that does not verify over ``"\\x0Bic-response" · hash_of_map(response)``."""
+
+    reason = "query_signature_invalid"

@@ -11,6 +11,7 @@ from message_routing.limits import Limits
 from replica.client.answers import QueryAnswer
 from replica.execution.dry_run import DryRunResult
 from replica.ic.certificate import CertificateDelegation
+from replica.ic.identities import Identity
 from state_manager.certification import Certification
 from state_manager.labeled_trie import LabeledTrie
 from state_manager.messages import Ingress
@@ -34,12 +35,14 @@ class NodeBackend:
     * ``delegation()`` is the root subnet's delegation to this subnet for its certificates
       (None on the root subnet; ``DelegationUnavailable`` while it is not fetched yet);
     * ``request_sender(request id)`` is who sent a request the node knows of (None: unknown);
-    * ``sign_query_response(response, request id)`` signs a query response as the node (none:
-      query answers are unsigned);
     * ``metrics`` is the node's registry (none: the server keeps one of its own);
     * ``dry_run(canister, method, payload, caller)`` executes an update on a copy of the
       latest certified state, never committed (``replica.execution.dry_run``; none: the
-      route answers ``not_certified_yet``).
+      route answers ``not_certified_yet``);
+    * ``node_signer`` is the node's Ed25519 signing identity, whose DER key the registry lists
+      (``NodeRecord.signing_key``): it signs query answers (``replica.ic.query_response``:
+      ``sign_query_response(outcome, request_id, clock(), node_signer)``); none: a backend
+      without a node behind it (tests), which cannot sign.
     """
 
     subnet_id: str
@@ -56,4 +59,4 @@ class NodeBackend:
     root_key: Callable[[], bytes] = lambda: b""
     delegation: "Callable[[], CertificateDelegation | None]" = lambda: None
     request_sender: Callable[[bytes], "bytes | None"] = lambda _request_id: None
-    sign_query_response: "Callable[[dict, bytes], dict] | None" = None
+    node_signer: Identity | None = None

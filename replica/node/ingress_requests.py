@@ -10,7 +10,7 @@ replica's values, and query answers out (pure; the server is ``replica.node.http
   ingress refusal of its kind: undecodable or ill-formed → ``MalformedIngress``, a key,
   signature or delegation that does not authenticate the sender → ``BadIngressSignature``.
 * ``authenticated_read_state``: who reads which paths.
-* ``encode_query_answer``: the IC's query response, signed by the node when it has a signer.
+* ``encode_query_answer``: the IC's query response, signed by the node.
 """
 
 from __future__ import annotations
@@ -26,6 +26,10 @@ from replica.ic import cbor
 from replica.ic.envelope import Authenticated, authenticate, decode_envelope
 from replica.ic.errors import CborTooLarge, EnvelopeRefused, IcFormatError, PrincipalError
 from replica.ic.principal import Principal, canister_number, canister_principal, principal_from_text
+from replica.ic.query_response import (
+    QueryOutcome, QueryRejected, QueryReplied, QueryResponse, query_outcome_fields, query_response_to_value,
+    sign_query_response,
+)
 from replica.ic.requests import CallContent, ReadStateContent
 from state_manager.messages import MANAGEMENT_CANISTER_ID, Ingress, RejectCode
 
@@ -112,14 +116,15 @@ def authenticated_read_state(body: bytes, backend: NodeBackend, canister: int | 
 
 
 def encode_query_answer(answer: QueryAnswer, request_id: bytes, backend: NodeBackend) -> bytes:
-    """``{status: "replied", reply: {arg}}`` or ``{status: "rejected", reject_code,
-    reject_message}``, with the node's ``signatures`` when it has a signer."""
+    """The IC's query response (``replica.ic.query_response``): the reply or reject, signed by
+    the node's Ed25519 key at the node's clock (a backend without a node signs nothing). Sent
+    without CBOR's self-describe tag, which the interface allows: icp-py-core reads the
+    signatures of a tagged answer as missing under cbor2 6."""
     if answer.reply is not None:
-        body: dict[str, Any] = {"status": "replied", "reply": {"arg": answer.reply}}
+        outcome: QueryOutcome = QueryReplied(answer.reply)
     else:
-        body = {"status": "rejected", "reject_code": int(RejectCode[answer.reject_code or "SYS_FATAL"]),
-                "reject_message": answer.reject_message or ""}
-    if backend.sign_query_response is not None:
-        body["signatures"] = [backend.sign_query_response(body, request_id)]
-    body["height"] = answer.height   # the certified height it ran at (the replica's own field)
-    return cbor.encode(body)
+        outcome = QueryRejected(int(RejectCode[answer.reject_code or "SYS_FATAL"]), answer.reject_message or "", None)
+    if backend.node_signer is None:
+        return cbor.encode({**query_outcome_fields(outcome), "signatures": []}, self_describe=False)
+    signature = sign_query_response(outcome, request_id, backend.clock(), backend.node_signer)
+    return cbor.encode(query_response_to_value(QueryResponse(outcome, (signature,))), self_describe=False)

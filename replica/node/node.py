@@ -70,6 +70,7 @@ from replica.execution.codec import EncodingError, decode_payload
 from replica.execution.dry_run import DryRunResult, dry_run
 from replica.ic.certificate import CertificateDelegation
 from replica.execution.message_execution import MessageUsage
+from replica.ic.identities import Ed25519Identity
 from state_manager.certification import (
     Certification, CertificationError, CertificationShare, SignatureMemo, verify_certification,
 )
@@ -158,6 +159,8 @@ class Node(ReplicaNode):
         self._knows = knows_registry_version or (lambda version: self.registry.get().has_version(version))
         self._on_share = on_share
         self._sign = node_key_signer(secrets.identity)
+        #: The node's Ed25519 signing identity (the key the registry lists): it signs query answers.
+        self.signing_identity = Ed25519Identity.from_private_bytes(secrets.signing_key)
         #: The agreement this node runs (``boot_agreement``); its driver feeds it.
         self.agreement: Optional[AgreementNode] = None
         #: Blocks known final but not executed here yet, by height (``decide``).
@@ -554,7 +557,8 @@ class Node(ReplicaNode):
                            self.api_status, clock, self.metrics, dry_run_call,
                            subnet_principal=subnet_principal_of(record, self.subnet_id),
                            root_key=lambda: root_key_of(self.registry.get().latest()),
-                           delegation=delegation, request_sender=request_sender)
+                           delegation=delegation, request_sender=request_sender,
+                           node_signer=self.signing_identity)
 
     def close(self) -> None:
         """Stop serving and fetching and close the storage."""

@@ -168,6 +168,10 @@ class NodeProcess:
         secrets = decode_node_secrets(self.directory.secrets(config.node_id).read_bytes())
         if secrets.subnet_id != config.subnet_id:
             raise NodeConfigError(f"{config.node_id} is a node of {secrets.subnet_id}, not {config.subnet_id}")
+        listed = self.registry.get().latest().node(config.node_id)
+        if listed is not None and listed.signing_key != secrets.signing_public_key:
+            # its query answers would name a node id whose key does not verify them
+            raise NodeConfigError(f"{config.node_id}: its secrets hold another signing key than the registry lists")
         self._identity = secrets.identity
         self.limits = self.directory.limits(self.manifest)
         self.environment = ExecutionEnvironment(canister_classes(self.manifest["canister_modules"]))

@@ -16,6 +16,8 @@ from state_manager.encoding import decode, encode
 NOT_BEFORE = datetime.datetime(2024, 1, 1, tzinfo=datetime.timezone.utc)
 SEED = b"registry-test-seed-of-32-bytes!!"
 SPECS = [g.SubnetSpec("beta", 4, ((1000, 1999),)), g.SubnetSpec("alpha", 1, ((0, 999), (5000, 5099)))]
+#: The DER prefix of an Ed25519 key, then y = 2: no x satisfies the curve equation for it.
+NOT_A_POINT = bytes.fromhex("302a300506032b6570032100") + (2).to_bytes(32, "little")
 
 
 @pytest.fixture(scope="module")
@@ -73,12 +75,16 @@ def test_registry_round_trip_and_strict_decoding(dealt):
         with pytest.raises(r.MalformedRegistry):
             r.decode_registry(bad)
     value = list(decode(data))
-    assert value[1] == r.REGISTRY_ENCODING_VERSION == 2
+    assert value[1] == r.REGISTRY_ENCODING_VERSION == 3
     with pytest.raises(r.UnsupportedRegistryVersion, match="unknown"):
-        r.decode_registry(encode((value[0], 3, value[2])))
+        r.decode_registry(encode((value[0], 4, value[2])))
     # version 1 held G1 keys of the project's own BLS variant: refused, naming it
     with pytest.raises(r.UnsupportedRegistryVersion, match="version 1 holds keys of the project's own BLS variant"):
         r.decode_registry(encode((value[0], 1, value[2])))
+    # version 2 had no node signing keys: refused, naming them (its records, without the key)
+    without_keys = tuple((v, subnets, tuple(n[:4] for n in nodes), topology) for v, subnets, nodes, topology in value[2])
+    with pytest.raises(r.UnsupportedRegistryVersion, match="version 2 lists no node signing keys"):
+        r.decode_registry(encode((value[0], 2, without_keys)))
     # a tampered subnet key is caught (not a G2 point, or no longer matching the topology)
     record = list(value[2][0])
     subnet = list(record[1][0])
@@ -101,6 +107,11 @@ def test_inconsistent_records_are_refused(dealt):
         dataclasses.replace(record, nodes=record.nodes[1:]),
         dataclasses.replace(record, nodes=(dataclasses.replace(record.nodes[0], subnet_id="beta"),) + record.nodes[1:]),
         dataclasses.replace(record, nodes=(dataclasses.replace(record.nodes[0], xnet_address="nowhere"),) + record.nodes[1:]),
+        # signing keys: not DER Ed25519, not a curve point, raw bytes, or two nodes with one key
+        dataclasses.replace(record, nodes=(dataclasses.replace(record.nodes[0], signing_key=b"\x00" * 44),) + record.nodes[1:]),
+        dataclasses.replace(record, nodes=(dataclasses.replace(record.nodes[0], signing_key=NOT_A_POINT),) + record.nodes[1:]),
+        dataclasses.replace(record, nodes=(dataclasses.replace(record.nodes[0], signing_key=record.nodes[0].signing_key[12:]),) + record.nodes[1:]),
+        dataclasses.replace(record, nodes=(dataclasses.replace(record.nodes[0], signing_key=record.nodes[1].signing_key),) + record.nodes[1:]),
         dataclasses.replace(record, subnets=tuple(reversed(record.subnets))),
     ]
     for bad in cases:
@@ -131,9 +142,17 @@ def test_node_secrets_round_trip(dealt):
     assert (back.node_id, back.subnet_id, back.node_index, back.secret_share) == (
         original.node_id, original.subnet_id, original.node_index, original.secret_share)
     assert back.identity.certificate_pem() == original.identity.certificate_pem()
+    assert back.signing_key == original.signing_key and "signing_key" not in repr(back)
     for bad in (data[:-1], data + b"\x00", b"\x90"):
         with pytest.raises(g.GenesisError):
             g.decode_node_secrets(bad)
+    value = decode(data)
+    # version 1 had no signing key: refused with its own type, naming the version
+    with pytest.raises(g.UnsupportedNodeSecretsVersion, match="version 1"):
+        g.decode_node_secrets(encode((value[0], 1) + value[2:8]))
+    for short in (value[-1][:31], value[-1] + b"\x00"):
+        with pytest.raises(g.GenesisError, match="signing key"):
+            g.decode_node_secrets(encode(value[:8] + (short,)))
 
 
 def test_genesis_refuses_bad_specs():

@@ -26,6 +26,7 @@ from consensus_stub.agreement.messages import (
 from consensus_stub.block import GENESIS_PARENT_HASH, Block, block_hash
 from consensus_stub.genesis import NodeSecrets
 from consensus_stub.node_keys import load_node_identity
+from consensus_stub.node_signing_key import der_public_key, derive_signing_key
 from consensus_stub.registry import NodeRecord, Registry, RegistryRecord, SubnetRecord
 from message_routing.batch import Batch
 from message_routing.limits import Limits
@@ -304,7 +305,8 @@ def registry() -> Registry:
     """Two versions: genesis of A and B, then a migration of canisters 50..59 from A to B."""
     subnets = tuple(SubnetRecord(s, tuple(f"{s}-node-{i}" for i in range(1, N + 1)), T, deal(s).public_key,
                                  deal(s).public_key_shares) for s in (A, B))
-    nodes = tuple(NodeRecord(f"{s}-node-{i}", s, f"127.0.0.1:{4000 + 10 * k + i}", PEM)
+    nodes = tuple(NodeRecord(f"{s}-node-{i}", s, f"127.0.0.1:{4000 + 10 * k + i}", PEM,
+                             der_public_key(node_signing_key(f"{s}-node-{i}")))
                   for k, s in enumerate((A, B)) for i in range(1, N + 1))
     table = RoutingTable(((CanisterIdRange(0, 99), A), (CanisterIdRange(100, 199), B)))
     first = RegistryRecord(1, subnets, nodes, table)
@@ -313,11 +315,16 @@ def registry() -> Registry:
     return Registry((first, second))
 
 
+def node_signing_key(node_id: str) -> bytes:
+    """The private bytes of ``node_id``'s Ed25519 signing key, as genesis derives them from a fixed seed."""
+    return derive_signing_key(b"golden node signing keys", node_id)
+
+
 def node_secrets() -> NodeSecrets:
-    """Node 1 of A: its share of A's key and the committed test-only TLS identity."""
+    """Node 1 of A: its share of A's key, the committed test-only TLS identity and its signing key."""
     identity = load_node_identity((DATA / "subnet-a-node-1.cert.pem").read_bytes(),
                                   (DATA / "subnet-a-node-1.key.pem").read_bytes())
-    return NodeSecrets(f"{A}-node-1", A, 1, deal(A).secret_share(1), identity)
+    return NodeSecrets(f"{A}-node-1", A, 1, deal(A).secret_share(1), identity, node_signing_key(f"{A}-node-1"))
 
 
 # -- client, wire, audit -----------------------------------------------------------------------

@@ -268,6 +268,23 @@ def test_committed_data_of_the_former_bls_variant_is_refused_with_typed_errors()
             decode(_bytes(entry))
 
 
+def test_committed_registry_and_secrets_without_node_signing_keys_are_refused_with_typed_errors():
+    """Nodes got Ed25519 signing keys (registry version 3, node secrets version 2): the
+    committed bytes of the versions before are refused, each naming what it lacks."""
+    from consensus_stub.genesis import UnsupportedNodeSecretsVersion, decode_node_secrets
+    from consensus_stub.registry import UnsupportedRegistryVersion, decode_registry
+
+    refusals = {
+        ("registry", 2): (decode_registry, UnsupportedRegistryVersion, "no node signing keys"),
+        ("node secrets", 1): (decode_node_secrets, UnsupportedNodeSecretsVersion, "version 1"),
+    }
+    for key, (decode, error, match) in refusals.items():
+        entry = BY_KEY[key]
+        assert entry["decodes"] is False, key
+        with pytest.raises(error, match=match):
+            decode(_bytes(entry))
+
+
 def test_the_golden_certification_share_message_proves_its_height():
     """A share's gossip carries the certified tree pruned to /metadata/height: it proves the
     fixture height under the fixture root (the signature covers the root only)."""

@@ -476,9 +476,9 @@ def _static_vectors() -> list[Vector]:
         Vector("node secrets", fx.node_secrets, encode_node_secrets, None, v1, decode_node_secrets,
                private_version="consensus_stub.genesis._SECRETS_VERSION",
                expect=lambda d, b: (d.node_id, d.subnet_id, d.node_index, d.secret_share, d.identity.certificate_pem(),
-                                    d.identity.private_key_pem()) == (b.node_id, b.subnet_id, b.node_index,
-                                                                      b.secret_share, b.identity.certificate_pem(),
-                                                                      b.identity.private_key_pem())),
+                                    d.identity.private_key_pem(), d.signing_key) == (
+                                        b.node_id, b.subnet_id, b.node_index, b.secret_share,
+                                        b.identity.certificate_pem(), b.identity.private_key_pem(), b.signing_key)),
         # replica.client.envelope
         Vector("ingress envelope", lambda: fx.ENVELOPE_CALL, lambda call: sign_ingress(fx.user_key(), **call), ENVELOPE,
                v0, lambda d: decode_signed_ingress(d, max_bytes=1 << 16),
