@@ -118,7 +118,7 @@ def _check_outcome(outcome: object) -> QueryOutcome:
     return outcome
 
 
-def queryquery_outcome_fields(outcome: QueryOutcome) -> dict[str, Any]:
+def query_outcome_fields(outcome: QueryOutcome) -> dict[str, Any]:
     if isinstance(outcome, QueryReplied):
         return {"status": "replied", "reply": {"arg": outcome.arg}}
     fields: dict[str, Any] = {"status": "rejected", "reject_code": outcome.reject_code,
