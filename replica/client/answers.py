@@ -31,9 +31,10 @@ _OPTIONAL = {"reply": bytes, "reject_code": str, "reject_message": str}
 
 @dataclass(frozen=True, slots=True)
 class QueryAnswer:
-    """A query's answer at ``height``: ``reply`` bytes, or a reject code name and message."""
+    """A query's answer: ``reply`` bytes, or a reject code name and message; ``height`` is the
+    certified height it ran at where the node's side knows it (the IC's answer does not carry it)."""
 
-    height: int
+    height: int | None
     reply: bytes | None = None
     reject_code: str | None = None
     reject_message: str | None = None
@@ -46,16 +47,14 @@ class QueryAnswer:
 def decode_query_answer(body: bytes, max_bytes: int) -> QueryAnswer:
     """A query response (the interface specification, *Request: Query call*): ``{status:
     "replied", reply: {arg}}`` or ``{status: "rejected", reject_code, reject_message,
-    error_code?}``, with the node's ``signatures`` and the replica's ``height``."""
+    error_code?}``, with the node's ``signatures``."""
     try:
         v = cbor.decode(body, max_bytes=max_bytes, max_depth=6)
     except CborRefused as exc:
         raise AnswerMalformed(f"a query answer is not CBOR: {exc}") from exc
     if type(v) is not dict:
         raise AnswerMalformed("a query answer is a map")
-    height = v.get("height", 0)
-    if not _u64(height):
-        raise AnswerMalformed("a query answer's height is a nat")
+    height = None
     if v.get("status") == "replied":
         reply = v.get("reply")
         if type(reply) is not dict or type(reply.get("arg")) is not bytes:
