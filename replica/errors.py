@@ -50,14 +50,22 @@ fails when a public exception class of ``replica`` is missing here or placed wro
     │   │       ├── DelegationKeyRepeated
     │   │       └── DelegationSignatureInvalid
     │   ├── HashTreeRefused
-    │   └── CertificateRefused
-    │       ├── CertificateMalformed
-    │       ├── NestedDelegation
-    │       ├── DelegationSubnetKeyMissing
-    │       ├── CanisterRangesMissing
-    │       ├── CanisterOutsideRanges
-    │       ├── DelegationSubnetMismatch
-    │       └── CertificateSignatureRefused
+    │   ├── CertificateRefused
+    │   │   ├── CertificateMalformed
+    │   │   ├── NestedDelegation
+    │   │   ├── DelegationSubnetKeyMissing
+    │   │   ├── CanisterRangesMissing
+    │   │   ├── CanisterOutsideRanges
+    │   │   ├── DelegationSubnetMismatch
+    │   │   └── CertificateSignatureRefused
+    │   └── CandidError          Candid text, bytes or values refused (replica.ic.candid)
+    │       ├── CandidSyntaxError
+    │       ├── CandidTypeError
+    │       ├── CandidUnsupported
+    │       ├── CandidMalformed
+    │       ├── CandidLimitExceeded
+    │       ├── CandidTypeMismatch
+    │       └── CandidValueRefused
     ├── IngressRefused           a submission refused, one subclass per reason, each with its
     │   │                        reason and HTTP status (replica.client.refusals; also ValueError)
     │   ├── MalformedIngress
