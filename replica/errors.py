@@ -57,12 +57,20 @@ fails when a public exception class of ``replica`` is missing here or placed wro
     │   │   ├── CanisterOutsideRanges
     │   │   ├── DelegationSubnetMismatch
     │   │   └── CertificateSignatureRefused
-    │   └── QueryResponseRefused     a query answer or its node signatures (replica.ic.query_response)
-    │       ├── MalformedQueryResponse
-    │       ├── QueryResponseUnsigned
-    │       ├── QuerySignerUnknown
-    │       ├── QuerySignerMismatch
-    │       └── QuerySignatureInvalid
+    │   ├── QueryResponseRefused     a query answer or its node signatures (replica.ic.query_response)
+    │   │   ├── MalformedQueryResponse
+    │   │   ├── QueryResponseUnsigned
+    │   │   ├── QuerySignerUnknown
+    │   │   ├── QuerySignerMismatch
+    │   │   └── QuerySignatureInvalid
+    │   └── CandidError          Candid text, bytes or values refused (replica.ic.candid)
+    │       ├── CandidSyntaxError
+    │       ├── CandidTypeError
+    │       ├── CandidUnsupported
+    │       ├── CandidMalformed
+    │       ├── CandidLimitExceeded
+    │       ├── CandidTypeMismatch
+    │       └── CandidValueRefused
     ├── IngressRefused           a submission refused, one subclass per reason, each with its
     │   │                        reason and HTTP status (replica.client.refusals; also ValueError)
     │   ├── MalformedIngress

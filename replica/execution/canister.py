@@ -8,6 +8,9 @@ running method may do goes through ``self._sys``, the per-message ``SystemApi``.
 The class's methods are collected once, when the class is made, into a read-only table
 ``__canister_methods__`` (name → ``MethodSpec``); the execution layer only looks names up
 in it, so it never depends on attribute order.
+
+A method may declare Candid types (``@update(candid="(text) -> (nat)")``; see
+``candid_methods``): then its argument and reply are Candid, else msgpack.
 """
 
 from __future__ import annotations
@@ -18,13 +21,16 @@ from dataclasses import dataclass
 from types import MappingProxyType
 from typing import Any, Callable, Mapping
 
+from replica.ic.candid import service_description
 from state_manager.deadlines import deadline_ns
 
+from .candid_methods import INTERFACE_METHOD, INTERFACE_SIGNATURE, compile_definitions, compile_signature
 from .errors import CanisterDefinitionError
 
 __all__ = ["Canister", "MethodKind", "MethodSpec", "update", "query", "callback", "new_instance"]
 
 _KIND_ATTRIBUTE = "__canister_method__"
+_CANDID_ATTRIBUTE = "__canister_candid__"
 
 
 class MethodKind(enum.Enum):
@@ -40,21 +46,30 @@ class MethodSpec:
     kind: MethodKind
     function: Callable[..., Any]
     takes_arg: bool
+    #: The declared Candid types (``replica.ic.candid.Signature``), or None: msgpack.
+    candid: Any = None
 
 
-def _mark(kind: MethodKind) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
-    def decorator(function: Callable[..., Any]) -> Callable[..., Any]:
+def _mark(kind: MethodKind) -> Callable[..., Any]:
+    def decorator(function: Callable[..., Any] | None = None, *, candid: str | None = None) -> Any:
+        if function is None:   # ``@update(candid=...)``: the decorator with the declaration
+            if kind is MethodKind.CALLBACK:
+                raise CanisterDefinitionError("a @callback takes no Candid types: its values are msgpack")
+            return lambda method: decorator(method, candid=candid)
         if not inspect.isfunction(function):
             raise CanisterDefinitionError(f"@{kind.value} applies to plain functions, not {function!r}")
         setattr(function, _KIND_ATTRIBUTE, kind)
+        if candid is not None:
+            setattr(function, _CANDID_ATTRIBUTE, candid)
         return function
     decorator.__name__ = kind.value
     return decorator
 
 
-#: ``@update``: a method users and canisters call; ``(self)`` or ``(self, arg)``.
+#: ``@update``: a method users and canisters call; ``(self)`` or ``(self, arg)``;
+#: ``@update(candid="(text, nat) -> (bool)")``: one parameter per Candid argument type.
 update = _mark(MethodKind.UPDATE)
-#: ``@query``: a read-only method; ``(self)`` or ``(self, arg)``.
+#: ``@query``: a read-only method; ``(self)`` or ``(self, arg)``; ``@query(candid=...)`` too.
 query = _mark(MethodKind.QUERY)
 #: ``@callback``: resumes after an outgoing call; ``(self, value, context)``.
 callback = _mark(MethodKind.CALLBACK)
@@ -74,8 +89,17 @@ def _positional_arity(cls: type, name: str, function: Callable[..., Any]) -> int
     return len(parameters) - 1
 
 
-def _method_spec(cls: type, name: str, function: Callable[..., Any], kind: MethodKind) -> MethodSpec:
+def _method_spec(cls: type, name: str, function: Callable[..., Any], kind: MethodKind,
+                 definitions: Any = None) -> MethodSpec:
     arity = _positional_arity(cls, name, function)
+    declared = getattr(function, _CANDID_ATTRIBUTE, None)
+    if declared is not None:
+        owner = f"{cls.__qualname__}.{name}"
+        signature = compile_signature(owner, declared, definitions)
+        if arity != len(signature.arguments.refs):
+            raise CanisterDefinitionError(
+                f"{owner} takes {arity} argument(s) but declares {len(signature.arguments.refs)}: {signature.text}")
+        return MethodSpec(name, kind, function, arity >= 1, signature)
     if kind is MethodKind.CALLBACK:
         if arity != 2:
             raise CanisterDefinitionError(f"callback {cls.__qualname__}.{name} must take (self, value, context)")
@@ -97,9 +121,15 @@ def _lifecycle_spec(cls: type, name: str) -> MethodSpec | None:
     return _method_spec(cls, name, function, MethodKind.INIT)
 
 
+def _candid_interface(self: Any) -> str:
+    return type(self).__canister_candid_interface__
+
+
 def collect_methods(cls: type) -> tuple[Mapping[str, MethodSpec], MethodSpec | None, MethodSpec | None]:
     """The method table of ``cls`` (inherited methods included), its ``init`` and its
-    ``post_upgrade``, if any."""
+    ``post_upgrade``, if any. A class with Candid methods also answers the query
+    ``__get_candid_interface_tmp_hack`` with its service description, as IC canisters do."""
+    definitions = compile_definitions(cls.__qualname__, getattr(cls, "CANDID_TYPES", ""))
     methods: dict[str, MethodSpec] = {}
     for name in sorted(dir(cls)):
         attribute = inspect.getattr_static(cls, name)
@@ -111,7 +141,12 @@ def collect_methods(cls: type) -> tuple[Mapping[str, MethodSpec], MethodSpec | N
             raise CanisterDefinitionError(f"{cls.__qualname__}.{name} is an alias of {attribute.__name__}")
         if name in _LIFECYCLE_NAMES:
             raise CanisterDefinitionError(f"{cls.__qualname__}.{name} is run by the system and cannot be @{kind.value}")
-        methods[name] = _method_spec(cls, name, attribute, kind)
+        methods[name] = _method_spec(cls, name, attribute, kind, definitions)
+    declared = [(name, spec.candid, spec.kind is MethodKind.QUERY) for name, spec in methods.items() if spec.candid]
+    cls.__canister_candid_interface__ = service_description(declared, definitions) if declared else ""
+    if declared:
+        methods[INTERFACE_METHOD] = MethodSpec(INTERFACE_METHOD, MethodKind.QUERY, _candid_interface, False,
+                                               INTERFACE_SIGNATURE)
     return MappingProxyType(methods), _lifecycle_spec(cls, "init"), _lifecycle_spec(cls, "post_upgrade")
 
 
@@ -120,11 +155,14 @@ class Canister:
 
     #: Declared code version; part of the module hash, so bump it when behaviour changes.
     VERSION: int | str = 0
+    #: Candid type definitions the methods' ``candid=`` signatures may name.
+    CANDID_TYPES: str = ""
 
     __slots__ = ("_sys",)
     __canister_methods__: Mapping[str, MethodSpec] = MappingProxyType({})
     __canister_init__: MethodSpec | None = None
     __canister_post_upgrade__: MethodSpec | None = None
+    __canister_candid_interface__: str = ""
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)

@@ -3,15 +3,35 @@
 Canisters exchange plain values (None, bool, int, str, bytes, tuples/lists and maps with
 sortable keys). On the wire a value is ``state_manager.encoding.encode(value)``; this module
 first puts maps in sorted-key order so apps may build them in any order.
+
+``RawPayload(data)`` is a payload already encoded (a Candid message for a method that
+declares Candid types): ``encode_value`` passes its bytes through unchanged, and
+``decode_reply`` gives a Candid reply back as one.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 from state_manager.encoding import PLAIN_SCALARS, EncodingError, decode, encode, encode_unchecked
 
-__all__ = ["canonicalize", "encode_value", "decode_payload", "EncodingError"]
+__all__ = ["canonicalize", "encode_value", "decode_payload", "decode_reply", "RawPayload", "EncodingError"]
+
+#: The magic of a Candid message. No canonical msgpack payload begins with it (that would be
+#: the integer 68 followed by more bytes), so a reply that does is Candid.
+CANDID_MAGIC = b"DIDL"
+
+
+@dataclass(frozen=True, slots=True)
+class RawPayload:
+    """Payload bytes sent or received as they are, not as a msgpack value."""
+
+    data: bytes
+
+    def __post_init__(self) -> None:
+        if type(self.data) is not bytes:
+            raise EncodingError(f"a raw payload is bytes, not {type(self.data).__name__}")
 
 
 def canonicalize(value: Any, depth: int = 0) -> Any:
@@ -35,6 +55,8 @@ def encode_value(value: Any) -> bytes:
     """``encode(canonicalize(value))``; raises ``EncodingError`` for unencodable values."""
     if type(value) in PLAIN_SCALARS:
         return encode(value)
+    if type(value) is RawPayload:
+        return value.data
     plain = _plain_canonical(value, 0)
     if plain is _NOT_PLAIN:
         return encode(canonicalize(value))  # subclasses, or an error to name
@@ -91,3 +113,11 @@ def decode_payload(payload: bytes) -> Any:
     if not payload:
         return None
     return decode(payload)
+
+
+def decode_reply(payload: bytes) -> Any:
+    """A reply's value: a Candid message as a ``RawPayload`` (decode it at the method's
+    result types), anything else as ``decode_payload`` reads it."""
+    if payload.startswith(CANDID_MAGIC):
+        return RawPayload(payload)
+    return decode_payload(payload)

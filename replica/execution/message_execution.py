@@ -21,6 +21,7 @@ from state_manager.messages import Ingress, Reject, RejectCode, Reply, Request, 
 from state_manager.replicated_state import ReplicatedState
 
 from .call_contexts import deliver_answer, reject_ingress, settle_call_context
+from .candid_methods import decode_arguments
 from .canister import MethodKind, MethodSpec
 from .codec import EncodingError, decode_payload
 from .runtime import finish_method, run_method, trap_reject
@@ -87,9 +88,11 @@ def _entry_point(
         return _error(f"Canister {canister_id} has no update method {method!r}")
     if spec.kind is MethodKind.QUERY and not allow_query:
         return _error(f"Canister {canister_id}: {method!r} is a query method; call it as a query")
-    if not spec.takes_arg:
+    if spec.candid is None and not spec.takes_arg:
         return spec, ()
     try:
+        if spec.candid is not None:
+            return spec, decode_arguments(spec.candid, payload)
         return spec, (decode_payload(payload),)
     except EncodingError as exc:
         return _error(f"Canister {canister_id}: invalid argument for {method!r}: {exc}")
@@ -102,6 +105,7 @@ def _run_call(
     read_only = spec.kind is MethodKind.QUERY
     api = SystemApi(canister, caller, state.metadata.batch_time, limits,
                     call_refusal=_QUERY_CANNOT_CALL if read_only else None, deadline=deadline)
+    api.candid = spec.candid
     ok, result = run_method(api, cls, spec, args, limits)
     answer = finish_method(api, ok, result, call_context_id, return_is_reply=True, read_only=read_only)
     settle_call_context(state, canister, call_context_id, answer, limits)
@@ -179,6 +183,9 @@ def execute_response(state: ReplicatedState, canister: CanisterState, cls: type 
     is_reply = type(payload) is Reply
     name = callback.on_reply if is_reply else callback.on_reject
     spec = None if cls is None else cls.__canister_methods__.get(name)
+    if cls is not None:   # the call being answered replies in its method's encoding
+        answered = cls.__canister_methods__.get(call_context.method_name)
+        api.candid = None if answered is None else answered.candid
     trap = value = None
     if cls is None:
         trap = _unavailable(state, canister)

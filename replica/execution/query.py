@@ -14,6 +14,7 @@ from state_manager.canister_state import CanisterState, CanisterStatus
 from state_manager.messages import Reject, RejectCode, Reply, truncate_reject_message
 from state_manager.replicated_state import ReplicatedState
 
+from .candid_methods import decode_arguments
 from .canister import Canister, MethodKind
 from .codec import EncodingError, decode_payload, encode_value
 from .message_execution import MessageUsage
@@ -55,12 +56,16 @@ def run_query(
     if spec is None or spec.kind is not MethodKind.QUERY:
         return _error(RejectCode.CANISTER_ERROR, f"Canister {canister_id} has no query method {method!r}")
     try:
-        value = decode_payload(encode_value(arg))
+        payload = encode_value(arg)
+        if spec.candid is not None:   # ``arg`` is the Candid message, as a ``RawPayload``
+            args = decode_arguments(spec.candid, payload)
+        else:
+            args = (decode_payload(payload),) if spec.takes_arg else ()
     except EncodingError as exc:
         return _error(RejectCode.CANISTER_ERROR, f"invalid query argument: {exc}")
     api = SystemApi(canister, caller, state.metadata.batch_time, None, call_refusal="a query cannot make calls")
-    ok, result = run_method(api, cls, spec, (value,) if spec.takes_arg else (), limits,
-                            limits.max_instructions_per_query)
+    api.candid = spec.candid
+    ok, result = run_method(api, cls, spec, args, limits, limits.max_instructions_per_query)
     answer = finish_method(api, ok, result, None, return_is_reply=True, read_only=True)
     if usage is not None:
         usage.record(api)

@@ -31,7 +31,7 @@ from message_routing.limits import DEFAULT, Limits
 from state_manager.messages import Reject, RejectCode, Reply, truncate_reject_message
 
 from .canister import MethodSpec, new_instance
-from .codec import EncodingError, encode_value
+from .codec import EncodingError
 from .errors import Trap
 from .sandbox import InstructionLimitExceeded, Sandbox, SandboxFault, StableView, stable_state_bytes
 from .sandbox.loader import describe_exception
@@ -136,7 +136,7 @@ def _outcome(api: SystemApi, ok: bool, result: Any, return_is_reply: bool, read_
     """Encode the reply (metered, for a sandboxed canister) and check the sandbox's limits."""
     if ok and return_is_reply and api.answer is None and not api.calls:
         try:
-            api.answer = Reply(encode_value(result))
+            api.answer = Reply(api.encode_reply(result))
         except EncodingError as exc:
             ok, result = False, f"reply value cannot be encoded: {exc}"
     sandbox = api.sandbox

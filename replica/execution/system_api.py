@@ -20,6 +20,7 @@ from state_manager.stable_map import StableValueError, check_stable_value
 from .canister import Canister, MethodKind
 from .sandbox.meter import BYTES_PER_INSTRUCTION
 from .sandbox.stable_view import check_exact_value
+from .candid_methods import encode_result
 from .codec import EncodingError, encode_value
 from .errors import ApiUsageError, CallError
 
@@ -41,7 +42,7 @@ class SystemApi:
         "canister", "canister_id", "caller", "time", "stable", "limits", "answer_refusal",
         "call_refusal", "answer", "calls", "_calls_per_receiver", "_certified_data", "deadline",
         "sandbox", "stable_view", "stable_limit", "stable_before", "instructions", "log_buffer",
-        "limit_exceeded",
+        "limit_exceeded", "candid",
     )
 
     def __init__(
@@ -77,6 +78,8 @@ class SystemApi:
         self.stable_limit = 0
         self.stable_before = 0
         self.instructions = 0
+        #: The Candid types of the method whose call this message answers; None: msgpack.
+        self.candid: Any = None
         #: Set when the message trapped on its instruction limit (``runtime.finish_method``).
         self.limit_exceeded = False
         # The records this message logged (made at its first ``log``).
@@ -100,11 +103,21 @@ class SystemApi:
         if self.answer_refusal is not None:
             raise ApiUsageError(self.answer_refusal)
         try:
-            data = encode_value(value)
+            data = self.encode_reply(value)
         except EncodingError as exc:
             raise ApiUsageError(f"reply value cannot be encoded: {exc}") from None
         self.answer_refusal = ALREADY_ANSWERED
         self.answer = Reply(data)
+
+    def encode_reply(self, value: Any) -> bytes:
+        """A reply's bytes: msgpack, or Candid for a method that declares its types (whose
+        encoding a sandboxed canister pays for, an instruction a value)."""
+        if self.candid is None:
+            return encode_value(value)
+        data, units = encode_result(self.candid, value)
+        if self.sandbox is not None:
+            self.sandbox.charge(units)
+        return data
 
     def reject(self, message: str) -> None:
         """Answer with ``Reject(CANISTER_REJECT, message)``; a second answer traps."""

@@ -32,6 +32,8 @@ __all__ = [
     "QueryResponseRefused", "MalformedQueryResponse", "QueryResponseUnsigned", "QuerySignerUnknown",
     "QuerySignerMismatch", "QuerySignatureInvalid",
     "BlsError", "BlsPointError", "BlsSecretKeyError", "BlsCombineError",
+    "CandidError", "CandidSyntaxError", "CandidTypeError", "CandidUnsupported", "CandidMalformed",
+    "CandidLimitExceeded", "CandidTypeMismatch", "CandidValueRefused",
 ]
 
 
@@ -362,3 +364,56 @@ class QuerySignatureInvalid(QueryResponseRefused):
     """A node signature that does not verify over ``"\\x0Bic-response" · hash_of_map(response)``."""
 
     reason = "query_signature_invalid"
+
+
+# -- Candid (replica.ic.candid) ----------------------------------------------------------------
+
+
+class CandidError(IcFormatError):
+    """Candid text, bytes or host values that the Candid specification does not allow."""
+
+    reason = "candid_refused"
+
+
+class CandidSyntaxError(CandidError):
+    """Type text that does not parse (the position is in the message)."""
+
+    reason = "candid_syntax"
+
+
+class CandidTypeError(CandidError):
+    """Parsed types that are not well-formed: an unknown or repeated name, a definition that
+    is only itself, a field id repeated or not below 2^32."""
+
+    reason = "candid_type_invalid"
+
+
+class CandidUnsupported(CandidError):
+    """A type this implementation does not declare or decode at: function and service
+    references."""
+
+    reason = "candid_unsupported"
+
+
+class CandidMalformed(CandidError):
+    """Bytes that are not a Candid message: magic, type table, argument types or values."""
+
+    reason = "candid_malformed"
+
+
+class CandidLimitExceeded(CandidError):
+    """A message or value that needs more nesting or work than the bounds allow."""
+
+    reason = "candid_limit_exceeded"
+
+
+class CandidTypeMismatch(CandidError):
+    """A well-formed message whose values do not coerce to the expected types."""
+
+    reason = "candid_type_mismatch"
+
+
+class CandidValueRefused(CandidError):
+    """A host value that is not a value of the type it is encoded at."""
+
+    reason = "candid_value_refused"

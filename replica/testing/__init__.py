@@ -9,11 +9,13 @@
 * ``canister_source``  what ``install`` sends: a canister module's source and class name
 * ``clock``            the deterministic clock; ``genesis_cache``: genesis dealt once per process
 * ``pytest_plugin``    ``testnet`` / ``live_testnet`` fixtures and ``--replica-seed`` (entry point ``pytest11``)
+* ``RawPayload``       an argument sent as its bytes (a Candid message); Candid replies come back as one
 * ``errors``           ``TestingError`` and its subclasses; ``CallRejected`` (``.code``, ``.message``)
 """
 
 from replica.client.identity import UserKey
 from replica.client.management import CanisterLogRecord
+from replica.execution.codec import RawPayload
 
 from .errors import (
     CallNotAnswered, CallRejected, CanisterSourceError, NotInThisMode, TestingError, TimeRegression, UnknownMessage,
@@ -24,5 +26,5 @@ from .testnet import DEFAULT_MAX_TICKS, SubnetInfo, Testnet, seed_bytes
 __all__ = [
     "Testnet", "SubnetInfo", "UserKey", "CallRejected", "TestingError", "CallNotAnswered", "NotInThisMode",
     "UnknownSubnet", "UnknownNode", "UnknownMessage", "CanisterSourceError", "TimeRegression", "DEFAULT_MAX_TICKS",
-    "seed_bytes", "CanisterLogRecord",
+    "seed_bytes", "CanisterLogRecord", "RawPayload",
 ]

@@ -43,7 +43,7 @@ from replica.client.agent import RequestStatus, reject_code_name
 from replica.client.envelope import compute_message_id, sign_ingress
 from replica.client.identity import UserKey
 from replica.execution import ExecutionEnvironment
-from replica.execution.codec import decode_payload, encode_value
+from replica.execution.codec import RawPayload, decode_payload, decode_reply, encode_value
 from replica.execution.dry_run import dry_run
 from replica.client.certificate import SignatureCache
 from replica.client.subnet_ids import root_subnet_id, subnet_principal_of
@@ -276,12 +276,12 @@ class DeterministicNetwork:
         answers from once it is certified; certifying it first would change no answer)."""
         subnet = self.subnet(subnet_id)
         # The argument travels encoded, as over HTTP: the canister sees what a live one would.
-        value = decode_payload(encode_value(arg))
+        value = arg if type(arg) is RawPayload else decode_payload(encode_value(arg))
         reply = subnet.read(lambda state: self.environment.run_query(state, canister_id, method, value,
                                                                      sender.source, limits=self.limits))
         if type(reply) is not Reply:
             raise CallRejected(reject_code_name(reply.code), reply.message)
-        return decode_payload(reply.data) if reply.data else None
+        return decode_reply(reply.data) if reply.data else None
 
     def dry_run(self, sender: UserKey, canister_id: int, method: str, arg: Any, subnet_id: str):
         """An update executed on a copy of the subnet's latest state (what ``query`` answers

@@ -35,7 +35,7 @@ from message_routing.limits import DEFAULT, Limits
 from replica.client.agent import RequestStatus
 from replica.client.identity import UserKey
 from replica.client.management import CanisterLogRecord, canister_log_records
-from replica.execution.codec import EncodingError, decode_payload
+from replica.execution.codec import EncodingError, decode_reply
 from replica.testnet.launcher import canister_range
 from replica.testnet.naming import subnet_names
 from state_manager.messages import MANAGEMENT_CANISTER_ID
@@ -356,7 +356,7 @@ class Testnet:
 def _answer(status: RequestStatus) -> Any:
     if status.status == "replied":
         try:
-            return decode_payload(status.reply or b"")
+            return decode_reply(status.reply or b"")
         except EncodingError as exc:
             raise TestingError(f"the certified reply does not decode: {exc}") from exc
     if status.status == "rejected":
