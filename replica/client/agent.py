@@ -55,7 +55,7 @@ from dataclasses import dataclass
 from typing import Any, Callable, Mapping, Sequence
 
 from consensus_stub.registry import Registry
-from replica.execution.codec import EncodingError, decode_payload, encode_value
+from replica.execution.codec import EncodingError, decode_reply, encode_value
 from replica.execution.dry_run import DryRunResult
 from replica.ic.envelope import encode_envelope, sign_envelope
 from replica.ic.errors import IcFormatError
@@ -326,7 +326,7 @@ class Agent:
         """The decoded reply of a terminal status; ``CallRejected`` or ``ReplyUnavailable``."""
         if status.status == "replied":
             try:
-                return decode_payload(status.reply or b"")
+                return decode_reply(status.reply or b"")
             except EncodingError as exc:
                 raise UnexpectedAnswer(f"the certified reply does not decode: {exc}") from exc
         if status.status == "rejected":
@@ -377,7 +377,7 @@ class Agent:
         if answer.reply is None:
             raise CallRejected(answer.reject_code or "", answer.reject_message or "")
         try:
-            return decode_payload(answer.reply)
+            return decode_reply(answer.reply)
         except EncodingError as exc:
             raise UnexpectedAnswer(f"the query reply does not decode: {exc}") from exc
 

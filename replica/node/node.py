@@ -64,9 +64,9 @@ from message_routing.batch import Batch
 from message_routing.executor import Executor
 from message_routing.limits import Limits
 from replica.client.answers import QueryAnswer
-from replica.client.refusals import CanisterNotOnSubnet, MalformedIngress, NotCertifiedYet, UnknownCanister
+from replica.client.refusals import CanisterNotOnSubnet, NotCertifiedYet, UnknownCanister
 from replica.execution import ExecutionEnvironment
-from replica.execution.codec import EncodingError, decode_payload
+from replica.execution.codec import RawPayload
 from replica.execution.dry_run import DryRunResult, dry_run
 from replica.ic.certificate import CertificateDelegation
 from replica.execution.message_execution import MessageUsage
@@ -534,10 +534,7 @@ class Node(ReplicaNode):
             return result
 
         def query(canister_id: int, method: str, payload: bytes, caller: bytes) -> QueryAnswer:
-            try:
-                arg = decode_payload(payload)
-            except EncodingError as exc:
-                raise MalformedIngress(f"the query argument does not decode: {exc}") from exc
+            arg = RawPayload(payload)   # decoded by the method's declaration: Candid or msgpack
             answer, height = on_certified_state(
                 canister_id, lambda: self.query_certified(canister_id, method, arg, caller))
             if isinstance(answer, Reply):
