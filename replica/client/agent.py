@@ -1,6 +1,8 @@
 """The agent: talks to nodes' ingress HTTP APIs and trusts only what it can verify (shell).
 
-``Agent(endpoint, identity, registry)`` signs calls with ``identity`` and sends them to
+``Agent(endpoint, identity, registry)`` signs calls and queries with ``identity`` (an IC
+identity, ``replica.client.identity``; ``None``: the anonymous sender) as IC envelopes
+(``replica.client.envelope``) and sends them to
 ``endpoint`` (``"127.0.0.1:port"``, a list of one subnet's nodes, or ``{subnet id:
 "host:port" | ["host:port", …]}`` to reach each canister's own subnet through any of its
 nodes). ``registry`` (``consensus_stub.registry.Registry``, e.g. a testnet's ``registry.bin``)
@@ -55,9 +57,8 @@ from dataclasses import dataclass
 from typing import Any, Callable, Mapping, Sequence
 
 from consensus_stub.registry import Registry
-from replica.execution.codec import EncodingError, decode_payload
+from replica.execution.codec import EncodingError, decode_payload, encode_value
 from replica.execution.dry_run import DryRunResult
-from state_manager.encoding import decode
 from state_manager.hash_tree import Unknown, lookup_path
 from state_manager.certification import Certification, SignatureMemo, verify_certification
 from state_manager.messages import MANAGEMENT_CANISTER_ID, RejectCode
@@ -68,14 +69,14 @@ from .agent_errors import (
 )
 from .certificate import VerifiedCertificate, verify_certificate
 from .endpoint_book import EndpointBook, Endpoints
-from .envelope import compute_message_id, sign_ingress
+from .envelope import CALL, QUERY, SignedRequest, sign_request
 from .http_transport import HttpTransport, error_for_answer, json_object
 from .http_wire import (
     MAX_CERTIFICATE_BYTES, MAX_PATHS, STATUS_PATH, QueryAnswer, WireError, canister_url, decode_certificate,
     decode_dry_run_answer, decode_query_answer,
     encode_read_state_request,
 )
-from .identity import UserKey
+from .identity import Identity
 from .refusals import ApiError, DuplicateIngress, IngressRefused, refusal_class
 
 __all__ = ["Agent", "RequestStatus", "reject_code_name", "error_for_answer", "status_from_certificate"]
@@ -168,7 +169,7 @@ class Agent:
     def __init__(
         self,
         endpoint: Endpoints,
-        identity: UserKey,
+        identity: Identity | None,
         registry: Registry,
         *,
         max_certificate_age_s: float = 300.0,
@@ -250,15 +251,14 @@ class Agent:
 
     # -- calls ----------------------------------------------------------------------------------
 
-    def _envelope(self, canister_id: int, method: str, arg: Any) -> tuple[bytes, bytes]:
-        envelope = sign_ingress(self.identity, canister_id, method, arg, secrets.randbits(64),
-                                self._clock() + self.ingress_ttl_ns)
-        _, content, public_key, _ = decode(envelope)
-        return envelope, compute_message_id(content, public_key)
+    def _envelope(self, canister_id: int, method: str, arg: Any, request_type: str) -> SignedRequest:
+        return sign_request(self.identity, canister_id, method, encode_value(arg), nonce=secrets.token_bytes(8),
+                            expiry=self._clock() + self.ingress_ttl_ns, request_type=request_type)
 
     def submit_call(self, canister_id: int, method: str, arg: Any = None, *, subnet: str | None = None) -> bytes:
-        """Sign and submit an update call; its message id once the node pooled it."""
-        envelope, message_id = self._envelope(canister_id, method, arg)
+        """Sign and submit an update call; its message id (the request id) once the node pooled it."""
+        signed = self._envelope(canister_id, method, arg, CALL)
+        envelope, message_id = signed.envelope, signed.message_id
         try:
             status, body, failed_over = self._post_any(canister_id, "call", envelope, subnet)
         except TransportError as exc:
@@ -342,8 +342,9 @@ class Agent:
     def _unreplicated(self, canister_id: int, kind: str, method: str, arg: Any, timeout_s: float,
                       decode_answer: Callable[[bytes, int], Any]) -> Any:
         """POST a signed ``kind`` request (a query or a dry run: answered by one node, nothing
-        committed) with failover, and decode its answer."""
-        envelope, _ = self._envelope(canister_id, method, arg)
+        committed; both are query envelopes, so neither can be replayed as a call) with
+        failover, and decode its answer."""
+        envelope = self._envelope(canister_id, method, arg, QUERY).envelope
         status, body, _ = self._post_any(canister_id, kind, envelope, None, patience_s=timeout_s)
         if status != 200:
             raise error_for_answer(status, body)

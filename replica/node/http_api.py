@@ -6,11 +6,14 @@ runs without a testnet (``NodeBackend``: ``replica.node.backend``; a ``Node`` ma
 backend call and all decoding run on a small thread pool, never on the event loop: a slow
 subnet lock delays answers, never the server accepting, reading and refusing requests.
 
-* ``call``: ``decode_signed_ingress`` (size, canonical form, signature), receiver = URL id,
-  ``submit`` (the subnet's admission checks) → 202 ``{"message_id": hex}``.
-* ``query``: the same envelope checks plus ``expiry ∈ [now, now + max_ingress_ttl]``, then the
-  query on the node's latest *certified* state; the answer names that height.
-* ``dry_run``: the query's checks, then the update executed on a copy of the latest
+* ``call``: ``decode_signed_ingress`` of a ``call`` envelope (the IC's CBOR envelope: size,
+  shape, request type, sender, delegations at the node's time, signature), receiver = URL id,
+  ``submit`` (the subnet's admission checks) → 202 ``{"message_id": hex}`` (the request id).
+* ``query``: the same checks of a ``query`` envelope plus ``expiry ∈ [now, now +
+  max_ingress_ttl]``, then the query on the node's latest *certified* state; the answer names
+  that height.
+* ``dry_run``: the query's checks (a ``query`` envelope: what is signed for a dry run can never
+  be submitted as a call), then the update executed on a copy of the latest
   certified state and thrown away (``replica.execution.dry_run``): reply or reject,
   instructions, the calls it would make, the state paths it would change.
 * ``read_state``: allowed paths only (``replica.node.read_state``); witness + certification
@@ -39,7 +42,7 @@ from typing import Any, Awaitable, Callable
 
 from aiohttp import web
 
-from replica.client.envelope import decode_signed_ingress
+from replica.client.envelope import CALL, QUERY, decode_signed_ingress
 from replica.client.http_wire import (
     API_PREFIX, MAX_READ_STATE_BYTES, STATUS_PATH, WireError, decode_read_state_request,
     encode_dry_run_answer, encode_query_answer, parse_canister_id,
@@ -223,8 +226,9 @@ class HttpApiServer:
 
     # -- the work, on the thread pool ------------------------------------------------------------
 
-    def _authenticated(self, canister: int, body: bytes) -> Ingress:
-        ingress = decode_signed_ingress(body, self.backend.limits.max_ingress_bytes)
+    def _authenticated(self, canister: int, body: bytes, request_type: str = CALL) -> Ingress:
+        ingress = decode_signed_ingress(body, self.backend.limits.max_ingress_bytes, now_ns=self.backend.clock(),
+                                        request_type=request_type)
         if ingress.receiver != canister:
             raise ReceiverMismatch(f"the envelope is for canister {ingress.receiver}, the URL names {canister}")
         return ingress
@@ -236,7 +240,7 @@ class HttpApiServer:
 
     def _current(self, canister: int, body: bytes, what: str) -> Ingress:
         """An authenticated envelope whose expiry is in ``[now, now + max_ingress_ttl]``."""
-        ingress = self._authenticated(canister, body)
+        ingress = self._authenticated(canister, body, QUERY)
         now, ttl = self.backend.clock(), self.backend.limits.max_ingress_ttl_ns
         if ingress.expiry_time < now:
             raise ExpiredIngress(f"{what} expired at {ingress.expiry_time} ns, now {now} ns")
