@@ -1,13 +1,12 @@
 """The agent: talks to nodes' ingress HTTP APIs and trusts only what it can verify (shell).
 
-``Agent(endpoint, identity, registry)`` signs calls and queries with ``identity`` (an IC
-identity, ``replica.client.identity``; ``None``: the anonymous sender) as IC envelopes
-(``replica.client.envelope``) and sends them to
-``endpoint`` (``"127.0.0.1:port"``, a list of one subnet's nodes, or ``{subnet id:
-"host:port" | ["host:port", …]}`` to reach each canister's own subnet through any of its
-nodes). ``registry`` (``consensus_stub.registry.Registry``, e.g. a testnet's ``registry.bin``)
-is the root of trust: it says which subnet's canister ranges cover a canister and that
-subnet's threshold public key.
+``Agent(endpoint, identity, registry)`` signs calls and queries as the IC's envelopes
+(``replica.client.envelope``) with ``identity`` (``replica.client.identity``; ``None``: the
+anonymous sender) and sends them to ``endpoint`` (``"127.0.0.1:port"``, a list of one subnet's
+nodes, or ``{subnet id: "host:port" | ["host:port", …]}`` to reach each canister's own subnet
+through any of its nodes). ``registry`` (``consensus_stub.registry.Registry``, e.g. a testnet's
+``registry.bin``) is the root of trust: it says which subnet's canister ranges cover a canister
+and that subnet's threshold public key.
 
 Failover, the same for every kind of request (call, query, read_state, status): a node that
 gives no HTTP answer (connection refused or reset, a timeout) or answers a 5xx is passed over

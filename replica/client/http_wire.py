@@ -2,13 +2,13 @@
 
 Routes (``<id>`` is a canister id in decimal, ``0 ..= 2**64 - 1``, no sign, no leading zeros)::
 
-    POST /api/v2/canister/<id>/call        body: signed envelope (``replica.client.envelope``)
-    POST /api/v2/canister/<id>/query       body: signed envelope naming a query method
+    POST /api/v2/canister/<id>/call        body: the IC's CBOR envelope of a ``call`` (``replica.client.envelope``)
+    POST /api/v2/canister/<id>/query       body: the IC's CBOR envelope of a ``query``
     POST /api/v2/canister/<id>/read_state  body: msgpack {"paths": [[label, ...], ...]}
-    POST /api/v2/canister/<id>/dry_run     body: signed envelope naming an update method
+    POST /api/v2/canister/<id>/dry_run     body: the IC's CBOR envelope of a ``query`` naming an update method
     GET  /api/v2/status
 
-Bodies are canonical msgpack (``state_manager.encoding``)::
+The other bodies are canonical msgpack (``state_manager.encoding``)::
 
     call accepted (202, JSON)  {"message_id": hex, "status": "accepted"}
     query answer               {"height": h, "reply": bytes, "status": "replied"}
