@@ -32,7 +32,7 @@ from pathlib import Path
 
 from floor import in_floor_units, measure_floor_us
 
-from replica.client.identity import UserKey
+from replica.client.identity import Ed25519Identity
 from replica.progress import Progress
 from replica.testnet.http_endpoints import agent_for_testnet
 from replica.demo.example_apps import install_example_apps
@@ -72,7 +72,7 @@ def main() -> int:
         up(directory, subnets=2, nodes=4, round_ms=args.round_ms, out=sys.stderr)
         up_s = time.perf_counter() - started
         try:
-            agent = agent_for_testnet(directory, UserKey.from_seed(b"latency-benchmark"))
+            agent = agent_for_testnet(directory, Ed25519Identity.from_seed(b"latency-benchmark"))
             apps = install_example_apps(agent, ("subnet-0", "subnet-1"))
             endpoints = {s: agent.endpoint_for(app.counter) for s, app in apps.items()}
             heights_from = agent.status(endpoints["subnet-0"])["finalized_height"]

@@ -38,7 +38,7 @@ from pathlib import Path
 
 from floor import in_floor_units, measure_floor_us
 
-from replica.client.identity import UserKey
+from replica.client.identity import Ed25519Identity
 from replica.progress import Progress
 from replica.testnet.http_endpoints import agent_for_testnet
 from replica.testnet.launcher import DEFAULT_PROCESS_MODEL, PROCESS_MODELS, TestnetLayout, testnet_nodes
@@ -108,7 +108,7 @@ def main() -> int:
 
         sampler = threading.Thread(target=sample, daemon=True)
         try:
-            with agent_for_testnet(directory, UserKey.from_seed(b"throughput-benchmark")) as agent:
+            with agent_for_testnet(directory, Ed25519Identity.from_seed(b"throughput-benchmark")) as agent:
                 duration_s = args.minutes * 60
                 progress = Progress(f"load: {args.rate:g} calls/s for {duration_s:g} s", total=int(duration_s * 10))
                 sampler.start()

@@ -74,6 +74,7 @@ fails when a public exception class of ``replica`` is missing here or placed wro
     ├── IngressRefused           a submission refused, one subclass per reason, each with its
     │   │                        reason and HTTP status (replica.client.refusals; also ValueError)
     │   ├── MalformedIngress
+    │   │   └── UnsupportedEnvelopeVersion  an envelope of the former format (version 1)
     │   ├── IngressTooLarge
     │   ├── BadIngressSignature
     │   ├── ExpiredIngress
@@ -82,10 +83,12 @@ fails when a public exception class of ``replica`` is missing here or placed wro
     │   ├── UnknownCanister
     │   ├── CanisterNotOnSubnet
     │   ├── IngressPoolFull
-    │   └── ReceiverMismatch
+    │   ├── ReceiverMismatch
+    │   └── WrongRequestType
     ├── IdentityError            the identity store refuses a name or a key file
     │   │                        (replica.client.identities)
     │   ├── InvalidIdentityName
+    │   ├── InvalidKeyType
     │   ├── IdentityExists
     │   ├── UnknownIdentity
     │   ├── IdentityFileTooOpen

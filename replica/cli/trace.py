@@ -25,11 +25,11 @@ __all__ = ["register"]
 
 def _certified(directory, trace) -> dict | None:
     """The verified ``request_status`` of the traced message, or ``None`` (testnet stopped)."""
-    from replica.client.identity import UserKey
+    from replica.client.identity import Ed25519Identity
     from replica.testnet.http_endpoints import agent_for_testnet
 
     try:
-        with agent_for_testnet(directory, UserKey.from_seed(b"replica trace")) as agent:
+        with agent_for_testnet(directory, Ed25519Identity.from_seed(b"replica trace")) as agent:
             status = agent.request_status(bytes.fromhex(trace.message_id), trace.canister, subnet=trace.subnet)
     except ReplicaError:
         return None

@@ -1,16 +1,19 @@
-"""The identity store: a user's named Ed25519 keys, as PEM files only the user may read (shell).
+"""The identity store: a user's named keys, as PEM files only the user may read (shell).
 
 Layout under ``home`` (``$REPLICA_HOME``, default ``~/.config/replica``)::
 
     identities/              mode 0700
-      <name>.pem             PKCS#8 PEM, unencrypted, mode 0600
+      <name>.pem             PKCS#8 PEM, unencrypted, mode 0600: an Ed25519 or secp256k1 key
       selected               the name ``use`` chose (absent: ``default``)
 
-``new(name)`` creates a key (refusing a bad or existing name), ``list()`` names them,
-``use(name)`` selects one, ``whoami()`` is the selected one's name and principal, ``load(name)``
-reads a key. The ``default`` identity is created on first use when nothing else is selected.
-The principal (user id) is ``source_of(public key)`` (``replica.client.identity``), shown as hex.
-A key file readable or writable by group or others, or not an Ed25519 private key, is refused.
+``new(name, key_type)`` creates a key, Ed25519 unless ``key_type`` is ``secp256k1`` (refusing a
+bad or existing name), ``list()`` names them, ``use(name)`` selects one, ``whoami()`` is the
+selected one's name and principal, ``load(name)`` reads a key. The ``default`` identity is
+created on first use when nothing else is selected. A key is an IC identity
+(``replica.client.identity``); its principal, the caller canisters see, is
+``SHA-224(DER public key) · 0x02``, shown in the IC's textual form (``xxxxx-xxxxx-…``). A key file
+readable or writable by group or others, or not an Ed25519 or secp256k1 private key, is refused
+(a secp256k1 key in SEC1 PEM, as other IC tools write it, is read too).
 """
 
 from __future__ import annotations
@@ -21,17 +24,19 @@ import stat
 from dataclasses import dataclass
 from pathlib import Path
 
+from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from cryptography.hazmat.primitives.serialization import Encoding, NoEncryption, PrivateFormat, load_pem_private_key
 
 from replica.errors import ReplicaError
+from replica.ic.errors import SigningKeyError
 from state_manager.durable_files import write_atomically, write_new_file
 
-from .identity import UserKey
+from .identity import DEFAULT_KEY_TYPE, KEY_TYPES, UserIdentity, identity_of_private_key, key_type_of
 
 __all__ = [
-    "DEFAULT_IDENTITY", "HOME_ENV", "IdentityError", "InvalidIdentityName", "IdentityExists", "UnknownIdentity",
-    "IdentityFileTooOpen", "IdentityUnreadable", "Identity", "IdentityStore", "default_home",
+    "DEFAULT_IDENTITY", "HOME_ENV", "IdentityError", "InvalidIdentityName", "InvalidKeyType", "IdentityExists",
+    "UnknownIdentity", "IdentityFileTooOpen", "IdentityUnreadable", "NamedIdentity", "IdentityStore", "default_home",
 ]
 
 DEFAULT_IDENTITY = "default"
@@ -48,6 +53,10 @@ class InvalidIdentityName(IdentityError):
     pass
 
 
+class InvalidKeyType(IdentityError):
+    """A key type other than ``ed25519`` and ``secp256k1``."""
+
+
 class IdentityExists(IdentityError):
     pass
 
@@ -61,18 +70,28 @@ class IdentityFileTooOpen(IdentityError):
 
 
 class IdentityUnreadable(IdentityError):
-    """A key file that cannot be read, or is not an Ed25519 private key in PEM."""
+    """A key file that cannot be read, or is not an Ed25519 or secp256k1 private key in PEM."""
 
 
 @dataclass(frozen=True)
-class Identity:
+class NamedIdentity:
     name: str
-    key: UserKey
+    key: UserIdentity
+
+    @property
+    def key_type(self) -> str:
+        return key_type_of(self.key)
 
     @property
     def principal(self) -> str:
-        """``source_of(public key)`` in hex: the caller id canisters see."""
-        return self.key.source.hex()
+        """The key's principal in the IC's textual form: the caller id canisters see."""
+        return self.key.principal.to_text()
+
+
+def _generate(key_type: str) -> Ed25519PrivateKey | ec.EllipticCurvePrivateKey:
+    if key_type not in KEY_TYPES:
+        raise InvalidKeyType(f"key type {key_type!r} is not one of {', '.join(KEY_TYPES)}")
+    return Ed25519PrivateKey.generate() if key_type == "ed25519" else ec.generate_private_key(ec.SECP256K1())
 
 
 def default_home() -> Path:
@@ -102,17 +121,17 @@ class IdentityStore:
         self.directory.mkdir(mode=0o700, parents=True, exist_ok=True)
         os.chmod(self.directory, 0o700)
 
-    def new(self, name: str) -> Identity:
-        """Create identity ``name`` with a fresh key (``IdentityExists`` if it exists)."""
+    def new(self, name: str, key_type: str = DEFAULT_KEY_TYPE) -> NamedIdentity:
+        """Create identity ``name`` with a fresh key of ``key_type`` (``IdentityExists`` if it exists)."""
         path = self._path(name)
+        key = _generate(key_type)
         self._ensure_directory()
-        key = Ed25519PrivateKey.generate()
         pem = key.private_bytes(Encoding.PEM, PrivateFormat.PKCS8, NoEncryption())
         try:   # never overwrites a key
             write_new_file(path, pem, tmp=path.with_name(f".{name}.{os.getpid()}.tmp"), mode=0o600)
         except FileExistsError:
             raise IdentityExists(f"identity {name!r} exists already ({path})") from None
-        return Identity(name, UserKey(key))
+        return NamedIdentity(name, identity_of_private_key(key))
 
     def list(self) -> list[str]:
         """The names of the stored identities, sorted."""
@@ -120,7 +139,7 @@ class IdentityStore:
             return []
         return sorted(p.stem for p in self.directory.glob("*.pem") if _NAME.fullmatch(p.stem))
 
-    def load(self, name: str) -> Identity:
+    def load(self, name: str) -> NamedIdentity:
         """Read identity ``name``; refuse a missing, too open or malformed key file."""
         path = self._path(name)
         try:
@@ -147,11 +166,12 @@ class IdentityStore:
             key = load_pem_private_key(data, password=None)
         except (ValueError, TypeError) as exc:
             raise IdentityUnreadable(f"{path} is not an unencrypted PEM private key: {exc}") from exc
-        if not isinstance(key, Ed25519PrivateKey):
-            raise IdentityUnreadable(f"{path} holds a {type(key).__name__}, not an Ed25519 key")
-        return Identity(name, UserKey(key))
+        try:
+            return NamedIdentity(name, identity_of_private_key(key))
+        except SigningKeyError as exc:
+            raise IdentityUnreadable(f"{path} holds {exc}") from exc
 
-    def use(self, name: str) -> Identity:
+    def use(self, name: str) -> NamedIdentity:
         """Select identity ``name`` (it must exist) for later ``current()`` / ``whoami()``."""
         identity = self.load(name)
         self._ensure_directory()
@@ -169,7 +189,7 @@ class IdentityStore:
             raise IdentityUnreadable(f"cannot read the selected identity: {exc.strerror}") from exc
         return _check_name(name)
 
-    def current(self) -> Identity:
+    def current(self) -> NamedIdentity:
         """The selected identity; ``default`` is created on first use."""
         name = self.selected_name()
         if name == DEFAULT_IDENTITY and not self._path(name).exists():
@@ -180,6 +200,6 @@ class IdentityStore:
         return self.load(name)
 
     def whoami(self) -> tuple[str, str]:
-        """``(name, principal hex)`` of the current identity."""
+        """``(name, principal text)`` of the current identity."""
         identity = self.current()
         return identity.name, identity.principal

@@ -17,10 +17,14 @@ UnknownCanister        ``unknown_canister``        404     no such canister (our
 CanisterNotOnSubnet    ``canister_not_on_subnet``  421     the routing table says another subnet
 IngressPoolFull        ``pool_full``               503     the node's ingress pool is full
 ReceiverMismatch       ``receiver_mismatch``       400     the URL names another canister
+WrongRequestType       ``wrong_request_type``      400     e.g. a query envelope sent as a call
 =====================  ==========================  ======  ==================================
 
-The envelope checks raise here; the rest are verdicts (``Admission``) of the node's ingress
-pool and receiver check, turned into their error by ``refusal_for``. A refused message enters
+``UnsupportedEnvelopeVersion`` is a ``MalformedIngress`` (same reason): an envelope of the
+replica's former format (version 1, msgpack). The envelope checks raise here (an envelope for
+a principal that is no canister of the replica is ``UnknownCanister`` already); the rest are
+verdicts (``Admission``) of the node's ingress pool and receiver check, turned into their error
+by ``refusal_for``. A refused message enters
 no pool, no block and no ingress history. ``refusal_class`` maps a ``reason`` back to its class
 (the agent raises the node's refusal from an HTTP answer).
 
@@ -59,8 +63,9 @@ from replica.errors import ReplicaError
 __all__ = [
     "IngressRefused", "MalformedIngress", "IngressTooLarge", "BadIngressSignature", "ExpiredIngress",
     "IngressExpiryTooFar", "DuplicateIngress", "UnknownCanister", "CanisterNotOnSubnet", "IngressPoolFull",
-    "ReceiverMismatch", "refusal_for", "refusal_class",
-    "ApiError", "InvalidCanisterId", "MalformedRequest", "PathNotAllowed", "RequestStatusForbidden", "InvalidSubnetId", "DelegationUnavailable", "RouteNotFound", "MethodNotAllowed",
+    "ReceiverMismatch", "WrongRequestType", "UnsupportedEnvelopeVersion", "refusal_for", "refusal_class",
+    "ApiError", "InvalidCanisterId", "MalformedRequest", "PathNotAllowed", "RequestStatusForbidden", "InvalidSubnetId",
+    "DelegationUnavailable", "RouteNotFound", "MethodNotAllowed",
     "BodyTimeout", "RequestTooLarge", "NotCertifiedYet", "NodeUnavailable",
 ]
 
@@ -76,6 +81,10 @@ class IngressRefused(ReplicaError, ValueError):
 
 class MalformedIngress(IngressRefused):
     reason, status = "malformed", 400
+
+
+class UnsupportedEnvelopeVersion(MalformedIngress):
+    """An envelope of a format the replica no longer reads (``replica.client.envelope``)."""
 
 
 class IngressTooLarge(IngressRefused):
@@ -114,10 +123,16 @@ class ReceiverMismatch(IngressRefused):
     reason, status = "receiver_mismatch", 400
 
 
+class WrongRequestType(IngressRefused):
+    """An envelope whose ``request_type`` is not the route's: a query is never run as a call."""
+
+    reason, status = "wrong_request_type", 400
+
+
 _REFUSAL_BY_REASON: dict[str, type[IngressRefused]] = {
     cls.reason: cls for cls in (
         MalformedIngress, IngressTooLarge, BadIngressSignature, ExpiredIngress, IngressExpiryTooFar,
-        DuplicateIngress, UnknownCanister, CanisterNotOnSubnet, IngressPoolFull, ReceiverMismatch)
+        DuplicateIngress, UnknownCanister, CanisterNotOnSubnet, IngressPoolFull, ReceiverMismatch, WrongRequestType)
 }
 
 

@@ -19,6 +19,7 @@ import examples.ledger
 import examples.ping_pong
 from examples.ledger import account_of
 from replica.client.agent import Agent
+from replica.client.identity import source_of
 from replica.client.management import install_many
 from replica.progress import Progress
 
@@ -39,7 +40,7 @@ class ExampleApps:
 
 def _modules(subnet: str) -> list[tuple[ModuleType, str, Any]]:
     """(module, class, init argument) of the apps of ``subnet``, in ``ExampleApps`` field order."""
-    holder = account_of(user_key(subnet).source)
+    holder = account_of(source_of(user_key(subnet)))
     return [(examples.counter, "Counter", None), (examples.ping_pong, "PingPong", None),
             (examples.ledger, "Ledger", {"balances": ((holder, INITIAL_BALANCE),)})]
 

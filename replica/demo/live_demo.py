@@ -26,6 +26,7 @@ from pathlib import Path
 
 from examples.ledger import account_of
 from replica.client.agent_errors import CallRejected
+from replica.client.identity import source_of
 from replica.errors import ReplicaError
 from replica.progress import Progress
 
@@ -46,7 +47,7 @@ def _traffic(agent, apps: dict[str, ExampleApps], rng: random.Random) -> list[tu
         theirs = apps[other]
         calls = [(mine.counter, "increment", rng.randint(1, 9)),
                  (mine.pinger, "ping", {"target": theirs.pinger, "rounds": rng.randint(1, 3)}),
-                 (mine.ledger, "transfer", {"to_ledger": theirs.ledger, "to": account_of(user_key(other).source),
+                 (mine.ledger, "transfer", {"to_ledger": theirs.ledger, "to": account_of(source_of(user_key(other))),
                                             "amount": rng.randint(1, 100)})]
         for canister, method, arg in calls:
             sent.append((agent.submit_call(canister, method, arg), canister))

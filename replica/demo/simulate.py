@@ -16,7 +16,7 @@ from examples.ledger import Ledger, account_of
 from examples.ping_pong import PingPong
 from message_routing.limits import DEFAULT
 from replica.execution import ExecutionEnvironment, install_canister, run_query
-from replica.client import UserKey, decode_signed_ingress, sign_ingress
+from replica.client import Ed25519Identity, decode_signed_ingress, sign_ingress, source_of
 from replica.progress import Progress
 from replica.testnet.naming import subnet_name
 from replica.inprocess.simulation import TICK_NS, NetworkKnobs, Simulation
@@ -34,7 +34,7 @@ INITIAL_BALANCE = 1_000_000
 @dataclass
 class DemoNetwork:
     simulation: Simulation
-    users: dict[str, UserKey]
+    users: dict[str, Ed25519Identity]
     home: dict[str, str]           # user -> subnet whose ledger holds their tokens
     initial_supply: int
     submitted: list[bytes]
@@ -48,11 +48,11 @@ def build_demo(seed: int) -> DemoNetwork:
     env = ExecutionEnvironment([Ledger, PingPong, Counter])
     knobs = NetworkKnobs(max_delay_ticks=2, stale_probability=0.1, duplicate_probability=0.1, shuffle_tick_order=True)
     sim = Simulation(SUBNETS, env, limits=DEFAULT, knobs=knobs, seed=seed)
-    users = {name: UserKey.from_seed(name.encode()) for name in ("alice", "bob", "carol")}
+    users = {name: Ed25519Identity.from_seed(name.encode()) for name in ("alice", "bob", "carol")}
     home = dict(zip(users, sorted(SUBNETS)))
     for subnet in SUBNETS:
         state = sim.state_of(subnet)
-        holders = tuple((account_of(users[u].source), INITIAL_BALANCE) for u in users if home[u] == subnet)
+        holders = tuple((account_of(source_of(users[u])), INITIAL_BALANCE) for u in users if home[u] == subnet)
         install_canister(state, _canister(subnet, LEDGER), Ledger, {"balances": holders})
         install_canister(state, _canister(subnet, PINGER), PingPong)
         install_canister(state, _canister(subnet, COUNTER), Counter)
@@ -62,7 +62,7 @@ def build_demo(seed: int) -> DemoNetwork:
 def _submit(net: DemoNetwork, user: str, receiver: int, method: str, arg, nonce: int) -> None:
     sim = net.simulation
     envelope = sign_ingress(net.users[user], receiver, method, arg, nonce, sim.now + 120 * TICK_NS)
-    ingress = decode_signed_ingress(envelope, DEFAULT.max_ingress_bytes)  # the ingress API's checks
+    ingress = decode_signed_ingress(envelope, DEFAULT.max_ingress_bytes, now_ns=sim.now)  # the ingress API's checks
     sim.submit(ingress)
     net.submitted.append(ingress.message_id)
 
@@ -78,7 +78,7 @@ def drive_traffic(net: DemoNetwork, rng: random.Random, ticks: int, status: Prog
             if action < 0.5:
                 to_user = rng.choice(sorted(net.users))
                 _submit(net, user, _canister(src, LEDGER), "transfer",
-                        {"to_ledger": _canister(dst, LEDGER), "to": account_of(net.users[to_user].source),
+                        {"to_ledger": _canister(dst, LEDGER), "to": account_of(source_of(net.users[to_user])),
                          "amount": rng.randint(1, 500)}, nonce)
             elif action < 0.8:
                 _submit(net, user, _canister(rng.choice(subnets), COUNTER), "increment", rng.randint(1, 9), nonce)

@@ -308,9 +308,10 @@ class Subnet:
         (``submit_ingress``); return the authenticated message. A refusal raises its
         ``IngressRefused`` subclass (``replica.client.envelope``) and leaves every pool as it was.
 
-        The envelope is decoded once: decoding is a pure function of the bytes and the
-        subnet's limits, so every node would reach the same verdict on it."""
-        ingress = decode_signed_ingress(envelope, self.limits.max_ingress_bytes)
+        The envelope is decoded once: decoding is a pure function of the bytes, the subnet's
+        limits and its clock's time (delegations' expiry), so every node would reach the same
+        verdict on it."""
+        ingress = decode_signed_ingress(envelope, self.limits.max_ingress_bytes, now_ns=self._clock())
         return self.submit_ingress(ingress)
 
     def submit_ingress(self, ingress: Ingress) -> Ingress:

@@ -83,8 +83,9 @@ class WorkloadConfig:
 
 
 def _user(seed: int, n: int) -> bytes:
-    """A self-authenticating-looking user id (29 bytes + the 0x02 suffix)."""
-    return hashlib.sha256(f"workload-user/{seed}/{n}".encode()).digest()[:29] + b"\x02"
+    """A user id shaped as the IC's self-authenticating principals are (``SHA-224 · 0x02``, 29
+    bytes), of no key: the workload's calls skip the ingress API."""
+    return hashlib.sha224(f"workload-user/{seed}/{n}".encode()).digest() + b"\x02"
 
 
 class _SeededTraffic:

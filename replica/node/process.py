@@ -315,7 +315,8 @@ class NodeProcess:
         return decode(answer.data) if answer.data else None
 
     def submit(self, envelope: bytes) -> None:
-        self._submit(decode_signed_ingress(envelope, self.limits.max_ingress_bytes))
+        """Decode a call envelope at the node's time (its delegations' expiry) and admit it."""
+        self._submit(decode_signed_ingress(envelope, self.limits.max_ingress_bytes, now_ns=self._clock()))
 
     # -- lifecycle --------------------------------------------------------------------------
 

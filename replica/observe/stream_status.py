@@ -31,7 +31,7 @@ from replica.client.agent import Agent
 from replica.client.agent_errors import AgentError
 from replica.client.certificate import VerifiedCertificate
 from replica.client.http_transport import HttpTransport
-from replica.client.identity import UserKey
+from replica.client.identity import Ed25519Identity
 from replica.client.refusals import IngressRefused
 from replica.errors import ReplicaError
 from replica.node.http_api import METRICS_PATH
@@ -43,7 +43,7 @@ from state_manager.streams import StreamHeader
 __all__ = ["StatusError", "SubnetView", "StreamView", "TestnetView", "StatusReader"]
 
 #: read_state needs no signature; the agent still wants an identity to exist.
-_READER = UserKey.from_seed(b"replica testnet status")
+_READER = Ed25519Identity.from_seed(b"replica testnet status")
 
 
 class StatusError(ReplicaError, RuntimeError):

@@ -13,7 +13,7 @@
 * ``errors``           ``TestingError`` and its subclasses; ``CallRejected`` (``.code``, ``.message``)
 """
 
-from replica.client.identity import UserKey
+from replica.client.identity import Ed25519Identity, Identity, Secp256k1Identity
 from replica.client.management import CanisterLogRecord
 from replica.execution.codec import RawPayload
 
@@ -24,7 +24,8 @@ from .errors import (
 from .testnet import DEFAULT_MAX_TICKS, SubnetInfo, Testnet, seed_bytes
 
 __all__ = [
-    "Testnet", "SubnetInfo", "UserKey", "CallRejected", "TestingError", "CallNotAnswered", "NotInThisMode",
+    "Testnet", "SubnetInfo", "Identity", "Ed25519Identity", "Secp256k1Identity", "CallRejected", "TestingError",
+    "CallNotAnswered", "NotInThisMode",
     "UnknownSubnet", "UnknownNode", "UnknownMessage", "CanisterSourceError", "TimeRegression", "DEFAULT_MAX_TICKS",
     "seed_bytes", "CanisterLogRecord", "RawPayload",
 ]

@@ -40,8 +40,8 @@ from consensus_stub.genesis import SubnetSpec
 from consensus_stub.registry import RegistryRecord
 from message_routing.limits import Limits
 from replica.client.agent import RequestStatus, reject_code_name
-from replica.client.envelope import compute_message_id, sign_ingress
-from replica.client.identity import UserKey
+from replica.client.envelope import sign_request
+from replica.client.identity import Identity, source_of
 from replica.execution import ExecutionEnvironment
 from replica.execution.codec import RawPayload, decode_payload, decode_reply, encode_value
 from replica.execution.dry_run import dry_run
@@ -52,7 +52,6 @@ from replica.node.replica_node import NodeConfig, RegistryHolder
 from replica.inprocess.subnet import NoBlockFinalized, NodeHooks, Subnet
 from xnet.slice_provider import CertifiedSliceProvider
 from state_manager.certification import Certification
-from state_manager.encoding import decode
 from state_manager.ingress_history import IngressState
 from state_manager.messages import Reply
 from state_manager.replicated_state import ReplicatedState
@@ -219,16 +218,14 @@ class DeterministicNetwork:
 
     # -- calls ----------------------------------------------------------------------------
 
-    def submit(self, sender: UserKey, canister_id: int, method: str, arg: Any, subnet_id: str) -> bytes:
+    def submit(self, sender: Identity | None, canister_id: int, method: str, arg: Any, subnet_id: str) -> bytes:
         """Sign an envelope, hand it to ``subnet_id``'s nodes (``Subnet.submit`` checks it
-        completely, as the HTTP API would); the message id."""
+        completely, as the HTTP API would); the message id (its request id)."""
         self._nonce += 1
         expiry = self.clock() + self.limits.max_ingress_ttl_ns
-        envelope = sign_ingress(sender, canister_id, method, arg, self._nonce, expiry)
-        _, content, public_key, _ = decode(envelope)
-        message_id = compute_message_id(content, public_key)
-        self.subnet(subnet_id).submit(envelope)
-        return message_id
+        signed = sign_request(sender, canister_id, method, encode_value(arg), nonce=self._nonce, expiry=expiry)
+        self.subnet(subnet_id).submit(signed.envelope)
+        return signed.message_id
 
     def is_answered(self, message_id: bytes, subnet_id: str) -> bool:
         """Unverified peek at the ingress history (cheap); answers are then read verified."""
@@ -271,24 +268,24 @@ class DeterministicNetwork:
         self._verified_heights[subnet_id] = max(self._verified_heights.get(subnet_id, 0), certificate.height)
         return status_from_certificate(certificate, message_id)
 
-    def query(self, sender: UserKey, canister_id: int, method: str, arg: Any, subnet_id: str) -> Any:
+    def query(self, sender: Identity | None, canister_id: int, method: str, arg: Any, subnet_id: str) -> Any:
         """A query on the latest state of the subnet's first online node (the state a live node
         answers from once it is certified; certifying it first would change no answer)."""
         subnet = self.subnet(subnet_id)
         # The argument travels encoded, as over HTTP: the canister sees what a live one would.
         value = arg if type(arg) is RawPayload else decode_payload(encode_value(arg))
         reply = subnet.read(lambda state: self.environment.run_query(state, canister_id, method, value,
-                                                                     sender.source, limits=self.limits))
+                                                                     source_of(sender), limits=self.limits))
         if type(reply) is not Reply:
             raise CallRejected(reject_code_name(reply.code), reply.message)
         return decode_reply(reply.data) if reply.data else None
 
-    def dry_run(self, sender: UserKey, canister_id: int, method: str, arg: Any, subnet_id: str):
+    def dry_run(self, sender: Identity | None, canister_id: int, method: str, arg: Any, subnet_id: str):
         """An update executed on a copy of the subnet's latest state (what ``query`` answers
         from), never committed (``replica.execution.dry_run``)."""
         node = self.subnet(subnet_id).online_node()
         return dry_run(self.environment, node.state, node.state_manager.latest.full, canister_id, method,
-                       encode_value(arg), sender.source, self.limits)
+                       encode_value(arg), source_of(sender), self.limits)
 
     def state_hash(self, subnet_id: str) -> bytes:
         subnet = self.subnet(subnet_id)

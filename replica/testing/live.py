@@ -21,7 +21,7 @@ from typing import Any
 
 from replica.client.agent import Agent, RequestStatus
 from replica.client.agent_errors import RequestRefused
-from replica.client.identity import UserKey
+from replica.client.identity import Ed25519Identity, Identity
 from replica.client.refusals import NodeUnavailable, NotCertifiedYet
 from replica.testnet.http_endpoints import agent_for_testnet
 from replica.testnet.launcher import TestnetLayout
@@ -49,7 +49,7 @@ class LiveNetwork:
         #: A fork's ``ForkReport`` (``LiveNetwork.fork``), else None.
         self.fork_report = None
         self._agents: dict[bytes, Agent] = {}
-        self._default = UserKey.from_seed(b"replica.testing live reader")
+        self._default = Ed25519Identity.from_seed(b"replica.testing live reader")
         self.registry = self._agent(self._default).registry
 
     @classmethod
@@ -101,10 +101,10 @@ class LiveNetwork:
             self.owned = False
             lifecycle.down(self.directory, out=io.StringIO())
 
-    def _agent(self, sender: UserKey) -> Agent:
-        agent = self._agents.get(sender.public_key)
+    def _agent(self, sender: Identity) -> Agent:
+        agent = self._agents.get(sender.der_public_key)
         if agent is None:
-            agent = self._agents[sender.public_key] = agent_for_testnet(self.directory, sender)
+            agent = self._agents[sender.der_public_key] = agent_for_testnet(self.directory, sender)
         return agent
 
     # -- topology -------------------------------------------------------------------------
@@ -115,7 +115,7 @@ class LiveNetwork:
     def subnet_of(self, canister_id: int) -> str | None:
         return self.registry.latest().routing_table.lookup(canister_id)
 
-    def migrate(self, sender: UserKey, canister_id: int, subnet: str):
+    def migrate(self, sender: Identity, canister_id: int, subnet: str):
         """``migrate_canister`` through ``sender``'s agent; every agent then routes by the new registry."""
         from replica.testnet.migration import AgentDriver, migrate_canister
 
@@ -172,7 +172,7 @@ class LiveNetwork:
     def _subnet_arg(canister_id: int, subnet_id: str) -> str | None:
         return subnet_id if canister_id == MANAGEMENT_CANISTER_ID else None
 
-    def submit(self, sender: UserKey, canister_id: int, method: str, arg: Any, subnet_id: str) -> bytes:
+    def submit(self, sender: Identity, canister_id: int, method: str, arg: Any, subnet_id: str) -> bytes:
         return self._agent(sender).submit_call(canister_id, method, arg, subnet=self._subnet_arg(canister_id, subnet_id))
 
     def request_status(self, message_id: bytes, canister_id: int, subnet_id: str) -> RequestStatus:
@@ -197,8 +197,8 @@ class LiveNetwork:
                 raise CallNotAnswered(f"message {message_id.hex()} is {state} after about {max_ticks} rounds")
             time.sleep(min(0.05, self.round_s / 2))
 
-    def query(self, sender: UserKey, canister_id: int, method: str, arg: Any, subnet_id: str) -> Any:
+    def query(self, sender: Identity, canister_id: int, method: str, arg: Any, subnet_id: str) -> Any:
         return self._agent(sender).query_call(canister_id, method, arg)
 
-    def dry_run(self, sender: UserKey, canister_id: int, method: str, arg: Any, subnet_id: str):
+    def dry_run(self, sender: Identity, canister_id: int, method: str, arg: Any, subnet_id: str):
         return self._agent(sender).dry_run(canister_id, method, arg)

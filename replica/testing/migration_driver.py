@@ -12,7 +12,7 @@ from __future__ import annotations
 from typing import Any, Callable
 
 from consensus_stub.registry import Registry
-from replica.client.identity import UserKey
+from replica.client.identity import Identity
 from replica.testnet.migration import MigrationError
 from replica.testnet.registry_status import NodeRegistryStatus
 from state_manager.messages import MANAGEMENT_CANISTER_ID
@@ -22,7 +22,7 @@ __all__ = ["TickingDriver"]
 
 
 class TickingDriver:
-    def __init__(self, testnet: Any, network: Any, sender: UserKey, max_ticks: int) -> None:
+    def __init__(self, testnet: Any, network: Any, sender: Identity, max_ticks: int) -> None:
         self._testnet, self._net, self._sender, self._max_ticks = testnet, network, sender, max_ticks
 
     @property

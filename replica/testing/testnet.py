@@ -18,7 +18,8 @@ Two modes with one set of methods:
 Every update call's answer counts only once a certificate of its ``/request_status`` verifies
 under the subnet key (both modes). A reject raises ``CallRejected`` (``.code``, ``.message``);
 a refused submission raises the client's ``IngressRefused`` subclass. Calls take ``sender=``
-(a ``replica.client.UserKey``; default: a fixed test identity, ``Testnet.default_sender``).
+(an IC identity, e.g. ``Ed25519Identity.from_seed(b"alice")`` or ``Secp256k1Identity``; default: a
+fixed test identity, ``Testnet.default_sender``).
 
 Canisters are installed through the management canister from their module's source
 (``create_canister``, then ``install_code``), as ``replica canister install`` does.
@@ -33,7 +34,7 @@ from typing import Any, Mapping, Sequence
 from consensus_stub.genesis import SubnetSpec
 from message_routing.limits import DEFAULT, Limits
 from replica.client.agent import RequestStatus
-from replica.client.identity import UserKey
+from replica.client.identity import Ed25519Identity, Identity
 from replica.client.management import CanisterLogRecord, canister_log_records
 from replica.execution.codec import EncodingError, decode_reply
 from replica.testnet.launcher import canister_range
@@ -64,7 +65,7 @@ class Testnet:
     """A test network (module docstring). Use it as a context manager, or call ``close``."""
 
     __test__ = False  # not a pytest test class, despite the name
-    default_sender = UserKey.from_seed(b"replica.testing default sender")
+    default_sender = Ed25519Identity.from_seed(b"replica.testing default sender")
 
     def __init__(
         self,
@@ -245,7 +246,7 @@ class Testnet:
 
     def install(self, canister: type | str, subnet: str | None = None, arg: Any = None, mode: str = "install", *,
                 canister_id: int | None = None, class_name: str | None = None,
-                sender: UserKey | None = None) -> int:
+                sender: Identity | None = None) -> int:
         """Install a canister class (its module's source) or source text (with ``class_name``);
         return its id. ``mode="install"`` creates a canister on ``subnet`` (default: the first)
         first; ``"upgrade"`` / ``"reinstall"`` replace the code of ``canister_id``."""
@@ -263,7 +264,7 @@ class Testnet:
         self.update_call(MANAGEMENT_CANISTER_ID, "install_code", request, sender=sender, subnet=host)
         return canister_id
 
-    def migrate(self, canister_id: int, subnet: str, *, sender: UserKey | None = None, max_ticks: int = 200):
+    def migrate(self, canister_id: int, subnet: str, *, sender: Identity | None = None, max_ticks: int = 200):
         """Move ``canister_id`` (which ``sender`` controls) to ``subnet``: same id, same state,
         no call lost (``replica.testnet.migration``); its ``MigrationReport``. Deterministic
         mode makes the rounds each step needs (at most ``max_ticks``); live mode waits for them."""
@@ -287,7 +288,7 @@ class Testnet:
             return subnet
         return self.get_subnet(canister_id)
 
-    def submit_call(self, canister_id: int, method: str, arg: Any = None, *, sender: UserKey | None = None,
+    def submit_call(self, canister_id: int, method: str, arg: Any = None, *, sender: Identity | None = None,
                     subnet: str | None = None) -> bytes:
         """Submit an update call without waiting; its message id (no round is made)."""
         host = self._route(canister_id, subnet)
@@ -308,23 +309,23 @@ class Testnet:
         status = self._net.await_answer(message_id, canister_id, host, max_ticks)
         return _answer(status)
 
-    def update_call(self, canister_id: int, method: str, arg: Any = None, *, sender: UserKey | None = None,
+    def update_call(self, canister_id: int, method: str, arg: Any = None, *, sender: Identity | None = None,
                     subnet: str | None = None, max_ticks: int = DEFAULT_MAX_TICKS) -> Any:
         """``submit_call`` then ``await_call``: the certified reply, or ``CallRejected``."""
         return self.await_call(self.submit_call(canister_id, method, arg, sender=sender, subnet=subnet), max_ticks)
 
-    def query_call(self, canister_id: int, method: str, arg: Any = None, *, sender: UserKey | None = None) -> Any:
+    def query_call(self, canister_id: int, method: str, arg: Any = None, *, sender: Identity | None = None) -> Any:
         """A query on the latest certified state of the canister's subnet (no round is made)."""
         return self._net.query(sender or self.default_sender, canister_id, method, arg, self.get_subnet(canister_id))
 
-    def dry_run(self, canister_id: int, method: str, arg: Any = None, *, sender: UserKey | None = None):
+    def dry_run(self, canister_id: int, method: str, arg: Any = None, *, sender: Identity | None = None):
         """Execute an update call on a copy of the canister's subnet's latest (live: latest
         certified) state and throw the copy away: a ``replica.execution.dry_run.DryRunResult``
         (status, reply or reject, instructions, the calls it would make, the state paths it
         would change). No round is made and no hash changes."""
         return self._net.dry_run(sender or self.default_sender, canister_id, method, arg, self.get_subnet(canister_id))
 
-    def canister_logs(self, canister_id: int, *, sender: UserKey | None = None,
+    def canister_logs(self, canister_id: int, *, sender: Identity | None = None,
                       max_ticks: int = DEFAULT_MAX_TICKS) -> list[CanisterLogRecord]:
         """The canister's log, oldest record first: ``fetch_canister_logs``, an update call to
         the management canister of its subnet (certified; deterministic mode makes the rounds

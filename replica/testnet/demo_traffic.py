@@ -14,7 +14,7 @@ import time
 from collections import Counter
 
 from examples.ledger import account_of
-from replica.client import IngressRefused, sign_ingress
+from replica.client import IngressRefused, sign_ingress, source_of
 from replica.node.state_status import state_status
 from replica.testnet.launcher import COUNTER, LEDGER, PINGER, TestnetLayout, canister_range, has_genesis_apps, user_key
 
@@ -56,7 +56,7 @@ class DemoTraffic:
         other_base = canister_range(position)[0]
         self._submit(sub, base + PINGER, "ping", {"target": other_base + PINGER, "rounds": self.rng.randint(1, 3)})
         self._submit(sub, base + LEDGER, "transfer", {
-            "to_ledger": other_base + LEDGER, "to": account_of(user_key(other).source),
+            "to_ledger": other_base + LEDGER, "to": account_of(source_of(user_key(other))),
             "amount": self.rng.randint(1, 100)})
 
 

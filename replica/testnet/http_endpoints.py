@@ -15,7 +15,7 @@ from typing import Any
 
 from consensus_stub.registry import Registry, RegistryError, decode_registry
 from replica.client.agent import Agent
-from replica.client.identity import UserKey
+from replica.client.identity import Identity
 
 from .launcher import TestnetError, TestnetLayout
 
@@ -87,7 +87,7 @@ class TestnetDirectoryView:
         return serving if subnet is None else serving.get(subnet, [])
 
 
-def agent_for_testnet(directory: Path | str, identity: UserKey, subnet: str | None = None, **options: Any) -> Agent:
+def agent_for_testnet(directory: Path | str, identity: Identity | None, subnet: str | None = None, **options: Any) -> Agent:
     """An ``Agent`` for the testnet in ``directory``: trusting its ``registry.bin``, talking to
     the nodes of ``subnet``, or (``None``) to those of each canister's subnet — the first in
     the registry's order, the next when one does not answer (``Agent``), re-reading the

@@ -82,7 +82,7 @@ from examples.counter import Counter
 from examples.ledger import Ledger, account_of
 from examples.ping_pong import PingPong
 from replica.execution import install_canister, module_name_of
-from replica.client import UserKey
+from replica.client.identity import Ed25519Identity, source_of
 from replica.node.testnet_dir import EXIT_REFUSED, LAUNCHER_PID_ENV, LIMIT_PRESETS, TestnetDirectory, TestnetError
 from replica.testnet.naming import subnet_names
 from state_manager import durable_files
@@ -116,9 +116,9 @@ def canister_range(position: int) -> tuple[int, int]:
     return (position * CANISTERS_PER_SUBNET, (position + 1) * CANISTERS_PER_SUBNET - 1)
 
 
-def user_key(subnet: str) -> UserKey:
+def user_key(subnet: str) -> Ed25519Identity:
     """The demo user whose tokens live on ``subnet``'s ledger."""
-    return UserKey.from_seed(f"user-of-{subnet}".encode())
+    return Ed25519Identity.from_seed(f"user-of-{subnet}".encode())
 
 
 def write_atomically(path: Path, data: bytes, mode: int | None = None) -> None:
@@ -190,7 +190,7 @@ def _genesis_state(registry, subnet: str, position: int, genesis_time: int, apps
     if not apps:
         return encode_state(state)
     base = canister_range(position)[0]
-    holder = account_of(user_key(subnet).source)
+    holder = account_of(source_of(user_key(subnet)))
     install_canister(state, base + LEDGER, Ledger, {"balances": ((holder, INITIAL_BALANCE),)})
     install_canister(state, base + PINGER, PingPong)
     install_canister(state, base + COUNTER, Counter)

@@ -21,7 +21,7 @@ import pytest
 from replica.client.agent import Agent
 from replica.client.agent_errors import CertificationRollback, RequestRefused, SubmissionUncertain, TransportError
 from replica.client.http_wire import QueryAnswer, encode_query_answer
-from replica.client.identity import UserKey
+from replica.client.identity import Ed25519Identity
 from consensus_stub.registry import Registry
 from replica.client.refusals import DuplicateIngress, IngressPoolFull, UnknownCanister
 from state_manager import certification as cm
@@ -94,16 +94,16 @@ class ScriptedNodes:
 
 def _agent(script: dict[str, str], **options) -> tuple[Agent, ScriptedNodes]:
     options.setdefault("failover_s", 0.0)
-    agent = Agent({fx.A: list(NODES), fx.B: "127.0.0.1:9"}, UserKey.from_seed(b"failover"), fx.registry(),
+    agent = Agent({fx.A: list(NODES), fx.B: "127.0.0.1:9"}, Ed25519Identity.from_seed(b"failover"), fx.registry(),
                   clock=lambda: fx.TIME, poll_interval_s=0.01, max_poll_interval_s=0.02, **options)
     nodes = ScriptedNodes(script)
     agent._http = nodes   # the transport is the one seam between the agent and the network
     original = agent._envelope
 
-    def envelope(canister_id, method, arg):   # let the scripted nodes answer with the right id
-        signed, message_id = original(canister_id, method, arg)
-        nodes.message_id = message_id
-        return signed, message_id
+    def envelope(canister_id, method, arg, request_type):   # let the scripted nodes answer with the right id
+        signed = original(canister_id, method, arg, request_type)
+        nodes.message_id = signed.message_id
+        return signed
 
     agent._envelope = envelope
     return agent, nodes
@@ -305,7 +305,7 @@ def test_stopped_and_silent_real_nodes_are_passed_over(servers):
     running["n1"].stop()
     try:
         where = {fx.A: [addresses["n1"], silent_address, addresses["n2"]]}
-        with Agent(dict(where), UserKey.from_seed(b"real"), fx.registry(), timeout_s=0.5,
+        with Agent(dict(where), Ed25519Identity.from_seed(b"real"), fx.registry(), timeout_s=0.5,
                    endpoints_source=lambda: where) as agent:
             started = time.monotonic()
             agent.submit_call(5, "increment", 1)
@@ -324,7 +324,7 @@ def test_a_node_restarted_on_its_port_answers_the_agent_again(servers):
     from replica.node.http_api import HttpApiServer
 
     running, addresses, backend, _ = servers
-    with Agent(addresses["n1"], UserKey.from_seed(b"real"), fx.registry(), failover_s=5.0) as agent:
+    with Agent(addresses["n1"], Ed25519Identity.from_seed(b"real"), fx.registry(), failover_s=5.0) as agent:
         assert agent.status()["node_id"] == "n1"          # a kept-alive connection to it now
         running["n1"].stop()
         port = int(addresses["n1"].rsplit(":", 1)[1])

@@ -1,9 +1,11 @@
-"""The identity store: keys as 0600 PEM files in a 0700 directory, the default identity made
-on first use, selection, and typed refusals of bad names, existing names, unknown names,
-too open, unreadable and malformed key files."""
+"""The identity store: Ed25519 and secp256k1 keys as 0600 PKCS#8 PEM files in a 0700 directory,
+principals in the IC's textual form, the default identity made on first use, selection, the
+command line, and typed refusals of bad names, key types, existing names, unknown names, too
+open, unreadable and malformed key files."""
 
 from __future__ import annotations
 
+import hashlib
 import os
 import stat
 
@@ -13,11 +15,14 @@ from cryptography.hazmat.primitives.serialization import Encoding, NoEncryption,
 from hypothesis import given
 from hypothesis import strategies as st
 
+from replica.cli import main
 from replica.client.identities import (
     DEFAULT_IDENTITY, HOME_ENV, IdentityExists, IdentityFileTooOpen, IdentityStore, IdentityUnreadable,
-    InvalidIdentityName, UnknownIdentity, default_home,
+    InvalidIdentityName, InvalidKeyType, UnknownIdentity, default_home,
 )
-from replica.client.identity import source_of
+from replica.client.identity import Ed25519Identity, Secp256k1Identity, source_of
+from replica.ic.principal import principal_from_text
+from replica.ic.public_keys import DER_PREFIXES, KeyScheme
 
 
 @pytest.fixture
@@ -35,7 +40,12 @@ def test_the_default_identity_is_created_on_first_use(store):
     assert name == DEFAULT_IDENTITY and store.list() == [DEFAULT_IDENTITY]
     assert store.whoami() == (name, principal)  # the same key next time
     identity = store.load(DEFAULT_IDENTITY)
-    assert principal == source_of(identity.key.public_key).hex() == identity.principal
+    assert isinstance(identity.key, Ed25519Identity) and identity.key_type == "ed25519"
+    assert principal == identity.principal == identity.key.principal.to_text()
+    # SHA-224 of the DER public key, then 0x02 (the interface specification, *Principals*)
+    assert principal_from_text(principal) == source_of(identity.key) == \
+        hashlib.sha224(identity.key.der_public_key).digest() + b"\x02"
+    assert identity.key.der_public_key.startswith(DER_PREFIXES[KeyScheme.ED25519])
     assert mode(store.directory / "default.pem") == 0o600 and mode(store.directory) == 0o700
 
 
@@ -46,9 +56,51 @@ def test_new_list_use_whoami(store):
     assert alice.principal != bob.principal
     assert store.use("bob.2").principal == bob.principal
     assert store.whoami() == ("bob.2", bob.principal)
-    assert store.load("alice").key.public_key == alice.key.public_key
+    assert store.load("alice").key.der_public_key == alice.key.der_public_key
     assert mode(store.directory / "alice.pem") == 0o600
     assert DEFAULT_IDENTITY not in store.list()  # nothing made a default while one is selected
+
+
+def test_secp256k1_identities(store):
+    bob = store.new("bob", "secp256k1")
+    loaded = store.load("bob")
+    assert isinstance(loaded.key, Secp256k1Identity) and loaded.key_type == "secp256k1"
+    assert loaded.key.der_public_key == bob.key.der_public_key
+    assert loaded.key.der_public_key.startswith(DER_PREFIXES[KeyScheme.ECDSA_SECP256K1])
+    assert principal_from_text(loaded.principal) == hashlib.sha224(loaded.key.der_public_key).digest() + b"\x02"
+    assert b"BEGIN PRIVATE KEY" in (store.directory / "bob.pem").read_bytes()   # PKCS#8
+    assert mode(store.directory / "bob.pem") == 0o600
+
+
+def test_a_secp256k1_key_in_sec1_pem_is_read(store):
+    """Other IC tools write secp256k1 keys as SEC1 ``EC PRIVATE KEY``: the store reads them too."""
+    key = ec.generate_private_key(ec.SECP256K1())
+    store.new("placeholder")   # makes the directory
+    path = store.directory / "sec1.pem"
+    path.write_bytes(key.private_bytes(Encoding.PEM, PrivateFormat.TraditionalOpenSSL, NoEncryption()))
+    os.chmod(path, 0o600)
+    assert store.load("sec1").key.der_public_key == Secp256k1Identity(key).der_public_key
+
+
+@pytest.mark.parametrize("key_type", ["rsa", "ed448", "", "SECP256K1", None])
+def test_unknown_key_types_are_refused_before_any_file_is_touched(store, key_type):
+    with pytest.raises(InvalidKeyType):
+        store.new("alice", key_type)
+    assert not store.directory.exists()
+
+
+def test_the_command_line(monkeypatch, tmp_path, capsys):
+    monkeypatch.setenv(HOME_ENV, str(tmp_path / "home"))
+    assert main(["identity", "new", "k1", "--type", "secp256k1"]) == 0
+    created = capsys.readouterr().out.split()
+    assert created[:4] == ["created", "identity", "k1", "(secp256k1):"]
+    assert main(["identity", "use", "k1"]) == 0 and main(["identity", "whoami"]) == 0
+    name, principal = capsys.readouterr().out.splitlines()[-1].split()
+    assert (name, principal) == ("k1", created[-1])
+    assert principal_from_text(principal) == IdentityStore().load("k1").key.principal.raw
+    assert main(["identity", "new", "k1"]) == 2 and "exists already" in capsys.readouterr().err
+    with pytest.raises(SystemExit):   # argparse refuses another type
+        main(["identity", "new", "k2", "--type", "rsa"])
 
 
 def test_existing_names_are_never_overwritten(store):

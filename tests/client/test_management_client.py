@@ -8,7 +8,7 @@ import pytest
 from replica.cli import main
 from replica.client.agent import Agent
 from replica.client.agent_errors import CanisterNotRouted
-from replica.client.identity import UserKey
+from replica.client.identity import Ed25519Identity
 from replica.client.management import MANAGEMENT_CANISTER_ID, ModuleSpecError, read_module
 from tests.golden import fixtures as fx
 
@@ -27,7 +27,7 @@ def test_read_module_reads_the_file_and_the_class_name(tmp_path):
 
 def test_management_calls_name_their_subnet_and_other_calls_may_only_confirm_theirs():
     a, b = fx.A, fx.B   # canisters 0-99 on a, 100-199 on b
-    with Agent({a: "127.0.0.1:1", b: "127.0.0.1:2"}, UserKey.from_seed(b"t"), fx.registry()) as agent:
+    with Agent({a: "127.0.0.1:1", b: "127.0.0.1:2"}, Ed25519Identity.from_seed(b"t"), fx.registry()) as agent:
         assert agent.subnet_of(MANAGEMENT_CANISTER_ID, b) == b
         assert agent.endpoint_for(MANAGEMENT_CANISTER_ID, b) == "127.0.0.1:2"
         with pytest.raises(CanisterNotRouted, match="names the subnet"):

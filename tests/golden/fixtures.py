@@ -2,8 +2,8 @@
 
 Everything here is a pure function of constants in this file (fixed seeds, fixed keys, fixed
 ids): no clocks, no OS randomness. BLS keys are dealt with ``bls.deal_threshold_keys``
-from fixed seeds and BLS and Ed25519 signatures are deterministic, so certifications, slices
-and envelopes come out byte-identical on every run. The one TLS identity (node secrets) is a
+from fixed seeds and BLS, Ed25519 and ECDSA (RFC 6979) signatures are deterministic, so
+certifications, slices and envelopes come out byte-identical on every run. The one TLS identity (node secrets) is a
 committed, test-only key pair under ``data/``: TLS keys are drawn from OS randomness.
 
 Only public names of the product are used. The values cover every field of every encoding
@@ -33,9 +33,10 @@ from message_routing.limits import Limits
 from replica.audit.build import BuildInfo
 from replica.audit.report import AuditFacts
 from replica.audit.run_log import RunLog, SubnetLog
-from replica.client.envelope import compute_message_id, sign_ingress
-from replica.client.identity import UserKey, source_of
+from replica.client.envelope import QUERY, request_content, sign_ingress, sign_request
+from replica.client.identity import Ed25519Identity, Secp256k1Identity, source_of
 from replica.execution.codec import encode_value
+from replica.ic.request_id import request_id
 from replica.sdk import Canister
 from replica.testnet.recording import SubnetRecording
 from state_manager import certification as cm
@@ -46,7 +47,7 @@ from state_manager.canister_state import (
 )
 from state_manager.hash_tree import Empty, Fork, Labeled, Leaf, Pruned
 from state_manager.ingress_history import IngressState, IngressStatus
-from state_manager.messages import Ingress, Reject, RejectCode, Reply, Request, Response
+from state_manager.messages import MANAGEMENT_CANISTER_ID, Ingress, Reject, RejectCode, Reply, Request, Response
 from state_manager.replicated_state import ReplicatedState
 from state_manager.routing_table import CanisterIdRange, CanisterMigrations, NetworkTopology, RoutingTable
 from state_manager.state_tree import StateTrees, build_state_trees
@@ -80,8 +81,12 @@ def public_key_for(subnet: str, registry_version: int) -> bytes | None:
     return deal(subnet).public_key
 
 
-def user_key() -> UserKey:
-    return UserKey.from_seed(b"golden user")
+def user_key() -> Ed25519Identity:
+    return Ed25519Identity.from_seed(b"golden user")
+
+
+def secp256k1_user_key() -> Secp256k1Identity:
+    return Secp256k1Identity.from_seed(b"golden user")
 
 
 # -- messages ----------------------------------------------------------------------------------
@@ -337,16 +342,28 @@ def envelope() -> bytes:
     return sign_ingress(user_key(), **ENVELOPE_CALL)
 
 
-def envelope_content() -> tuple:
+def envelope_content(key=None) -> dict:
+    """The content map of ``envelope()`` (signed by ``key``, default ``user_key()``)."""
     c = ENVELOPE_CALL
-    return (c["receiver"], c["method_name"], encode_value(c["arg"]), c["nonce"], c["expiry"])
+    sender = (key or user_key()).principal
+    return request_content(sender, c["receiver"], c["method_name"], encode_value(c["arg"]), expiry=c["expiry"],
+                           nonce=c["nonce"])
 
 
-def envelope_ingress() -> Ingress:
-    key = user_key()
+def envelope_ingress(key=None) -> Ingress:
+    key = key or user_key()
     c = ENVELOPE_CALL
-    return Ingress(source_of(key.public_key), c["receiver"], c["method_name"], encode_value(c["arg"]),
-                   compute_message_id(envelope_content(), key.public_key), c["expiry"])
+    return Ingress(source_of(key), c["receiver"], c["method_name"], encode_value(c["arg"]),
+                   request_id(envelope_content(key)), c["expiry"])
+
+
+#: An anonymous query of ``get`` on the management canister (the empty principal on the wire).
+ANONYMOUS_QUERY = dict(canister=MANAGEMENT_CANISTER_ID, method_name="get", arg=encode_value(None),
+                       expiry=TIME + 60 * 10**9, request_type=QUERY)
+
+
+def anonymous_query() -> bytes:
+    return sign_request(None, **ANONYMOUS_QUERY).envelope
 
 
 def recording() -> SubnetRecording:

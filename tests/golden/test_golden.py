@@ -297,3 +297,34 @@ def test_the_golden_certification_share_message_proves_its_height():
     with pytest.raises(cm.CertifiedHeightMismatch):
         cm.check_share_height(cm.CertificationShare(fx.HEIGHT + 1, share.root, share.node_index,
                                                     share.signature_share, share.height_witness))
+
+
+# -- the replica's own envelope, before the IC's --------------------------------------------------
+
+def test_the_former_envelope_is_refused_with_a_typed_error_naming_it():
+    """Requests are the IC's CBOR envelopes (envelope version 2, docs/architecture.md, *Formats and
+    versions*): the committed version-1 envelope (the replica's msgpack array) is refused as such."""
+    from replica.client.envelope import ENVELOPE_VERSION, decode_signed_ingress
+    from replica.client.refusals import UnsupportedEnvelopeVersion
+
+    assert ENVELOPE_VERSION == 2
+    entry = BY_KEY[("ingress envelope", 1)]
+    assert entry["decodes"] is False
+    with pytest.raises(UnsupportedEnvelopeVersion, match="version-1"):
+        decode_signed_ingress(_bytes(entry), 1 << 16, now_ns=fx.TIME)
+
+
+def test_the_golden_envelopes_are_ic_envelopes():
+    """Each current envelope is the IC's: CBOR behind the self-describe tag, its sender the
+    self-authenticating principal of its key, and its message id the request id of its content."""
+    from replica.ic import cbor
+    from replica.ic.request_id import request_id
+
+    assert BY_KEY[("ingress message id", 2)]["hex"] == request_id(fx.envelope_content()).hex()
+    for name, key in (("ingress envelope", fx.user_key()), ("ingress envelope (secp256k1)", fx.secp256k1_user_key())):
+        data = _bytes(BY_KEY[(name, 2)])
+        value = cbor.decode(data, max_bytes=len(data))
+        assert data.startswith(cbor.SELF_DESCRIBE_PREFIX) and set(value) == {"content", "sender_pubkey", "sender_sig"}
+        assert value["sender_pubkey"] == key.der_public_key
+        assert value["content"]["sender"] == hashlib.sha224(key.der_public_key).digest() + b"\x02"
+        assert request_id(value["content"]) == request_id(fx.envelope_content(key))

@@ -34,7 +34,8 @@ from replica.audit.report import build_report, comparable
 from replica.audit.live_feed import FeedContext, decode_chunk, decode_context, encode_chunk, encode_context
 from replica.audit.run_log import decode_run_log, encode_run_log, load_run_log, write_run_log
 from replica.client import http_wire
-from replica.client.envelope import compute_message_id, decode_signed_ingress, sign_ingress
+from replica.client.envelope import QUERY, decode_signed_ingress, sign_ingress
+from replica.ic.request_id import request_id
 from replica.execution import module_hash
 from replica.ic import cbor as ic_cbor
 from replica.ic.canister_ranges import decode_canister_ranges, encode_canister_ranges
@@ -58,6 +59,7 @@ from state_manager.codec import (
 from state_manager.encoding import encode as leaf_bytes
 from state_manager.hash_tree import Empty
 from state_manager.labeled_trie import LabeledTrie
+from state_manager.messages import MANAGEMENT_CANISTER_ID
 from state_manager.state_codec import decode_state, encode_state
 from state_manager.state_tree import build_state_trees, leaf
 from state_manager.store import Checkpoint, CheckpointStore, encode_manifest
@@ -378,6 +380,11 @@ def _offer() -> sync.CheckpointOffer:
     return sync.CheckpointOffer(fx.HEIGHT, fx.digest("finalized block"), _checkpoint_state_bytes(), fx.certification())
 
 
+def _decode_envelope(data: bytes):
+    """A call envelope's ``Ingress``, at the fixtures' time."""
+    return decode_signed_ingress(data, 1 << 16, now_ns=fx.TIME)
+
+
 def _json_version(data: bytes) -> int:
     return json.loads(data)["version"]
 
@@ -479,12 +486,17 @@ def _static_vectors() -> list[Vector]:
                                     d.identity.private_key_pem(), d.signing_key) == (
                                         b.node_id, b.subnet_id, b.node_index, b.secret_share,
                                         b.identity.certificate_pem(), b.identity.private_key_pem(), b.signing_key)),
-        # replica.client.envelope
+        # replica.client.envelope: the IC's CBOR envelopes (version 2; version 1, msgpack, is refused)
         Vector("ingress envelope", lambda: fx.ENVELOPE_CALL, lambda call: sign_ingress(fx.user_key(), **call), ENVELOPE,
-               v0, lambda d: decode_signed_ingress(d, max_bytes=1 << 16),
-               expect=lambda decoded, _: decoded == fx.envelope_ingress(), reencode=None),
-        Vector("ingress message id", fx.envelope_content,
-               lambda content: compute_message_id(content, fx.user_key().public_key), ENVELOPE),
+               decode=_decode_envelope, expect=lambda decoded, _: decoded == fx.envelope_ingress(), reencode=None),
+        Vector("ingress envelope (secp256k1)", lambda: fx.ENVELOPE_CALL,
+               lambda call: sign_ingress(fx.secp256k1_user_key(), **call), ENVELOPE, decode=_decode_envelope,
+               expect=lambda decoded, _: decoded == fx.envelope_ingress(fx.secp256k1_user_key()), reencode=None),
+        Vector("ingress query envelope (anonymous)", lambda: fx.ANONYMOUS_QUERY, lambda _: fx.anonymous_query(),
+               ENVELOPE, decode=lambda d: decode_signed_ingress(d, 1 << 16, now_ns=fx.TIME, request_type=QUERY),
+               expect=lambda decoded, _: (decoded.source, decoded.receiver, decoded.method_name)
+               == (b"\x04", MANAGEMENT_CANISTER_ID, "get"), reencode=None),
+        Vector("ingress message id", fx.envelope_content, request_id, ENVELOPE),
         # xnet.grpc.messages
         Vector("xnet GetStreamSlice request", lambda: wire.GetStreamSliceRequest(*slice_wire),
                wire.encode_get_stream_slice_request, WIRE, v0, wire.decode_get_stream_slice_request),

@@ -19,7 +19,7 @@ from message_routing.batch import decode_batch
 from message_routing.limits import DEFAULT
 from message_routing.state_machine import execute_round
 from replica.execution import ExecutionEnvironment, install_canister
-from replica.client import UserKey, sign_ingress
+from replica.client import Ed25519Identity, sign_ingress
 from replica.inprocess.local import LocalTestnet
 from replica.node.replica_node import NodeConfig
 from replica.inprocess.subnet import NodeHooks
@@ -41,12 +41,12 @@ def canister(subnet: str, offset: int) -> int:
     return RANGES[subnet][0] + offset
 
 
-USERS = {"alice": UserKey.from_seed(b"alice"), "bob": UserKey.from_seed(b"bob")}
+USERS = {"alice": Ed25519Identity.from_seed(b"alice"), "bob": Ed25519Identity.from_seed(b"bob")}
 HOME = {"alice": ALPHA, "bob": BETA}
 
 
 def _setup(subnet: str, state) -> None:
-    holders = tuple((account_of(USERS[u].source), INITIAL_BALANCE) for u in sorted(USERS) if HOME[u] == subnet)
+    holders = tuple((account_of(USERS[u].principal.raw), INITIAL_BALANCE) for u in sorted(USERS) if HOME[u] == subnet)
     install_canister(state, canister(subnet, PINGER), PingPong)
     install_canister(state, canister(subnet, LEDGER), Ledger, {"balances": holders})
 
@@ -85,7 +85,7 @@ def drive(net: LocalTestnet, *, rounds: int = 3, transfers: int = 3, traffic: Tr
         for amount in range(1, transfers + 1):
             to = "bob" if user == "alice" else "alice"
             _submit(net, traffic, user, canister(home, LEDGER), "transfer",
-                    {"to_ledger": canister(other, LEDGER), "to": account_of(USERS[to].source), "amount": amount * 10})
+                    {"to_ledger": canister(other, LEDGER), "to": account_of(USERS[to].principal.raw), "amount": amount * 10})
     return traffic
 
 

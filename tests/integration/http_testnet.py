@@ -17,7 +17,7 @@ import httpx
 
 from consensus_stub.genesis import SubnetSpec
 from examples.ping_pong import PingPong
-from replica.client import UserKey, sign_ingress
+from replica.client import Ed25519Identity, sign_ingress
 from replica.client.agent import Agent
 from replica.execution import ExecutionEnvironment, install_canister
 from replica.sdk import Canister, callback, query, update
@@ -28,7 +28,7 @@ ALPHA, BETA = "alpha", "beta"
 RANGES = {ALPHA: (0, 999), BETA: (1000, 1999)}
 GREETER, PINGER = 1, 2
 POOL_MESSAGES = 4
-ALICE = UserKey.from_seed(b"alice-http")
+ALICE = Ed25519Identity.from_seed(b"alice-http")
 SEC = 10**9
 
 
@@ -150,10 +150,15 @@ def agent_for(net: LocalTestnet, endpoint: str | dict | None = None, **options) 
 _nonce = iter(range(1, 2**62))
 
 
-def envelope(receiver: int, method: str = "greet", arg=None, *, key: UserKey = ALICE,
-             expiry: int | None = None) -> bytes:
+def envelope(receiver: int, method: str = "greet", arg=None, *, key: Ed25519Identity = ALICE,
+             expiry: int | None = None, request_type: str = "call") -> bytes:
     expiry = time.time_ns() + 60 * SEC if expiry is None else expiry
-    return sign_ingress(key, receiver, method, "bob" if arg is None else arg, next(_nonce), expiry)
+    return sign_ingress(key, receiver, method, "bob" if arg is None else arg, next(_nonce), expiry,
+                        request_type=request_type)
+
+
+def query_envelope(receiver: int, method: str = "greeted", arg=None, **options) -> bytes:
+    return envelope(receiver, method, arg, request_type="query", **options)
 
 
 _client = httpx.Client(trust_env=False, timeout=10.0, verify=False)  # plain HTTP on 127.0.0.1

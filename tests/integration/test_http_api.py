@@ -14,7 +14,6 @@ import pytest
 
 from replica.client.agent import Agent, error_for_answer
 from replica.client.agent_errors import CallRejected, CallTimeout, CanisterNotRouted, RequestRefused
-from replica.client.envelope import compute_message_id
 from replica.client.http_wire import canister_url, decode_query_answer, encode_read_state_request
 from replica.client.refusals import (
     CanisterNotOnSubnet, ExpiredIngress, IngressExpiryTooFar, IngressPoolFull, IngressRefused, IngressTooLarge,
@@ -27,9 +26,11 @@ from replica.ic.principal import canister_principal
 from state_manager.encoding import decode, encode
 from state_manager.ic_encoding import subnet_principal_bytes
 from state_manager.state_tree import canister_label
+from replica.ic import cbor
+from replica.ic.request_id import request_id
 from tests.integration.http_testnet import (
     ALICE, ALPHA, BETA, GREETER, PINGER, POOL_MESSAGES, SEC, agent_for, canister, envelope,
-    first_endpoints, running_http_testnet, post,
+    first_endpoints, post, query_envelope, running_http_testnet,
 )
 from tests.integration.harness import LIMITS
 
@@ -66,8 +67,7 @@ HOME = canister(ALPHA, GREETER)
 
 
 def _with_signature(data: bytes, signature: bytes) -> bytes:
-    version, content, public_key, _ = decode(data)
-    return encode([version, list(content), public_key, signature])
+    return cbor.encode(dict(cbor.decode(data, max_bytes=len(data)), sender_sig=signature))
 
 
 @pytest.mark.parametrize("name, body, url_canister, status, reason", [
@@ -82,6 +82,7 @@ def _with_signature(data: bytes, signature: bytes) -> bytes:
     ("unknown canister", lambda: envelope(canister(ALPHA, 500)), canister(ALPHA, 500), 404, "unknown_canister"),
     ("not on this subnet", lambda: envelope(canister(BETA, GREETER)), canister(BETA, GREETER), 421,
      "canister_not_on_subnet"),
+    ("a query's envelope", lambda: query_envelope(HOME), HOME, 400, "wrong_request_type"),
 ])
 def test_each_refusal_has_its_status_and_reason(alpha_api, name, body, url_canister, status, reason):
     refused(post(alpha_api, canister_url(url_canister, "call"), body()), status, reason)
@@ -162,8 +163,8 @@ def test_call_is_accepted_with_its_message_id(alpha_api):
     data = envelope(HOME, arg="carol")
     response = post(alpha_api, canister_url(HOME, "call"), data)
     assert response.status_code == 202
-    _, content, public_key, _ = decode(data)
-    assert response.json() == {"message_id": compute_message_id(content, public_key).hex(), "status": "accepted"}
+    content = cbor.decode(data, max_bytes=len(data))["content"]
+    assert response.json() == {"message_id": request_id(content).hex(), "status": "accepted"}
 
 
 def test_update_call_returns_the_verified_reply(agent):
@@ -200,7 +201,7 @@ def test_request_status_of_an_unknown_message_is_unknown(agent):
 def test_query_answers_at_a_certified_height(net, agent, alpha_api):
     agent.update_call(HOME, "greet", "erin", timeout_s=20)
     assert agent.query_call(HOME, "greeted") >= 1
-    answer = decode_query_answer(post(alpha_api, canister_url(HOME, "query"), envelope(HOME, "greeted", None)).content,
+    answer = decode_query_answer(post(alpha_api, canister_url(HOME, "query"), query_envelope(HOME)).content,
                                  10**6)
     certified = net.subnets[ALPHA].nodes["alpha-node-1"].state_manager.latest_certified()[1].height
     assert answer.replied and 0 < answer.height <= certified
@@ -210,11 +211,11 @@ def test_query_rejects_and_refusals(agent, alpha_api):
     with pytest.raises(CallRejected) as info:
         agent.query_call(HOME, "greet", "x")  # an update method
     assert info.value.code == "CANISTER_ERROR"
-    refused(post(alpha_api, canister_url(canister(BETA, GREETER), "query"), envelope(canister(BETA, GREETER),
-                                                                                    "greeted")),
+    refused(post(alpha_api, canister_url(canister(BETA, GREETER), "query"), query_envelope(canister(BETA, GREETER))),
             421, "canister_not_on_subnet")
-    refused(post(alpha_api, canister_url(HOME, "query"), envelope(HOME, "greeted", expiry=1)), 400, "expired")
-    refused(post(alpha_api, canister_url(HOME, "query"), envelope(PINGER, "greeted")), 400, "receiver_mismatch")
+    refused(post(alpha_api, canister_url(HOME, "query"), query_envelope(HOME, expiry=1)), 400, "expired")
+    refused(post(alpha_api, canister_url(HOME, "query"), query_envelope(PINGER)), 400, "receiver_mismatch")
+    refused(post(alpha_api, canister_url(HOME, "query"), envelope(HOME, "greeted")), 400, "wrong_request_type")
 
 
 # -- read_state ---------------------------------------------------------------------------------------

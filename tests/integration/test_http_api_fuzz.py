@@ -1,6 +1,6 @@
 """Fuzzing every endpoint of the ingress HTTP API over real HTTP: random bytes, random msgpack
-values, mutated envelopes, random paths and canister ids, wrong content lengths and huge
-bodies. The node never answers 500, every refusal is JSON with a reason, and it still
+values, mutated envelopes, well-formed but hostile IC envelopes, random paths and canister ids,
+wrong content lengths and huge bodies. The node never answers 500, every refusal is JSON with a reason, and it still
 serves a valid call (with a verified reply) afterwards."""
 
 from __future__ import annotations
@@ -25,6 +25,7 @@ from tests.integration.http_testnet import (
     ALPHA, GREETER, agent_for, canister, envelope, first_endpoints, get, running_http_testnet, post,
 )
 from tests.integration.harness import LIMITS
+from tests.properties.test_bad_ingress import hostile_envelopes
 
 pytestmark = pytest.mark.timeout(180)
 
@@ -88,6 +89,12 @@ def test_mutated_envelopes(api, endpoint, position, byte, method, arg):
     mutated = bytearray(data)
     mutated[position % len(mutated)] = byte
     answered_cleanly(post(api, canister_url(HOME, endpoint), bytes(mutated)))
+
+
+@FUZZ
+@given(endpoint=st.sampled_from(ENDPOINTS[:3]), data=hostile_envelopes())
+def test_hostile_ic_envelopes(api, endpoint, data):
+    answered_cleanly(post(api, canister_url(HOME, endpoint), data))
 
 
 @FUZZ

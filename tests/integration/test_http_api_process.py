@@ -9,7 +9,7 @@ import time
 
 import pytest
 
-from replica.client import UserKey
+from replica.client import Ed25519Identity
 from replica.testnet import launcher as tn
 from replica.processes import supervisor as sv
 from replica.testnet.http_endpoints import agent_for_testnet, read_http_endpoints
@@ -40,7 +40,7 @@ def test_subnet_processes_serve_verified_calls(tmp_path):
                               60)
         assert set(endpoints) == {"subnet-0", "subnet-1"}
         assert all(address.startswith("127.0.0.1:") for nodes in endpoints.values() for address in nodes.values())
-        user = UserKey.from_seed(b"process-test-user")
+        user = Ed25519Identity.from_seed(b"process-test-user")
         base0, base1 = tn.canister_range(0)[0], tn.canister_range(1)[0]
         with agent_for_testnet(layout.root, user) as agent:
             assert agent.update_call(base0 + tn.COUNTER, "increment", 5, timeout_s=30) >= 5
@@ -56,4 +56,4 @@ def test_subnet_processes_serve_verified_calls(tmp_path):
         supervisor.stop()
     assert read_http_endpoints(layout.root) == {}
     with pytest.raises(tn.TestnetError):
-        agent_for_testnet(layout.root, UserKey.from_seed(b"x"))
+        agent_for_testnet(layout.root, Ed25519Identity.from_seed(b"x"))

@@ -18,12 +18,15 @@ from consensus_stub.ingress_pool import Admission
 from examples.ledger import account_of
 from replica.client import (
     BadIngressSignature, CanisterNotOnSubnet, DuplicateIngress, ExpiredIngress, IngressExpiryTooFar,
-    IngressPoolFull, IngressRefused, IngressTooLarge, MalformedIngress, UnknownCanister, compute_message_id,
+    IngressPoolFull, IngressRefused, IngressTooLarge, MalformedIngress, UnknownCanister, WrongRequestType,
     decode_signed_ingress, refusal_for, sign_ingress,
 )
+from replica.client.refusals import UnsupportedEnvelopeVersion
+from replica.ic import cbor
+from replica.ic.request_id import request_id
 from replica.inprocess.subnet import NodeHooks
 from replica.sdk import encode_value
-from state_manager.encoding import decode, encode
+from state_manager.encoding import encode
 from state_manager.ingress_history import IngressState
 from state_manager.messages import Ingress
 from tests.integration.harness import ALPHA, BETA, CONFIG, LEDGER, LIMITS, USERS, canister, make_testnet
@@ -37,22 +40,24 @@ HOME = canister(ALPHA, LEDGER)
 _nonces = itertools.count(1)
 
 
-def envelope(receiver: int = HOME, *, expiry: int | None = None, arg=None, nonce: int | None = None) -> bytes:
+def envelope(receiver: int = HOME, *, expiry: int | None = None, arg=None, nonce: int | None = None,
+             request_type: str = "call") -> bytes:
     """A signed call of alice's to ``receiver`` (a harmless local transfer by default)."""
-    arg = {"from": account_of(KEY.source), "to": "carol", "amount": 1} if arg is None else arg
+    arg = {"from": account_of(KEY.principal.raw), "to": "carol", "amount": 1} if arg is None else arg
     expiry = time.time_ns() + 60 * SEC if expiry is None else expiry
-    return sign_ingress(KEY, receiver, "transfer_local", arg, next(_nonces) if nonce is None else nonce, expiry)
+    return sign_ingress(KEY, receiver, "transfer_local", arg, next(_nonces) if nonce is None else nonce, expiry,
+                        request_type=request_type)
 
 
 def message_id_of(data: bytes) -> bytes:
-    """The message id an envelope claims (also for one whose signature does not verify)."""
-    _, content, public_key, _ = decode(data)
-    return compute_message_id(content, public_key)
+    """The message id an envelope claims: its content's request id (also for one whose
+    signature does not verify)."""
+    return request_id(cbor.decode(data, max_bytes=len(data))["content"])
 
 
 def with_signature(data: bytes, signature: bytes) -> bytes:
-    version, content, public_key, _ = decode(data)
-    return encode([version, list(content), public_key, signature])
+    value = cbor.decode(data, max_bytes=len(data))
+    return cbor.encode(dict(value, sender_sig=signature))
 
 
 @pytest.fixture
@@ -96,7 +101,22 @@ def test_an_accepted_envelope_returns_its_message_and_reaches_every_pool(alpha):
 
 def test_malformed(alpha):
     error = assert_refused(alpha, b"\x94garbage", MalformedIngress, "malformed")
-    assert "msgpack" in str(error)
+    assert "cbor" in str(error)
+
+
+def test_an_envelope_of_the_former_format_is_refused_naming_its_version(alpha):
+    """Version 1 was the replica's own msgpack envelope ``[1, content, pubkey, signature]``."""
+    former = encode([1, [HOME, "transfer_local", encode_value(None), 1, time.time_ns()], bytes(32), bytes(64)])
+    error = assert_refused(alpha, former, UnsupportedEnvelopeVersion, "malformed")
+    assert "version-1" in str(error) and isinstance(error, MalformedIngress)
+
+
+def test_a_query_envelope_is_never_submitted_as_a_call(alpha):
+    data = envelope(request_type="query")
+    error = assert_refused(alpha, data, WrongRequestType, "wrong_request_type")
+    assert "query" in str(error)
+    alpha.step()
+    assert message_id_of(data) not in carried(alpha) and alpha.ingress_status(message_id_of(data)) is None
 
 
 def test_too_large(alpha):
@@ -161,7 +181,7 @@ def test_pool_full():
 
 
 def test_submit_ingress_raises_the_same_errors(alpha):
-    ingress = Ingress(KEY.source, HOME, "transfer_local", encode_value(None), bytes(32), time.time_ns() + 60 * SEC)
+    ingress = Ingress(KEY.principal.raw, HOME, "transfer_local", encode_value(None), bytes(32), time.time_ns() + 60 * SEC)
     assert alpha.submit_ingress(ingress) == ingress
     with pytest.raises(DuplicateIngress):
         alpha.submit_ingress(ingress)
@@ -180,7 +200,7 @@ def test_submit_ingress_raises_the_same_errors(alpha):
 
 def test_every_refusing_verdict_has_its_own_error_class_and_reason():
     now = time.time_ns()
-    ingress = Ingress(KEY.source, HOME, "m", b"", bytes(32), now)
+    ingress = Ingress(KEY.principal.raw, HOME, "m", b"", bytes(32), now)
     assert refusal_for(Admission.ADDED, ingress, now) is None
     errors = [refusal_for(verdict, ingress, now) for verdict in Admission if verdict is not Admission.ADDED]
     assert all(isinstance(e, IngressRefused) for e in errors)
@@ -193,7 +213,7 @@ def test_every_refusing_verdict_has_its_own_error_class_and_reason():
 
 def test_a_node_that_already_holds_the_message_does_not_refuse_it_for_the_caller(alpha):
     data = envelope()
-    ingress = decode_signed_ingress(data, LIMITS.max_ingress_bytes)
+    ingress = decode_signed_ingress(data, LIMITS.max_ingress_bytes, now_ns=time.time_ns())
     second = list(alpha.nodes.values())[1]
     assert second.add_ingress(ingress, time.time_ns()) is Admission.ADDED
     assert alpha.submit(data) == ingress
@@ -206,7 +226,7 @@ def test_a_node_that_already_holds_the_message_does_not_refuse_it_for_the_caller
 
 def test_when_the_first_node_refuses_no_other_node_sees_the_message(alpha):
     data = envelope()
-    ingress = decode_signed_ingress(data, LIMITS.max_ingress_bytes)
+    ingress = decode_signed_ingress(data, LIMITS.max_ingress_bytes, now_ns=time.time_ns())
     first = next(iter(alpha.nodes.values()))
     assert first.add_ingress(ingress, time.time_ns()) is Admission.ADDED
     with pytest.raises(DuplicateIngress):

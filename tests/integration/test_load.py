@@ -23,7 +23,7 @@ from pathlib import Path
 
 import pytest
 
-from replica.client.identity import UserKey
+from replica.client.identity import Ed25519Identity
 from replica.testnet import launcher as tn
 from replica.testnet.http_endpoints import agent_for_testnet
 from replica.processes.lifecycle import running_launcher
@@ -75,7 +75,7 @@ def test_an_overloaded_client_keeps_its_window_and_every_submitted_call_drains_i
     try:
         _replica(tmp_path, "testnet", "up", "--dir", str(directory), "--subnets", "2", "--nodes", "1",
                  "--round-ms", "100")
-        with agent_for_testnet(directory, UserKey.from_seed(b"overload-test")) as agent:
+        with agent_for_testnet(directory, Ed25519Identity.from_seed(b"overload-test")) as agent:
             report = run_load(agent, ["subnet-0", "subnet-1"], options)
     finally:
         stopping = time.monotonic()
@@ -100,7 +100,7 @@ def test_overload_with_tiny_limits_rejects_with_codes_loses_nothing_and_recovers
                       limits="TINY_QUEUES")
     try:
         _replica(tmp_path, "testnet", "up", "--dir", str(directory))   # resumes the directory made above
-        with agent_for_testnet(directory, UserKey.from_seed(b"load-test")) as agent:
+        with agent_for_testnet(directory, Ed25519Identity.from_seed(b"load-test")) as agent:
             subnets = ["subnet-0", "subnet-1"]
             overload = run_load(agent, subnets, LoadOptions(rate=150, duration_s=3, canisters=2, drain_s=60))
             canisters = {s: [c for c in range(base, base + 2)] for s, base in (("subnet-0", 0), ("subnet-1", 1000))}

@@ -13,7 +13,7 @@ import time
 
 import pytest
 
-from replica.client.identity import UserKey
+from replica.client.identity import Ed25519Identity
 from replica.testnet import launcher as tn
 from replica.testnet.http_endpoints import agent_for_testnet
 from replica.load.load import LoadOptions, install_load_canisters, run_load
@@ -31,7 +31,7 @@ def test_load_and_agent_calls_through_chaos_kills_are_each_answered_once(tmp_pat
     try:
         _replica(tmp_path, "testnet", "up", "--dir", str(directory), "--subnets", "2", "--nodes", "4",
                  "--chaos-kill", "0.2", "--chaos-seed", "7")
-        with agent_for_testnet(directory, UserKey.from_seed(b"load-chaos-test")) as agent:
+        with agent_for_testnet(directory, Ed25519Identity.from_seed(b"load-chaos-test")) as agent:
             canisters = install_load_canisters(agent, SUBNETS, 3)
             loaded = {subnet: ids[:2] for subnet, ids in canisters.items()}   # the third: the agent's own calls
             mine = [canisters["subnet-0"][2], canisters["subnet-1"][2]]

@@ -69,7 +69,7 @@ def test_ledger_traffic_survives_repeated_sigkills_of_up_to_f_nodes_per_subnet(t
             agents.append(agent)
             amount = 1 + i
             message_id = agent.submit_call(ledgers[payer], "transfer", {
-                "to_ledger": ledgers[payee], "to": account_of(users[payee].source), "amount": amount})
+                "to_ledger": ledgers[payee], "to": account_of(users[payee].principal.raw), "amount": amount})
             sent[payer].append((agent, message_id, amount))
             time.sleep(0.5)
         moved = {s: 0 for s in users}
@@ -89,7 +89,7 @@ def test_ledger_traffic_survives_repeated_sigkills_of_up_to_f_nodes_per_subnet(t
         reader = agent_for_testnet(root, users["subnet-0"])
         agents.append(reader)
         for me, other in (("subnet-0", "subnet-1"), ("subnet-1", "subnet-0")):
-            account = account_of(users[me].source)
+            account = account_of(users[me].principal.raw)
             _wait(lambda: reader.query_call(ledgers[me], "escrow") == 0, 60, f"{me}'s escrow to empty")
             balance = reader.query_call(ledgers[me], "balance", account)
             assert balance == tn.INITIAL_BALANCE - moved[me] + moved[other], (me, balance, moved)

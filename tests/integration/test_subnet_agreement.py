@@ -19,15 +19,15 @@ from hypothesis import strategies as st
 from consensus_stub.agreement.simulation import MS, Crash, Partition, Schedule
 from consensus_stub.genesis import SubnetSpec
 from message_routing.limits import DEFAULT
-from replica.client.envelope import compute_message_id, sign_ingress
-from replica.client.identity import UserKey
+from replica.client.envelope import sign_request
+from replica.client.identity import Ed25519Identity
+from replica.execution.codec import encode_value
 from replica.execution import ExecutionEnvironment
 from replica.node.replica_node import NodeConfig, RegistryHolder
 from replica.testing.clock import ManualClock
 from replica.testing.genesis_cache import dealt_genesis
 from replica.inprocess.subnet import SEC, AgreementTiming
 from replica.inprocess.subnet import NoBlockFinalized, Subnet
-from state_manager.encoding import decode
 from state_manager.ingress_history import IngressState
 from state_manager.messages import MANAGEMENT_CANISTER_ID
 from state_manager.replicated_state import ReplicatedState
@@ -37,7 +37,7 @@ pytestmark = pytest.mark.timeout(300)
 
 SUBNET = "alpha"
 SEED = b"replica.inprocess.subnet agreement tests, 32+ bytes"
-USER = UserKey.from_seed(b"subnet agreement tests")
+USER = Ed25519Identity.from_seed(b"subnet agreement tests")
 
 
 def make_subnet(nodes: int = 4, *, schedule: Schedule | None = None, offline=(), clock: ManualClock | None = None,
@@ -58,11 +58,10 @@ def node_ids(nodes: int) -> list[str]:
 
 
 def submit_create(subnet: Subnet, clock: ManualClock, nonce: int) -> bytes:
-    envelope = sign_ingress(USER, MANAGEMENT_CANISTER_ID, "create_canister", None, nonce,
-                            clock() + DEFAULT.max_ingress_ttl_ns)
-    _, content, public_key, _ = decode(envelope)
-    subnet.submit(envelope)
-    return compute_message_id(content, public_key)
+    signed = sign_request(USER, MANAGEMENT_CANISTER_ID, "create_canister", encode_value(None), nonce=nonce,
+                          expiry=clock() + DEFAULT.max_ingress_ttl_ns)
+    assert subnet.submit(signed.envelope).message_id == signed.message_id
+    return signed.message_id
 
 
 def check_one_chain(subnet: Subnet, *, all_caught_up: bool = True) -> None:

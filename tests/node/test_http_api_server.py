@@ -13,7 +13,7 @@ import pytest
 
 from consensus_stub.genesis import SubnetSpec, genesis_registry
 from message_routing.limits import DEFAULT
-from replica.client import UserKey, sign_ingress
+from replica.client import Ed25519Identity, sign_ingress
 from replica.client.agent import Agent
 from replica.client.agent_errors import CertificateSignatureInvalid
 from replica.client.http_wire import QueryAnswer, canister_url, decode_certificate, decode_query_answer, \
@@ -31,7 +31,7 @@ from state_manager.labeled_trie import build_from_sorted
 from state_manager.ic_encoding import uleb128
 from state_manager.state_tree import leaf
 
-KEY = UserKey.from_seed(b"server-test")
+KEY = Ed25519Identity.from_seed(b"server-test")
 DEAL = bls.deal_threshold_keys(1, 1, b"\x41" * 32)
 CERTIFIED_TIME = time.time_ns()
 TRIE = build_from_sorted([(b"metadata", build_from_sorted([(b"height", leaf(3))])), (b"time", uleb128(CERTIFIED_TIME))])
@@ -75,8 +75,13 @@ def served():
     server.stop()
 
 
-def call(receiver: int = 7, method: str = "m", arg=None) -> bytes:
-    return sign_ingress(KEY, receiver, method, arg, time.time_ns(), time.time_ns() + 60 * 10**9)
+def call(receiver: int = 7, method: str = "m", arg=None, request_type: str = "call") -> bytes:
+    return sign_ingress(KEY, receiver, method, arg, time.time_ns(), time.time_ns() + 60 * 10**9,
+                        request_type=request_type)
+
+
+def query(receiver: int = 7, method: str = "m", arg=None) -> bytes:
+    return call(receiver, method, arg, "query")
 
 
 @pytest.mark.parametrize("refusal", [DuplicateIngress("d"), UnknownCanister("u"), CanisterNotOnSubnet("c"),
@@ -106,19 +111,29 @@ def test_an_accepted_call_reaches_the_backend(served):
     fake, client = served
     response = client.post(canister_url(7, "call"), content=call(arg={"x": 1}))
     assert response.status_code == 202 and fake.submitted[0].message_id.hex() == response.json()["message_id"]
-    assert fake.submitted[0].source == KEY.source and fake.submitted[0].receiver == 7
+    assert fake.submitted[0].source == KEY.principal.raw and fake.submitted[0].receiver == 7
 
 
 def test_queries_answer_in_msgpack(served):
     fake, client = served
-    answer = decode_query_answer(client.post(canister_url(7, "query"), content=call(method="echo", arg=5)).content,
+    answer = decode_query_answer(client.post(canister_url(7, "query"), content=query(method="echo", arg=5)).content,
                                  10**6)
-    assert answer == QueryAnswer(3, reply=repr((7, 5, KEY.source.hex())).encode())
-    rejected = decode_query_answer(client.post(canister_url(7, "query"), content=call(method="nope")).content, 10**6)
+    assert answer == QueryAnswer(3, reply=repr((7, 5, KEY.principal.raw.hex())).encode())
+    rejected = decode_query_answer(client.post(canister_url(7, "query"), content=query(method="nope")).content, 10**6)
     assert rejected.reject_code == "CANISTER_ERROR" and not rejected.replied
     fake.refusal = NotCertifiedYet("later")
-    response = client.post(canister_url(7, "query"), content=call(method="nope"))
+    response = client.post(canister_url(7, "query"), content=query(method="nope"))
     assert (response.status_code, response.json()["reason"]) == (503, "not_certified_yet")
+
+
+@pytest.mark.parametrize("route, envelope", [("call", query), ("query", call), ("dry_run", call)])
+def test_an_envelope_of_another_request_type_is_refused(served, route, envelope):
+    """A signed query (or dry run) is never executed as a call, nor a call's envelope answered
+    as a query: each route takes its own request_type."""
+    fake, client = served
+    response = client.post(canister_url(7, route), content=envelope(method="echo"))
+    assert (response.status_code, response.json()["reason"]) == (400, "wrong_request_type")
+    assert fake.submitted == []
 
 
 def test_read_state_reveals_the_paths_and_time_only(served):

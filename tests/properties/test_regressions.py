@@ -2,16 +2,18 @@
 
 from __future__ import annotations
 
+import cbor2
 import pytest
 
 from message_routing.limits import MINIMAL
 from message_routing.stream_handler import garbage_collect_signals
 from message_routing.valid_set_rule import IngressInductionFailure, induct_ingress
 from replica.execution import ExecutionEnvironment, install_canister
-from replica.client import MalformedIngress, UserKey, decode_signed_ingress, sign_ingress
+from replica.client import MalformedIngress, decode_signed_ingress, sign_ingress
+from replica.ic import cbor
 from replica.sdk import encode_value
 from replica.inprocess.simulation import GENESIS_TIME_NS, Simulation
-from state_manager.encoding import decode, encode
+from state_manager.encoding import encode
 from state_manager.messages import Ingress
 from state_manager.streams import ExpectedIndices, RejectReason, RejectSignal, StreamHeader, StreamSlice
 from tests.builders import A, ingress, state
@@ -107,9 +109,16 @@ def test_an_expiry_within_the_ttl_is_kept_as_claimed():
 # -- an envelope version of ``true`` was accepted as version 1 ---------------------------------
 
 def test_envelope_version_true_is_not_version_1():
-    envelope = sign_ingress(UserKey.from_seed(b"u"), 1, "m", None, 0, 10**18)
-    version, content, public_key, signature = decode(envelope)
-    decode_signed_ingress(envelope, 4096)  # the genuine envelope is fine
-    forged = encode([True, list(content), public_key, signature])
+    """Of the former msgpack envelope ``[version, content, pubkey, signature]``: neither ``true``
+    nor 1 (that format's one version) is accepted now; and in the IC's CBOR envelope ``true``
+    is never a number either."""
+    content = [1, "m", encode_value(None), 0, 10**18]
+    for version in (True, 1):
+        with pytest.raises(MalformedIngress):
+            decode_signed_ingress(encode([version, content, bytes(32), bytes(64)]), 4096, now_ns=0)
+    envelope = sign_ingress(None, 1, "m", None, 0, 10**18)
+    assert decode_signed_ingress(envelope, 4096, now_ns=0).source == b"\x04"  # the genuine envelope is fine
+    value = cbor.decode(envelope, max_bytes=4096)
+    forged = cbor2.dumps(dict(value, content=dict(value["content"], ingress_expiry=True)))
     with pytest.raises(MalformedIngress):
-        decode_signed_ingress(forged, 4096)
+        decode_signed_ingress(forged, 4096, now_ns=0)

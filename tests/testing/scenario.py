@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import sys
 
-from replica.testing import CallRejected, Testnet, UserKey
+from replica.testing import CallRejected, Ed25519Identity, Testnet
 
 from tests.testing.apps import Greeter, Probe
 
@@ -17,7 +17,7 @@ def run_scenario(seed: int | str) -> dict[str, str]:
         b = net.install(Greeter, subnet="subnet-1")
         p = net.install(Probe, subnet="subnet-2")
         net.update_call(a, "ask", b)
-        ids = [net.submit_call(b, "ask", a, sender=UserKey.from_seed(bytes([i]))) for i in range(3)]
+        ids = [net.submit_call(b, "ask", a, sender=Ed25519Identity.from_seed(bytes([i]))) for i in range(3)]
         net.advance_time(1_500_000_000)
         net.tick(2)
         for mid in ids:

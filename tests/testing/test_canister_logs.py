@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from replica.testing import CallRejected, CanisterLogRecord, Testnet, UserKey
+from replica.testing import CallRejected, CanisterLogRecord, Ed25519Identity, Testnet
 
 from .logging_apps import Diary, Diary2
 
@@ -28,7 +28,7 @@ def test_logs_are_read_by_the_controller_traps_included(testnet):
     assert records[2].content.startswith("trapped: Trap: refused boom (") and "instructions)" in records[2].content
     assert records[0].timestamp_nanos < records[1].timestamp_nanos <= records[2].timestamp_nanos <= testnet.get_time()
     with pytest.raises(CallRejected) as refused:
-        testnet.canister_logs(cid, sender=UserKey.from_seed(b"not the controller"))
+        testnet.canister_logs(cid, sender=Ed25519Identity.from_seed(b"not the controller"))
     assert refused.value.code == "CANISTER_ERROR" and "only the controller" in refused.value.message
 
 

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import hashlib
+
 import pytest
 
 from replica.client import IngressTooLarge, UnknownCanister
 from replica.testing import (
-    CallNotAnswered, CallRejected, CanisterSourceError, Testnet, TestingError, TimeRegression, UnknownMessage,
-    UnknownNode, UnknownSubnet, UserKey,
+    CallNotAnswered, CallRejected, CanisterSourceError, Ed25519Identity, Secp256k1Identity, Testnet, TestingError,
+    TimeRegression, UnknownMessage, UnknownNode, UnknownSubnet,
 )
 from state_manager.certification import Certification, verify_certification
 
@@ -108,9 +110,12 @@ def test_a_call_to_no_canister_is_refused_at_submission(testnet):
 
 def test_sender_is_the_authenticated_caller(testnet):
     p = testnet.install(Probe)
-    alice = UserKey.from_seed(b"alice")
-    assert testnet.update_call(p, "whoami", sender=alice) == alice.source
-    assert testnet.update_call(p, "whoami") == Testnet.default_sender.source
+    alice = Ed25519Identity.from_seed(b"alice")
+    assert testnet.update_call(p, "whoami", sender=alice) == alice.principal.raw
+    assert testnet.update_call(p, "whoami") == Testnet.default_sender.principal.raw
+    bob = Secp256k1Identity.from_seed(b"bob")   # the IC's other user key type
+    assert testnet.update_call(p, "whoami", sender=bob) == bob.principal.raw == \
+        hashlib.sha224(bob.der_public_key).digest() + b"\x02"
 
 
 def test_upgrade_keeps_stable_state_and_reinstall_wipes_it(testnet):

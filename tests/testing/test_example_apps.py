@@ -10,20 +10,20 @@ from examples.counter import Counter
 from examples.ledger import Ledger, account_of
 from examples.ping_pong import PingPong
 from examples.treasury import Treasury
-from replica.testing import CallRejected, Testnet, UserKey
+from replica.testing import CallRejected, Ed25519Identity, Testnet
 
-OWNER = UserKey.from_seed(b"treasury owner")
-ALICE, BOB = UserKey.from_seed(b"alice"), UserKey.from_seed(b"bob")
+OWNER = Ed25519Identity.from_seed(b"treasury owner")
+ALICE, BOB = Ed25519Identity.from_seed(b"alice"), Ed25519Identity.from_seed(b"bob")
 FUNDING, ALICE_TOKENS = 10_000, 500
 
 
 def _deploy(net: Testnet) -> dict:
     """Ledger A + Treasury on subnet-0, ledger B on subnet-1; alice's tokens fund the treasury."""
-    ledger_a = net.install(Ledger, subnet="subnet-0", arg={"balances": ((account_of(ALICE.source), FUNDING + ALICE_TOKENS),)})
+    ledger_a = net.install(Ledger, subnet="subnet-0", arg={"balances": ((account_of(ALICE.principal.raw), FUNDING + ALICE_TOKENS),)})
     ledger_b = net.install(Ledger, subnet="subnet-1", arg={"balances": ()})
-    treasury = net.install(Treasury, subnet="subnet-0", arg={"ledger": ledger_a, "owner": OWNER.source})
+    treasury = net.install(Treasury, subnet="subnet-0", arg={"ledger": ledger_a, "owner": OWNER.principal.raw})
     net.update_call(ledger_a, "transfer_local",
-                    {"from": account_of(ALICE.source), "to": account_of(treasury), "amount": FUNDING})
+                    {"from": account_of(ALICE.principal.raw), "to": account_of(treasury), "amount": FUNDING})
     return {"a": ledger_a, "b": ledger_b, "treasury": treasury}
 
 
@@ -33,7 +33,7 @@ def _supply(net: Testnet, apps: dict) -> int:
 
 def test_a_payout_crosses_subnets_through_three_canisters(testnet):
     apps = _deploy(testnet)
-    bob = account_of(BOB.source)
+    bob = account_of(BOB.principal.raw)
     balance = testnet.update_call(apps["treasury"], "pay", {"to_ledger": apps["b"], "to": bob, "amount": 300},
                                   sender=OWNER)
     assert balance == FUNDING - 300

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from replica.client import UnknownCanister
-from replica.testing import CallRejected, NotInThisMode, Testnet, UserKey
+from replica.testing import CallRejected, Ed25519Identity, NotInThisMode, Testnet
 
 from .apps import Greeter, GreeterV2, Probe
 
@@ -29,9 +29,9 @@ def test_a_live_testnet_answers_the_same_calls(live_testnet):
     assert rejected.value.code == "CANISTER_ERROR"
     with pytest.raises(UnknownCanister):
         net.submit_call(a + 5, "greet", "x")
-    alice = UserKey.from_seed(b"alice")
+    alice = Ed25519Identity.from_seed(b"alice")
     p = net.install(Probe, subnet="subnet-1")
-    assert net.update_call(p, "whoami", sender=alice) == alice.source
+    assert net.update_call(p, "whoami", sender=alice) == alice.principal.raw
     net.install(GreeterV2, mode="upgrade", canister_id=a, arg="v2")
     assert net.update_call(a, "greet", "y") == "hi, y" and net.query_call(a, "greeted") == 2
 

@@ -13,7 +13,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from replica.client import UserKey
+from replica.client import Ed25519Identity
 from replica.testing import CallRejected, Testnet
 from replica.load import load_canister
 from replica.testnet.migration import MigrationError
@@ -46,7 +46,7 @@ def test_a_migration_refuses_what_it_cannot_do(testnet):
         testnet.migrate(a0, "subnet-0")
     with pytest.raises(MigrationError, match="no subnet hosts"):
         testnet.migrate(99_999, "subnet-1")
-    stranger = UserKey.from_seed(b"not the controller")
+    stranger = Ed25519Identity.from_seed(b"not the controller")
     with pytest.raises(MigrationError, match="controller"):
         testnet.migrate(a0, "subnet-1", sender=stranger)
     assert testnet.update_call(a0, "relay", {"target": a0}) == 1   # nothing moved, nothing broke
