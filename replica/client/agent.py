@@ -74,6 +74,8 @@ from .agent_errors import (
 from .answers import QueryAnswer, decode_dry_run_answer, decode_query_answer
 from .certificate import SignatureCache, VerifiedCertificate, verify_answer_certificate
 from .endpoint_book import EndpointBook, Endpoints
+from .envelope import CALL, QUERY, canister_id_of, sign_request
+from .identity import Identity
 from .subnet_ids import subnet_principal_of
 from .http_transport import MAX_ANSWER_BYTES, Answer, HttpTransport, error_for_answer
 from .refusals import ApiError, DuplicateIngress, IngressRefused, refusal_class
@@ -179,7 +181,7 @@ class Agent:
     def __init__(
         self,
         endpoint: Endpoints,
-        identity: Any,
+        identity: Identity | None,
         registry: Registry,
         *,
         max_certificate_age_s: float = 300.0,
@@ -261,20 +263,19 @@ class Agent:
 
     # -- calls ----------------------------------------------------------------------------------
 
-    def _principal(self, canister_id: int) -> Principal:
-        return Principal(b"") if canister_id == MANAGEMENT_CANISTER_ID else canister_principal(canister_id)
-
     def _signed(self, content: dict[str, Any]) -> tuple[bytes, bytes]:
-        """``content`` sent by this agent's identity, expiring after ``ingress_ttl_s``: the
-        envelope and its request id."""
-        content = {**content, "sender": self.identity.principal.raw,
-                   "ingress_expiry": self._clock() + self.ingress_ttl_ns, "nonce": secrets.token_bytes(8)}
+        """``content`` sent by this agent's identity (``None``: the anonymous sender), expiring
+        after ``ingress_ttl_s``: the envelope and its request id."""
+        sender = Principal.anonymous() if self.identity is None else self.identity.principal
+        content = {**content, "sender": sender.raw, "ingress_expiry": self._clock() + self.ingress_ttl_ns,
+                   "nonce": secrets.token_bytes(8)}
         return encode_envelope(sign_envelope(content, self.identity)), request_id(content)
 
-    def _envelope(self, canister_id: int, method: str, arg: Any, request_type: str = "call") -> tuple[bytes, bytes]:
+    def _envelope(self, canister_id: int, method: str, arg: Any, request_type: str = CALL) -> tuple[bytes, bytes]:
         """A signed call or query of ``method(arg)`` and its request id."""
-        return self._signed({"request_type": request_type, "canister_id": self._principal(canister_id).raw,
-                             "method_name": method, "arg": encode_value(arg)})
+        signed = sign_request(self.identity, canister_id, method, encode_value(arg), nonce=secrets.token_bytes(8),
+                              expiry=self._clock() + self.ingress_ttl_ns, request_type=request_type)
+        return signed.envelope, signed.message_id
 
     def submit_call(self, canister_id: int, method: str, arg: Any = None, *, subnet: str | None = None) -> bytes:
         """Sign and submit an update call (``/api/v2/…/call``); its request id once the node pooled it."""
@@ -364,7 +365,7 @@ class Agent:
         executed a height, or is catching up) is passed over for the next node like one that
         does not answer, and when every node says so the query is asked again (failover, in
         the module docstring) until ``timeout_s``."""
-        envelope, rid = self._envelope(canister_id, method, arg, "query")
+        envelope, _ = self._envelope(canister_id, method, arg, QUERY)
         answer = self._unreplicated(canister_id, "query", envelope, timeout_s)
         try:
             return decode_query_answer(answer.body, MAX_ANSWER_BYTES)
@@ -386,7 +387,7 @@ class Agent:
         canister's subnet and thrown away (``replica.execution.dry_run``): its reply or reject,
         instructions, the calls it would make and the state paths it would change. Not
         certified (nothing of it is committed): as trustworthy as the node that answers."""
-        envelope, _ = self._envelope(canister_id, method, arg)
+        envelope, _ = self._envelope(canister_id, method, arg, QUERY)
         answer = self._unreplicated(canister_id, "dry_run", envelope, timeout_s)
         try:
             return decode_dry_run_answer(answer.body, MAX_ANSWER_BYTES)
@@ -479,7 +480,7 @@ class Agent:
                   patience_s: float | None = None, version: int = 2,
                   behind: Callable[[Answer], bool] | None = None) -> tuple[Answer, bool]:
         """POST ``body`` to ``canister_id``'s ``kind`` route on its subnet's nodes (failover)."""
-        path = canister_path(version, principal_to_text(self._principal(canister_id).raw), kind)
+        path = canister_path(version, principal_to_text(canister_id_of(canister_id).raw), kind)
         return self._exchange(self._book_key(canister_id, subnet), "POST", path, body,
                               self.failover_s if patience_s is None else patience_s, behind)
 

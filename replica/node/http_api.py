@@ -14,7 +14,8 @@ lock delays answers, never the server accepting, reading and refusing requests.
 * ``query``: the same checks plus the expiry window, then the query on the node's latest
   *certified* state; the answer is signed by the node (``replica.ic.query_response``) when the
   backend has a node signer.
-* ``dry_run`` (the replica's own): the query's checks for a call envelope, then the update
+* ``dry_run`` (the replica's own): the query's checks (a ``query`` envelope: what is signed for
+  a dry run can never be submitted as a call), then the update
   executed on a copy of the latest certified state and thrown away (``replica.execution.dry_run``).
 * ``read_state`` of a canister or of this subnet: the paths allowed (``replica.node.read_state``),
   the certificate of the latest certified state with the root subnet's delegation (none on
@@ -278,7 +279,7 @@ class HttpApiServer:
         return encode_query_answer(answer, ingress.message_id, self.backend)
 
     def _run_dry_run(self, canister: int, body: bytes) -> bytes:
-        ingress = authenticated_call(body, canister, "call", self.backend, check_window=True)
+        ingress = authenticated_call(body, canister, "query", self.backend, check_window=True)
         if self.backend.dry_run is None:
             raise NotCertifiedYet(f"{self.backend.node_id} does not run dry runs")
         return encode_dry_run_answer(self.backend.dry_run(canister, ingress.method_name, ingress.method_payload,

@@ -3,69 +3,43 @@ replica's values, and query answers out (pure; the server is ``replica.node.http
 
 * ``canister_of``: a route's effective canister id, a principal in the textual form; the
   management canister ``aaaaa-aa`` is the replica's ``MANAGEMENT_CANISTER_ID``.
-* ``authenticated_call``: a call or query envelope, authenticated at the node's clock
-  (``replica.ic.envelope``), for the route's canister (a call to the management canister may
-  name any effective canister id, as the IC allows), as the ``Ingress`` the subnet executes:
-  ``source`` the sender's principal, ``message_id`` the request id. Each IC refusal is the
-  ingress refusal of its kind: undecodable or ill-formed → ``MalformedIngress``, a key,
-  signature or delegation that does not authenticate the sender → ``BadIngressSignature``.
+* ``authenticated_call``: a call or query envelope authenticated at the node's clock
+  (``replica.client.envelope.decode_signed_ingress``) for the route's canister: a call to the
+  management canister may name any effective canister id, as the IC allows.
 * ``authenticated_read_state``: who reads which paths.
 * ``encode_query_answer``: the IC's query response, signed by the node.
 """
 
 from __future__ import annotations
 
-from typing import Any
-
 from replica.client.answers import QueryAnswer
+from replica.client.envelope import canister_id_of, decode_signed_ingress, receiver_of
 from replica.client.refusals import (
     BadIngressSignature, ExpiredIngress, IngressExpiryTooFar, IngressTooLarge, InvalidCanisterId, MalformedIngress,
-    MalformedRequest, ReceiverMismatch,
+    MalformedRequest, ReceiverMismatch, UnknownCanister,
 )
 from replica.ic import cbor
-from replica.ic.envelope import Authenticated, authenticate, decode_envelope
+from replica.ic.envelope import authenticate, decode_envelope
 from replica.ic.errors import CborTooLarge, EnvelopeRefused, IcFormatError, PrincipalError
-from replica.ic.principal import Principal, canister_number, canister_principal, principal_from_text
+from replica.ic.principal import Principal, principal_from_text
 from replica.ic.query_response import (
     QueryOutcome, QueryRejected, QueryReplied, QueryResponse, query_outcome_fields, query_response_to_value,
     sign_query_response,
 )
-from replica.ic.requests import CallContent, ReadStateContent
+from replica.ic.requests import ReadStateContent
 from state_manager.messages import MANAGEMENT_CANISTER_ID, Ingress, RejectCode
 
 from .backend import NodeBackend
 
-__all__ = ["canister_of", "canister_id_principal", "authenticated_call", "authenticated_read_state",
-           "encode_query_answer"]
-
-_MANAGEMENT = b""
+__all__ = ["canister_of", "authenticated_call", "authenticated_read_state", "encode_query_answer"]
 
 
 def canister_of(text: str) -> int:
     """The canister a route names (``InvalidCanisterId`` unless a canister's textual id)."""
     try:
-        raw = principal_from_text(text)
-        return MANAGEMENT_CANISTER_ID if raw == _MANAGEMENT else canister_number(Principal(raw))
-    except PrincipalError as exc:
+        return receiver_of(Principal(principal_from_text(text)))
+    except (PrincipalError, UnknownCanister) as exc:
         raise InvalidCanisterId(f"the URL's canister id {text[:70]!r}: {exc}") from exc
-
-
-def canister_id_principal(canister_id: int) -> Principal:
-    """The principal of a replica canister id (the management canister's is empty)."""
-    return Principal(_MANAGEMENT) if canister_id == MANAGEMENT_CANISTER_ID else canister_principal(canister_id)
-
-
-def _authenticated(body: bytes, backend: NodeBackend, max_bytes: int, target: bytes | None = None) -> Authenticated:
-    try:
-        return authenticate(decode_envelope(body, max_bytes=max_bytes), now_ns=backend.clock(), target=target)
-    except CborTooLarge as exc:
-        raise IngressTooLarge(str(exc)) from exc
-    except EnvelopeRefused as exc:   # the sender is not who the envelope says
-        if exc.reason in ("malformed_envelope", "malformed_content"):
-            raise MalformedIngress(f"{exc.reason}: {exc}") from exc
-        raise BadIngressSignature(f"{exc.reason}: {exc}") from exc
-    except IcFormatError as exc:
-        raise MalformedIngress(f"{exc.reason}: {exc}") from exc
 
 
 def _check_window(expiry: int, backend: NodeBackend, what: str) -> None:
@@ -79,33 +53,32 @@ def _check_window(expiry: int, backend: NodeBackend, what: str) -> None:
 def authenticated_call(body: bytes, canister: int, request_type: str, backend: NodeBackend, *,
                        check_window: bool) -> Ingress:
     """The ``Ingress`` of a ``request_type`` envelope to the route's ``canister`` (module docstring)."""
-    authenticated = _authenticated(body, backend, backend.limits.max_ingress_bytes)
-    content = authenticated.content
-    if not isinstance(content, CallContent) or content.request_type != request_type:
-        raise MalformedIngress(f"a {content.request_type} request sent to the {request_type} route")
-    target = content.canister_id.raw
-    if target == _MANAGEMENT:
-        receiver = MANAGEMENT_CANISTER_ID
-    else:
-        try:
-            receiver = canister_number(content.canister_id)
-        except PrincipalError as exc:
-            raise MalformedIngress(f"canister_id: {exc}") from exc
-        if receiver != canister:
-            raise ReceiverMismatch(f"the envelope is for canister {content.canister_id}, the URL names "
-                                   f"{canister_id_principal(canister)}")
+    ingress = decode_signed_ingress(body, backend.limits.max_ingress_bytes, now_ns=backend.clock(),
+                                    request_type=request_type)
+    if ingress.receiver != canister and ingress.receiver != MANAGEMENT_CANISTER_ID:
+        raise ReceiverMismatch(f"the envelope is for canister {canister_id_of(ingress.receiver)}, the URL names "
+                               f"{canister_id_of(canister)}")
     if check_window:
-        _check_window(content.ingress_expiry, backend, request_type)
-    return Ingress(authenticated.sender.raw, receiver, content.method_name, content.arg, authenticated.request_id,
-                   content.ingress_expiry)
+        _check_window(ingress.expiry_time, backend, request_type)
+    return ingress
 
 
 def authenticated_read_state(body: bytes, backend: NodeBackend, canister: int | None = None,
                              ) -> tuple[bytes, tuple[tuple[bytes, ...], ...]]:
     """The reader (the sender's principal) and the paths of a read_state envelope; the
     route's ``canister`` is the target a delegation chain restricted to targets must name."""
-    target = None if canister is None else canister_id_principal(canister).raw
-    authenticated = _authenticated(body, backend, backend.limits.max_ingress_bytes, target)
+    target = None if canister is None else canister_id_of(canister).raw
+    try:
+        authenticated = authenticate(decode_envelope(body, max_bytes=backend.limits.max_ingress_bytes),
+                                     now_ns=backend.clock(), target=target)
+    except CborTooLarge as exc:
+        raise IngressTooLarge(str(exc)) from exc
+    except EnvelopeRefused as exc:   # the sender is not who the envelope says
+        if exc.reason in ("malformed_envelope", "malformed_content"):
+            raise MalformedRequest(f"{exc.reason}: {exc}") from exc
+        raise BadIngressSignature(f"{exc.reason}: {exc}") from exc
+    except IcFormatError as exc:
+        raise MalformedRequest(f"{exc.reason}: {exc}") from exc
     content = authenticated.content
     if not isinstance(content, ReadStateContent):
         raise MalformedRequest(f"a {content.request_type} request sent to a read_state route")
