@@ -455,3 +455,9 @@ class GoldenCanister(Canister):
 
 def scratch_dir() -> tempfile.TemporaryDirectory:
     return tempfile.TemporaryDirectory(prefix="golden-")
+
+
+def node_signing_identity():
+    """Node 1 of A's Ed25519 signing identity (it signs query answers)."""
+    from replica.ic.identities import Ed25519Identity   # noqa: PLC0415 - the replica's wire room, above the fixtures' imports
+    return Ed25519Identity.from_private_bytes(node_signing_key(f"{A}-node-1"))

@@ -33,7 +33,12 @@ from replica.audit.isolation import decode_answer, decode_request, encode_answer
 from replica.audit.report import build_report, comparable
 from replica.audit.live_feed import FeedContext, decode_chunk, decode_context, encode_chunk, encode_context
 from replica.audit.run_log import decode_run_log, encode_run_log, load_run_log, write_run_log
-from replica.client import http_wire
+from replica.client.answers import decode_dry_run_answer, encode_dry_run_answer
+from replica.ic.certificate import Certificate, decode_certificate, encode_certificate
+from replica.ic.http_interface import CallAnswer, decode_call_answer, decode_read_state_answer, encode_call_answer
+from replica.ic.http_interface import encode_read_state_answer
+from replica.ic.query_response import QueryReplied, QueryResponse, decode_query_response, encode_query_response
+from replica.ic.query_response import sign_query_response
 from replica.client.envelope import QUERY, decode_signed_ingress, sign_ingress
 from replica.ic.request_id import request_id
 from replica.execution import module_hash
@@ -405,8 +410,8 @@ WIRE = "xnet.grpc.messages.WIRE_VERSION"
 ENVELOPE = "replica.client.envelope.ENVELOPE_VERSION"
 MESSAGE = "consensus_stub.agreement.messages.MESSAGE_VERSION"
 SNAPSHOT = "state_manager.canister_snapshot.SNAPSHOT_VERSION"
-HTTP_NOTE = ("the ingress HTTP API's bodies under /api/v2 (replica.client.http_wire), which every agent reads: "
-             "they carry no version, a change needs a new API prefix")
+HTTP_NOTE = ("the IC HTTP interface's bodies (replica.ic.http_interface, replica.client.answers), which every "
+             "agent reads: they carry no version; they are the interface specification's")
 TREE_NOTE = ("the hash-tree encoding has no version of its own: it is carried inside certified slices "
              "(bump state_manager.certified_slice.SLICE_VERSION)")
 
@@ -537,27 +542,26 @@ def _static_vectors() -> list[Vector]:
                encode_canister_snapshot, SNAPSHOT, v0, decode_canister_snapshot),
         Vector("canister snapshot (bounded-wait calls)", lambda: fx.state_with_bounded_wait_calls().canisters[7],
                encode_canister_snapshot, SNAPSHOT, v0, decode_canister_snapshot),
-        # replica.client.http_wire: the ingress HTTP API's bodies
-        Vector("HTTP read_state request",
-               lambda: ((b"time",), (b"request_status", fx.digest("status replied"), b"reply")),
-               http_wire.encode_read_state_request, decode=http_wire.decode_read_state_request,
-               unversioned_note=HTTP_NOTE),
-        Vector("HTTP read_state answer (certificate)", lambda: (fx.witness_tree(), fx.certification()),
-               lambda c: http_wire.encode_certificate(*c), decode=http_wire.decode_certificate,
-               expect=lambda d, b: ht.trees_equal(d.tree, b[0]) and d.certification == b[1],
-               reencode=lambda c: http_wire.encode_certificate(c.tree, c.certification), unversioned_note=HTTP_NOTE),
-        Vector("HTTP query answer (reply)", lambda: http_wire.QueryAnswer(fx.HEIGHT, reply=b"reply-bytes"),
-               http_wire.encode_query_answer, decode=lambda d: http_wire.decode_query_answer(d, 1 << 16),
-               unversioned_note=HTTP_NOTE),
-        Vector("HTTP query answer (reject)",
-               lambda: http_wire.QueryAnswer(fx.HEIGHT, reject_code="CANISTER_ERROR", reject_message="trapped \u2713"),
-               http_wire.encode_query_answer, decode=lambda d: http_wire.decode_query_answer(d, 1 << 16),
+        # replica.ic.http_interface, replica.client.answers: the IC HTTP interface's bodies
+        Vector("HTTP read_state answer (IC certificate)",
+               lambda: Certificate(fx.witness_tree(), fx.certification().signature),
+               lambda c: encode_read_state_answer(encode_certificate(c)),
+               decode=lambda d: decode_certificate(decode_read_state_answer(d, 1 << 20)),
+               expect=lambda d, b: ht.trees_equal(d.tree, b.tree) and d.signature == b.signature and d.delegation is None,
+               reencode=lambda c: encode_read_state_answer(encode_certificate(c)), unversioned_note=HTTP_NOTE),
+        Vector("HTTP v3 call answer (replied)", lambda: CallAnswer("replied", certificate=b"certificate-bytes"),
+               encode_call_answer, decode=lambda d: decode_call_answer(d, 1 << 16), unversioned_note=HTTP_NOTE),
+        Vector("HTTP query answer (reply, node-signed)",
+               lambda: QueryResponse(QueryReplied(b"reply-bytes"),
+                                     (sign_query_response(QueryReplied(b"reply-bytes"), fx.digest("query"),
+                                                          1_700_000_000_000_000_000, fx.node_signing_identity()),)),
+               encode_query_response, decode=lambda d: decode_query_response(d, max_bytes=1 << 16),
                unversioned_note=HTTP_NOTE),
         Vector("HTTP dry_run answer",
                lambda: DryRunResult(fx.HEIGHT, "waiting", None, None, None, 1234, False,
                                     (OutgoingCall(1000, "pong", b"arg", 0), OutgoingCall(7, "m", b"", 1_700_000_000)),
                                     ("/canister_state/1/stable/pings_sent", "/ingress_history/0x01@2"), 3),
-               http_wire.encode_dry_run_answer, decode=lambda d: http_wire.decode_dry_run_answer(d, 1 << 16),
+               encode_dry_run_answer, decode=lambda d: decode_dry_run_answer(d, 1 << 16),
                unversioned_note=HTTP_NOTE),
         # replica.audit and replica.testnet recordings
         Vector("run log blob", fx.run_log, encode_run_log, "replica.audit.run_log.RUN_LOG_VERSION", v1, decode_run_log),
