@@ -237,7 +237,7 @@ class HttpApiServer:
 
     async def _read_subnet_state(self, request: web.Request) -> web.Response:
         try:
-            subnet = principal_from_text(request.match_info["subnet"]).raw
+            subnet = principal_from_text(request.match_info["subnet"])
         except PrincipalError as exc:
             raise InvalidSubnetId(f"the URL's subnet id: {exc}") from exc
         if subnet != self.backend.subnet_principal:

@@ -84,6 +84,8 @@ def authenticated_read_state(body: bytes, backend: NodeBackend, canister: int | 
         raise MalformedRequest(f"a {content.request_type} request sent to a read_state route")
     if not content.paths:
         raise MalformedRequest("a read_state asks for no path")
+    if not all(content.paths):
+        raise MalformedRequest("a read_state path has no label")
     _check_window(content.ingress_expiry, backend, "read_state")
     return authenticated.sender.raw, content.paths
 
