@@ -19,7 +19,7 @@ from message_routing.batch import decode_batch
 from message_routing.limits import DEFAULT
 from message_routing.state_machine import execute_round
 from replica.execution import ExecutionEnvironment, install_canister
-from replica.client import Ed25519Identity, sign_ingress
+from replica.client import identity_from_seed, sign_ingress
 from replica.inprocess.local import LocalTestnet
 from replica.node.replica_node import NodeConfig
 from replica.inprocess.subnet import NodeHooks
@@ -41,7 +41,7 @@ def canister(subnet: str, offset: int) -> int:
     return RANGES[subnet][0] + offset
 
 
-USERS = {"alice": Ed25519Identity.from_seed(b"alice"), "bob": Ed25519Identity.from_seed(b"bob")}
+USERS = {"alice": identity_from_seed(b"alice"), "bob": identity_from_seed(b"bob")}
 HOME = {"alice": ALPHA, "bob": BETA}
 
 

@@ -3,7 +3,9 @@
 Canisters (the README's ``Greeter`` and the ping-pong example) on each subnet:
 ``GREETER`` and ``PINGER`` at offsets 1 and 2 of alpha's range (0-999) and beta's
 (1000-1999). The ingress pools hold at most ``POOL_MESSAGES`` messages, so a test can fill
-one while the ticker is paused.
+one while the ticker is paused. Routes and bodies are the IC's HTTP interface: ``canister_url``
+and ``subnet_url`` name the routes, ``envelope``, ``query_envelope`` and ``read_state_envelope``
+make signed IC envelopes (the anonymous sender's with ``key=None``).
 """
 
 from __future__ import annotations
@@ -17,8 +19,12 @@ import httpx
 
 from consensus_stub.genesis import SubnetSpec
 from examples.ping_pong import PingPong
-from replica.client import Ed25519Identity, sign_ingress
+from replica.client import Identity, identity_from_seed, sign_ingress
 from replica.client.agent import Agent
+from replica.client.subnet_ids import subnet_principal_of
+from replica.ic.envelope import encode_envelope, sign_envelope
+from replica.ic.http_interface import canister_path, subnet_read_state_path
+from replica.ic.principal import Principal, canister_principal, principal_to_text
 from replica.execution import ExecutionEnvironment, install_canister
 from replica.sdk import Canister, callback, query, update
 from replica.inprocess.local import LocalTestnet
@@ -28,7 +34,8 @@ ALPHA, BETA = "alpha", "beta"
 RANGES = {ALPHA: (0, 999), BETA: (1000, 1999)}
 GREETER, PINGER = 1, 2
 POOL_MESSAGES = 4
-ALICE = Ed25519Identity.from_seed(b"alice-http")
+ALICE = identity_from_seed(b"alice-http")
+BOB = identity_from_seed(b"bob-http")
 SEC = 10**9
 
 
@@ -150,7 +157,7 @@ def agent_for(net: LocalTestnet, endpoint: str | dict | None = None, **options) 
 _nonce = iter(range(1, 2**62))
 
 
-def envelope(receiver: int, method: str = "greet", arg=None, *, key: Ed25519Identity = ALICE,
+def envelope(receiver: int, method: str = "greet", arg=None, *, key: Identity | None = ALICE,
              expiry: int | None = None, request_type: str = "call") -> bytes:
     expiry = time.time_ns() + 60 * SEC if expiry is None else expiry
     return sign_ingress(key, receiver, method, "bob" if arg is None else arg, next(_nonce), expiry,
@@ -159,6 +166,29 @@ def envelope(receiver: int, method: str = "greet", arg=None, *, key: Ed25519Iden
 
 def query_envelope(receiver: int, method: str = "greeted", arg=None, **options) -> bytes:
     return envelope(receiver, method, arg, request_type="query", **options)
+
+
+def read_state_envelope(paths, *, key: Identity | None = ALICE, expiry: int | None = None) -> bytes:
+    """A read_state of ``paths`` signed by ``key`` (``None``: the anonymous sender)."""
+    sender = Principal.anonymous() if key is None else key.principal
+    content = {"request_type": "read_state", "sender": sender.raw, "paths": [list(path) for path in paths],
+               "ingress_expiry": time.time_ns() + 60 * SEC if expiry is None else expiry,
+               "nonce": next(_nonce).to_bytes(8, "big")}
+    return encode_envelope(sign_envelope(content, key))
+
+
+def canister_url(receiver: int, endpoint: str, version: int = 2) -> str:
+    """``/api/v<version>/canister/<receiver's principal>/<endpoint>``."""
+    return canister_path(version, principal_to_text(canister_principal(receiver).raw), endpoint)
+
+
+def subnet_id(net: LocalTestnet, subnet: str) -> bytes:
+    """The IC id (principal bytes) of ``subnet``."""
+    return subnet_principal_of(net.current_registry.latest(), subnet)
+
+
+def subnet_url(subnet_principal: bytes, version: int = 2) -> str:
+    return subnet_read_state_path(version, principal_to_text(subnet_principal))
 
 
 _client = httpx.Client(trust_env=False, timeout=10.0, verify=False)  # plain HTTP on 127.0.0.1
