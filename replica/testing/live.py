@@ -49,6 +49,7 @@ class LiveNetwork:
         #: A fork's ``ForkReport`` (``LiveNetwork.fork``), else None.
         self.fork_report = None
         self._agents: dict[bytes, Agent] = {}
+        self._senders: dict[bytes, Identity] = {}   # who sent each call: only they may read its status
         self._default = Ed25519Identity.from_seed(b"replica.testing live reader")
         self.registry = self._agent(self._default).registry
 
@@ -173,11 +174,15 @@ class LiveNetwork:
         return subnet_id if canister_id == MANAGEMENT_CANISTER_ID else None
 
     def submit(self, sender: Identity, canister_id: int, method: str, arg: Any, subnet_id: str) -> bytes:
-        return self._agent(sender).submit_call(canister_id, method, arg, subnet=self._subnet_arg(canister_id, subnet_id))
+        message_id = self._agent(sender).submit_call(canister_id, method, arg,
+                                                     subnet=self._subnet_arg(canister_id, subnet_id))
+        self._senders[message_id] = sender
+        return message_id
 
     def request_status(self, message_id: bytes, canister_id: int, subnet_id: str) -> RequestStatus:
-        return self._agent(self._default).request_status(message_id, canister_id,
-                                                         subnet=self._subnet_arg(canister_id, subnet_id))
+        """Read as the call's sender: a node shows a request's status to its sender only."""
+        sender = self._senders.get(message_id, self._default)
+        return self._agent(sender).request_status(message_id, canister_id, subnet=self._subnet_arg(canister_id, subnet_id))
 
     def await_answer(self, message_id: bytes, canister_id: int, subnet_id: str, max_ticks: int) -> RequestStatus:
         """Poll the verified status until it is final; give up after about ``max_ticks`` rounds."""

@@ -2,12 +2,10 @@
 
 from __future__ import annotations
 
-import dataclasses
-
 import pytest
 
 from replica.client.agent_errors import (
-    CertificateRootMismatch, CertificateSignatureInvalid, CertificateTooOld, CertificationRollback,
+    CertificateSignatureInvalid, CertificateTooOld, CertificationRollback,
 )
 from replica.testing.certified_status import status_from_certificate, verified_certificate
 
@@ -45,11 +43,17 @@ def test_the_other_subnets_key_is_refused(answered):
         _verify(net, certified, certification, mid, public_key=net.root_key("subnet-1"))
 
 
-def test_a_certification_of_another_root_is_refused(answered):
+def test_a_tree_the_certification_did_not_sign_is_refused(answered):
+    """The certificate's signature covers the root of the tree it carries: a node that changes
+    the reply (the certified tree) while keeping the signature is found out."""
     net, mid, certified, certification = answered
-    forged = dataclasses.replace(certification, root=bytes(32))
-    with pytest.raises(CertificateRootMismatch):
-        _verify(net, certified, forged, mid)
+    status_path = [b"request_status", mid]
+    changed = certified.update([(b"request_status", certified.get_subtree(b"request_status").update(
+        [(mid, certified.get_subtree(b"request_status").get_subtree(mid).insert(b"reply", b"forged"))]))])
+    with pytest.raises(CertificateSignatureInvalid):
+        verified_certificate(changed, certification, [status_path], subnet_id="subnet-0",
+                             public_key=net.root_key("subnet-0"), now_ns=net.get_time(), max_age_ns=MAX_AGE,
+                             min_height=0)
 
 
 def test_rollback_and_staleness_are_refused(answered):
