@@ -11,6 +11,8 @@ stuck and why. While the testnet runs, the answer's status is also read with a v
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import argparse
 import json
 import sys
@@ -25,11 +27,11 @@ __all__ = ["register"]
 
 def _certified(directory, trace) -> dict | None:
     """The verified ``request_status`` of the traced message, or ``None`` (testnet stopped)."""
-    from replica.client.identity import Ed25519Identity
+    from replica.node.testnet_dir import TestnetDirectory
     from replica.testnet.http_endpoints import agent_for_testnet
 
-    try:
-        with agent_for_testnet(directory, Ed25519Identity.from_seed(b"replica trace")) as agent:
+    try:   # as the testnet's operator: a node shows a call's status to its sender and the operator only
+        with agent_for_testnet(directory, TestnetDirectory(Path(directory)).operator()) as agent:
             status = agent.request_status(bytes.fromhex(trace.message_id), trace.canister, subnet=trace.subnet)
     except ReplicaError:
         return None

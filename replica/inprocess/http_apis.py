@@ -25,7 +25,7 @@ Delegation = Callable[[], "CertificateDelegation | None"]
 
 
 def node_backend(subnet: Subnet, node_id: str, clock: Callable[[], int] = time.time_ns,
-                 delegation: Delegation = lambda: None) -> NodeBackend:
+                 delegation: Delegation = lambda: None, operators: frozenset[bytes] = frozenset()) -> NodeBackend:
     """The ``NodeBackend`` of node ``node_id`` of ``subnet`` (module docstring)."""
 
     def submit(ingress) -> None:
@@ -34,7 +34,7 @@ def node_backend(subnet: Subnet, node_id: str, clock: Callable[[], int] = time.t
         except SubnetError as exc:
             raise NodeUnavailable(str(exc)) from exc
 
-    return subnet.nodes[node_id].backend(submit, subnet.locked, clock, delegation)
+    return subnet.nodes[node_id].backend(submit, subnet.locked, clock, delegation, operators)
 
 
 def in_process_delegation(root: Subnet, subnet: Subnet) -> Delegation:
@@ -58,11 +58,11 @@ class SubnetHttpApis:
 
     def __init__(self, subnet: Subnet, *, workers: int = 2,
                  wrap: Mapping[str, Callable[[NodeBackend], NodeBackend]] | None = None,
-                 delegation: Delegation = lambda: None) -> None:
+                 delegation: Delegation = lambda: None, operators: frozenset[bytes] = frozenset()) -> None:
         self.subnet = subnet
         wrap = dict(wrap or {})
         self.servers = {
-            node_id: HttpApiServer(wrap.get(node_id, lambda b: b)(node_backend(subnet, node_id, delegation=delegation)),
+            node_id: HttpApiServer(wrap.get(node_id, lambda b: b)(node_backend(subnet, node_id, delegation=delegation, operators=operators)),
                                    workers=workers)
             for node_id in subnet.nodes
         }

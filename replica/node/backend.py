@@ -35,6 +35,7 @@ class NodeBackend:
     * ``delegation()`` is the root subnet's delegation to this subnet for its certificates
       (None on the root subnet; ``DelegationUnavailable`` while it is not fetched yet);
     * ``request_sender(request id)`` is who sent a request the node knows of (None: unknown);
+      ``operators`` may read every request's status besides its sender (a testnet's operator);
     * ``metrics`` is the node's registry (none: the server keeps one of its own);
     * ``dry_run(canister, method, payload, caller)`` executes an update on a copy of the
       latest certified state, never committed (``replica.execution.dry_run``; none: the
@@ -59,4 +60,5 @@ class NodeBackend:
     root_key: Callable[[], bytes] = lambda: b""
     delegation: "Callable[[], CertificateDelegation | None]" = lambda: None
     request_sender: Callable[[bytes], "bytes | None"] = lambda _request_id: None
+    operators: frozenset[bytes] = frozenset()
     node_signer: Identity | None = None

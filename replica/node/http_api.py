@@ -293,7 +293,7 @@ class HttpApiServer:
 
     def _canister_certificate(self, canister: int, body: bytes) -> bytes:
         reader, paths = authenticated_read_state(body, self.backend, canister)
-        check_canister_paths(paths, canister, reader, self.backend.request_sender)
+        check_canister_paths(paths, canister, reader, self.backend.request_sender, self.backend.operators)
         certified, certification = self._latest()
         return encode_read_state_answer(certificate_for(certified, certification, paths, self.backend.delegation()))
 

@@ -515,7 +515,8 @@ class Node(ReplicaNode):
 
     def backend(self, submit: Callable[[Ingress], None], locked: Callable[[Callable[[], Any]], Any],
                 clock: Callable[[], int] = time.time_ns,
-                delegation: "Callable[[], CertificateDelegation | None]" = lambda: None) -> NodeBackend:
+                delegation: "Callable[[], CertificateDelegation | None]" = lambda: None,
+                operators: frozenset[bytes] = frozenset()) -> NodeBackend:
         """This node's ``NodeBackend`` for the ingress HTTP API: ``submit`` is how its driver
         admits and spreads a message; ``locked(action)`` runs ``action`` while nothing else
         changes the node's state; ``delegation()`` is the root subnet's delegation to this
@@ -554,7 +555,7 @@ class Node(ReplicaNode):
                            self.api_status, clock, self.metrics, dry_run_call,
                            subnet_principal=subnet_principal_of(record, self.subnet_id),
                            root_key=lambda: root_key_of(self.registry.get().latest()),
-                           delegation=delegation, request_sender=request_sender,
+                           delegation=delegation, request_sender=request_sender, operators=operators,
                            node_signer=self.signing_identity)
 
     def close(self) -> None:

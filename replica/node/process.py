@@ -335,7 +335,9 @@ class NodeProcess:
             return server, server.start()
         server, port = bind_again("agreement", previous.get("agreement"), agreement_server)
         self._servers.append(server)
-        backend = self.node.backend(self._submit, self.runner.locked, self._clock, self._start_delegation())
+        operator = self.directory.operator().principal.raw
+        backend = self.node.backend(self._submit, self.runner.locked, self._clock, self._start_delegation(),
+                                    frozenset({operator}))
 
         def http_server(p: int) -> tuple[HttpApiServer, str]:
             server = HttpApiServer(backend, port=p)

@@ -13,7 +13,9 @@ and a request to a subnet (``/api/v*/subnet/<s>/read_state``) for ``/time``, ``/
 ``/canister_ranges/…``. A request status is readable only by the request's sender
 (``RequestStatusForbidden``, 403): another principal learns nothing of it, not even that it
 exists. Unlike the IC, one read may ask for the statuses of several requests (an agent polling
-its own calls in one certificate), each of them the reader's.
+its own calls in one certificate), each of them the reader's; and a testnet's operator (an
+identity derived from its seed, ``TestnetDirectory.operator``) may read every status, for
+``replica trace`` and the status page.
 
 Two paths are the replica's own: ``/metadata/height`` (always revealed: it authenticates the
 height of the certification, whose signature covers the root only; docs/architecture.md,
@@ -72,16 +74,17 @@ def check_subnet_paths(paths: Sequence[Sequence[bytes]]) -> None:
 
 
 def check_canister_paths(paths: Sequence[Sequence[bytes]], canister_id: int, reader: bytes,
-                         sender_of: Callable[[bytes], bytes | None]) -> None:
+                         sender_of: Callable[[bytes], bytes | None], operators: frozenset[bytes] = frozenset()) -> None:
     """Raise ``PathNotAllowed`` unless every path is one of the module docstring's for
     ``canister_id``, and ``RequestStatusForbidden`` for a request status of a request that
-    ``reader`` did not send (``sender_of(request id)``: its sender, None if unknown)."""
+    ``reader`` did not send (``sender_of(request id)``: its sender, None if unknown) unless the
+    reader is one of the testnet's ``operators``."""
     own = canister_principal(canister_id).raw
     for path in paths:
         head, rest = path[0], tuple(path[1:])
         if head == b"request_status" and 1 <= len(rest) <= 2 and len(rest[0]) == REQUEST_ID_BYTES and (
                 len(rest) == 1 or rest[1] in _REQUEST_STATUS_FIELDS):
-            sender = sender_of(rest[0])
+            sender = None if reader in operators else sender_of(rest[0])
             if sender is not None and sender != reader:
                 raise RequestStatusForbidden(f"request {rest[0].hex()} was not sent by the reader")
             continue

@@ -17,6 +17,7 @@ from typing import Any
 
 from message_routing.limits import DEFAULT, MINIMAL, Limits
 from replica.errors import ReplicaError
+from replica.ic.identities import Ed25519Identity
 from state_manager.durable_files import write_atomically
 
 from .process_config import NodeFiles
@@ -73,6 +74,17 @@ class TestnetDirectory:
             return json.loads(self.manifest.read_text())
         except (OSError, ValueError) as exc:
             raise TestnetError(f"{self.root} is not a testnet directory: {exc}") from exc
+
+    def operator(self, manifest: dict[str, Any] | None = None) -> Ed25519Identity:
+        """The testnet's operator: an Ed25519 identity derived from the manifest's seed, so
+        whoever holds the directory (its node secrets too) holds it. A node shows the status of
+        any request to it, beside each request's sender, for ``replica trace`` and the status
+        page (the IC shows a status to its sender only; docs/architecture.md, *The IC's HTTP
+        interface*)."""
+        seed = (manifest if manifest is not None else self.read_manifest()).get("seed")
+        if not isinstance(seed, str):
+            raise TestnetError(f"{self.manifest} names no seed")
+        return Ed25519Identity.from_seed(b"replica testnet operator" + bytes.fromhex(seed))
 
     def limits(self, manifest: dict[str, Any]) -> Limits:
         """The limits the manifest's preset names."""

@@ -42,7 +42,7 @@ from state_manager.streams import StreamHeader
 
 __all__ = ["StatusError", "SubnetView", "StreamView", "TestnetView", "StatusReader"]
 
-#: read_state needs no signature; the agent still wants an identity to exist.
+#: Who reads when the testnet's operator is not known (a reader made of a registry alone).
 _READER = Ed25519Identity.from_seed(b"replica testnet status")
 
 
@@ -128,12 +128,13 @@ class StatusReader:
     (``{subnet: {node id: "127.0.0.1:port"}}``)."""
 
     def __init__(self, registry: Registry, endpoints: Mapping[str, Mapping[str, str]], *,
-                 timeout_s: float = 5.0) -> None:
+                 timeout_s: float = 5.0, identity: Ed25519Identity | None = None) -> None:
         self.registry = registry
         self.endpoints = {s: dict(nodes) for s, nodes in endpoints.items()}
         self.subnets = [record.subnet_id for record in registry.latest().subnets]
         first = {s: next(iter(nodes.values())) for s, nodes in self.endpoints.items() if nodes}
-        self._agent = Agent(first, _READER, registry, timeout_s=timeout_s)
+        # the testnet's operator may read every call's status (replica.node.read_state)
+        self._agent = Agent(first, identity or _READER, registry, timeout_s=timeout_s)
         self._http = HttpTransport(timeout_s)
         self._previous: dict[str, _Sample] = {}
 
@@ -279,7 +280,11 @@ def reader_for_testnet(directory) -> StatusReader:
         registry = decode_registry(layout.registry.read_bytes())
     except (OSError, RegistryError) as exc:
         raise StatusError(f"{layout.root} holds no readable registry: {exc}") from exc
-    return StatusReader(registry, read_http_endpoints(directory))
+    try:
+        operator = layout.operator()
+    except ReplicaError:
+        operator = None   # a directory without a seed: the reader sees the statuses of its own calls only
+    return StatusReader(registry, read_http_endpoints(directory), identity=operator)
 
 
 def format_view(view: TestnetView) -> list[str]:
