@@ -136,13 +136,14 @@ class VerifiedCertificate:
 
 @dataclass
 class SignatureCache:
-    """Certificates whose signature verified (by ``(signature, root, delegation)``) and the
+    """Certificates whose signature verified (by ``(signature, root, delegation, key trusted)``:
+    without a delegation, the key it verified under is part of what was verified) and the
     delegations verified (``replica.ic.certificate``'s cache), each bounded."""
 
-    signatures: "OrderedDict[tuple[bytes, bytes, bytes], None]" = field(default_factory=OrderedDict)
+    signatures: "OrderedDict[tuple[bytes, bytes, bytes, bytes], None]" = field(default_factory=OrderedDict)
     delegations: dict = field(default_factory=dict)
 
-    def remember(self, key: tuple[bytes, bytes, bytes]) -> None:
+    def remember(self, key: tuple[bytes, bytes, bytes, bytes]) -> None:
         self.signatures[key] = None
         while len(self.signatures) > _REMEMBERED:
             self.signatures.popitem(last=False)
@@ -162,13 +163,16 @@ def verify_answer_certificate(data: bytes, *, subnet_id: str, subnet_principal: 
         if delegation is not None and delegation.subnet_id != subnet_principal:
             raise CertificateMalformed(f"a delegation to {Principal(delegation.subnet_id)}, not to {subnet_id}")
         root = reconstruct(certificate.tree)
-        key = (certificate.signature, root, b"" if delegation is None else delegation.certificate)
-        if key in cache.signatures:
-            if delegation is not None and canister is not None:
-                delegated_tree = cache.delegations[(delegation.subnet_id, delegation.certificate)][1]
-                check_canister_in_ranges(delegated_tree, delegation.subnet_id, canister)
+        trusted = root_key if delegation is not None or is_root else subnet_key
+        key = (certificate.signature, root, b"" if delegation is None else delegation.certificate, trusted)
+        # a delegation the cache has forgotten since (it forgets them all when it holds many)
+        # is verified again with the certificate
+        delegated = None if delegation is None else cache.delegations.get((delegation.subnet_id,
+                                                                           delegation.certificate))
+        if key in cache.signatures and (delegation is None or delegated is not None):
+            if delegation is not None and delegated is not None and canister is not None:
+                check_canister_in_ranges(delegated[1], delegation.subnet_id, canister)
         else:
-            trusted = root_key if delegation is not None or is_root else subnet_key
             verify_certificate(certificate, root_key=trusted, canister_id=canister,
                                subnet_id=subnet_principal if delegation is not None else None,
                                delegation_cache=cache.delegations)
@@ -178,7 +182,10 @@ def verify_answer_certificate(data: bytes, *, subnet_id: str, subnet_principal: 
     except IcFormatError as exc:
         raise MalformedCertificate(f"a certificate of {subnet_id}: {exc}") from exc
     verified = VerifiedCertificate(subnet_id, 0, 0, certificate.tree)
-    height = verified.lookup_value(list(HEIGHT_PATH))
+    try:
+        height = verified.lookup_value(list(HEIGHT_PATH))
+    except PathNotProven:   # pruned: not revealed either
+        height = None
     if type(height) is not int or height < 0:
         raise CertificateHeightMismatch("the certificate does not reveal its height (/metadata/height)")
     if height < min_height:
