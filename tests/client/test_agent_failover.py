@@ -12,7 +12,6 @@ that are stopped, silent or restarted on the same port."""
 
 from __future__ import annotations
 
-import json
 import socket
 import time
 
@@ -20,10 +19,17 @@ import pytest
 
 from replica.client.agent import Agent
 from replica.client.agent_errors import CertificationRollback, RequestRefused, SubmissionUncertain, TransportError
-from replica.client.http_wire import QueryAnswer, encode_query_answer
+from replica.client.answers import QueryAnswer
+from replica.client.envelope import decode_signed_ingress
+from replica.client.http_transport import Answer
 from replica.client.identity import Ed25519Identity
 from consensus_stub.registry import Registry
-from replica.client.refusals import DuplicateIngress, IngressPoolFull, UnknownCanister
+from message_routing.limits import DEFAULT
+from replica.client.refusals import DuplicateIngress, IngressPoolFull, MalformedIngress, UnknownCanister
+from replica.ic.http_interface import STATUS_PATH, canister_path, encode_read_state_answer, encode_status
+from replica.ic.principal import canister_principal, principal_to_text
+from replica.node.backend import NodeBackend
+from replica.node.ingress_requests import encode_query_answer
 from state_manager import certification as cm
 from state_manager.encoding import encode
 from state_manager.labeled_trie import build_from_sorted
@@ -50,24 +56,41 @@ def _certificate(message_id: bytes, height: int = fx.HEIGHT) -> bytes:
     shares = fx.certification_shares(height, trie.digest())
     key_shares = {i: fx.deal(fx.A).public_key_share(i) for i in range(1, fx.N + 1)}
     certification = cm.aggregate_certification(shares, fx.T, fx.deal(fx.A).public_key, key_shares)
-    return certificate_for(trie, certification, [[b"request_status", message_id]])   # what a node answers
+    return encode_read_state_answer(certificate_for(trie, certification, [[b"request_status", message_id]], None))   # A is the root subnet
+
+
+#: The routes of canister 5 (on subnet A), as the interface names them.
+CANISTER_5 = principal_to_text(canister_principal(5).raw)
+ROUTES = {"call": canister_path(2, CANISTER_5, "call"), "query": canister_path(2, CANISTER_5, "query"),
+          "read_state": canister_path(2, CANISTER_5, "read_state"), "status": STATUS_PATH}
+#: A node's side of a query answer: its encoder, without a node signer.
+QUERY_NODE = NodeBackend(fx.A, f"{fx.A}-node-1", DEFAULT, lambda ingress: None, lambda *args: None, lambda: None, dict,
+                         clock=lambda: fx.TIME)
 
 
 class ScriptedNodes:
     """Answers per endpoint: "refused" / "timeout" (no HTTP answer), "pooled+silent" (takes the
-    call, then no answer), "ok" (202 with the message id for a call, a query answer, a
-    certificate, a status), or an HTTP status with a reason."""
+    call, then no answer), "ok" (202 for a call, a query answer, a certificate, a status, in
+    the IC's bodies), or an HTTP status with a reason (a refusal: plain text, the reason in
+    the refusal header). A call's message id is the request id of the envelope the agent
+    sent (``message_id``: the last one)."""
 
     def __init__(self, script: dict[str, str]) -> None:
         self.script = dict(script)
         self.asked: list[str] = []
+        self.paths: list[tuple[str, str]] = []
         self.pooled: set[bytes] = set()
         self.message_id = b"\x01" * 32
         #: The certified height each node's read_state answers are at.
         self.heights: dict[str, int] = {}
 
-    def request(self, method: str, endpoint: str, path: str, body: bytes | None) -> tuple[int, bytes]:
+    def request(self, method: str, endpoint: str, path: str, body: bytes | None) -> Answer:
         self.asked.append(endpoint)
+        self.paths.append((method, path))
+        if path.endswith("/call"):   # what the agent sent: a signed call to canister 5
+            ingress = decode_signed_ingress(body, DEFAULT.max_ingress_bytes, now_ns=fx.TIME)
+            assert ingress.receiver == 5
+            self.message_id = ingress.message_id
         behaviour = self.script.get(endpoint, "refused")
         if behaviour in ("refused", "timeout"):
             raise TransportError(f"{method} http://{endpoint}{path}: {'connection refused' if behaviour == 'refused' else 'timed out'}")
@@ -78,15 +101,15 @@ class ScriptedNodes:
                 if behaviour == "pooled+silent":
                     raise TransportError(f"{endpoint}: connection reset")
                 if not first_time:
-                    return 409, json.dumps({"reason": "duplicate", "message": "already pooled"}).encode()
-                return 202, json.dumps({"message_id": self.message_id.hex()}).encode()
+                    return Answer(409, b"already pooled", "duplicate")
+                return Answer(202, b"")
             if path.endswith("/query"):
-                return 200, encode_query_answer(QueryAnswer(7, reply=encode(42)))
+                return Answer(200, encode_query_answer(QueryAnswer(7, reply=encode(42)), bytes(32), QUERY_NODE))
             if path.endswith("/read_state"):
-                return 200, _certificate(self.message_id, self.heights.get(endpoint, fx.HEIGHT))
-            return 200, json.dumps({"node": endpoint, "finalized_height": 9}).encode()
+                return Answer(200, _certificate(self.message_id, self.heights.get(endpoint, fx.HEIGHT)))
+            return Answer(200, encode_status({"root_key": b"", "node": endpoint, "finalized_height": 9}))
         status, reason = behaviour.split(" ")
-        return int(status), json.dumps({"reason": reason, "message": f"{endpoint} says {reason}"}).encode()
+        return Answer(int(status), f"{endpoint} says {reason}".encode(), reason)
 
     def close(self) -> None:
         pass
@@ -98,14 +121,6 @@ def _agent(script: dict[str, str], **options) -> tuple[Agent, ScriptedNodes]:
                   clock=lambda: fx.TIME, poll_interval_s=0.01, max_poll_interval_s=0.02, **options)
     nodes = ScriptedNodes(script)
     agent._http = nodes   # the transport is the one seam between the agent and the network
-    original = agent._envelope
-
-    def envelope(canister_id, method, arg, request_type):   # let the scripted nodes answer with the right id
-        signed = original(canister_id, method, arg, request_type)
-        nodes.message_id = signed.message_id
-        return signed
-
-    agent._envelope = envelope
     return agent, nodes
 
 
@@ -131,6 +146,7 @@ def test_a_failing_node_is_passed_over_for_every_kind_of_request_and_the_next_on
     assert agent.endpoint_for(5) == NODES[1]
     _ask(agent, kind)
     assert nodes.asked[2:] == [NODES[1]]              # the node that answered goes first now
+    assert set(nodes.paths) == {("GET" if kind == "status" else "POST", ROUTES[kind])}   # the interface's routes
     assert agent.endpoint_for(150) == "127.0.0.1:9"   # other subnets are untouched
 
 
@@ -151,11 +167,15 @@ def test_a_duplicate_without_a_failover_is_the_callers_refusal():
 @pytest.mark.parametrize("answer", ["400 malformed", "404 unknown_canister", "421 canister_not_on_subnet"])
 def test_a_4xx_is_the_first_nodes_answer_and_not_asked_elsewhere(kind, answer):
     agent, nodes = _agent({NODES[0]: answer, NODES[1]: "ok", NODES[2]: "ok"}, failover_s=5.0)
-    with pytest.raises(Exception, match=answer.split(" ")[1]) as raised:
+    status, reason = answer.split(" ")
+    with pytest.raises(Exception, match=f"{NODES[0]} says {reason}") as raised:
         _ask(agent, kind)
     assert nodes.asked == [NODES[0]]
+    assert raised.value.reason == reason   # read from the refusal header
     if answer == "404 unknown_canister":
         assert isinstance(raised.value, UnknownCanister)
+    if answer == "400 malformed":
+        assert isinstance(raised.value, MalformedIngress)
 
 
 def test_a_full_pool_on_every_node_is_the_nodes_refusal_not_asked_again():
