@@ -7,6 +7,9 @@ fetch latencies and inducted messages, a refused call as a refusal by reason.
 
 from __future__ import annotations
 
+from replica.ic.http_interface import REFUSAL_HEADER
+from replica.ic.principal import canister_principal, principal_to_text
+
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
@@ -39,8 +42,8 @@ def test_metrics_of_every_node_match_its_state():
         assert answer["pongs_received"] == 2
         # one refused call: no such canister on alpha
         address = net.http_endpoints[ALPHA][next(iter(net.http_endpoints[ALPHA]))]
-        refused = post(address, "/api/v2/canister/999/call", envelope(999))
-        assert refused.status_code == 404 and refused.json()["reason"] == "unknown_canister"
+        refused = post(address, f"/api/v2/canister/{principal_to_text(canister_principal(999).raw)}/call", envelope(999))
+        assert refused.status_code == 404 and refused.headers[REFUSAL_HEADER] == "unknown_canister"
 
         with net.ticker.paused():  # no round runs while we compare scrapes with states
             for subnet_id, endpoints in net.http_endpoints.items():
