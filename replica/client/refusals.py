@@ -1,6 +1,7 @@
 """Every refusal of the ingress HTTP API, each a class with its stable ``reason`` and its HTTP
-``status``, defined here once, on the class: the node answers ``{"reason", "message"}`` with
-that status (``replica.node.http_api``), the agent reads the reason back (``refusal_class``).
+``status``, defined here once, on the class: the node answers with that status, the message as
+plain text and the reason in the ``X-Replica-Refusal`` header (``replica.node.http_api``), as
+the IC answers a refusal; the agent reads the reason back (``refusal_class``).
 
 ``IngressRefused`` — a submission the replica refuses, one subclass per reason:
 
