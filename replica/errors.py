@@ -105,7 +105,6 @@ fails when a public exception class of ``replica`` is missing here or placed wro
     │   ├── ReplyUnavailable
     │   ├── CertificateInvalid
     │   │   ├── MalformedCertificate
-    │   │   ├── CertificateRootMismatch
     │   │   ├── CertificateHeightMismatch
     │   │   ├── CertificateSignatureInvalid
     │   │   ├── CertificationRollback

@@ -13,8 +13,7 @@ CallTimeout                    no certified answer within the caller's timeout
 ReplyUnavailable               the certified status is ``done``: the answer is gone (expired)
 CertificateInvalid             a read_state answer fails verification; one subclass per check:
   MalformedCertificate         - the answer does not decode, or a revealed leaf is not what it must be
-  CertificateRootMismatch      - the tree's reconstructed root is not the certified root
-  CertificateSignatureInvalid  - the certification does not verify under the subnet's registry key
+  CertificateSignatureInvalid  - the signature does not verify under the root key and delegation (or the subnet's key)
   CertificationRollback        - its height is below one already verified for that subnet
   CertificateTooOld            - its ``/time`` is older than the agent's ``max_certificate_age_s``
   PathNotProven                - the tree neither reveals nor proves absent a path that was asked for
@@ -30,7 +29,7 @@ from replica.errors import ReplicaError
 
 __all__ = [
     "AgentError", "TransportError", "SubmissionUncertain", "UnexpectedAnswer", "RequestRefused", "CanisterNotRouted", "CallRejected",
-    "CallTimeout", "ReplyUnavailable", "CertificateInvalid", "MalformedCertificate", "CertificateRootMismatch",
+    "CallTimeout", "ReplyUnavailable", "CertificateInvalid", "MalformedCertificate",
     "CertificateHeightMismatch", "CertificateSignatureInvalid", "CertificationRollback", "CertificateTooOld", "PathNotProven",
 ]
 
@@ -95,8 +94,6 @@ class MalformedCertificate(CertificateInvalid):
     reason = "malformed_certificate"
 
 
-class CertificateRootMismatch(CertificateInvalid):
-    reason = "root_mismatch"
 
 
 class CertificateHeightMismatch(CertificateInvalid):
