@@ -13,7 +13,8 @@ from typing import Callable, Mapping
 
 from replica.client.refusals import DelegationUnavailable, NodeUnavailable
 from replica.ic.certificate import CertificateDelegation
-from replica.node.delegation import delegation_of
+from state_manager.labeled_trie import LabeledTrie
+from replica.node.delegation import covering, delegation_of
 from replica.node.http_api import HttpApiServer, NodeBackend
 from replica.client.subnet_ids import subnet_principal_of
 
@@ -21,11 +22,11 @@ from .subnet import Subnet, SubnetError
 
 __all__ = ["node_backend", "in_process_delegation", "SubnetHttpApis"]
 
-Delegation = Callable[[], "CertificateDelegation | None"]
+Delegation = Callable[[LabeledTrie], "CertificateDelegation | None"]
 
 
 def node_backend(subnet: Subnet, node_id: str, clock: Callable[[], int] = time.time_ns,
-                 delegation: Delegation = lambda: None, operators: frozenset[bytes] = frozenset()) -> NodeBackend:
+                 delegation: Delegation = lambda certified: None, operators: frozenset[bytes] = frozenset()) -> NodeBackend:
     """The ``NodeBackend`` of node ``node_id`` of ``subnet`` (module docstring)."""
 
     def submit(ingress) -> None:
@@ -41,14 +42,14 @@ def in_process_delegation(root: Subnet, subnet: Subnet) -> Delegation:
     """The root subnet's delegation to ``subnet`` when both run in this process: made afresh
     from the root subnet's latest certified state (``replica.node.delegation``)."""
     if root is subnet:
-        return lambda: None
+        return lambda certified: None
     principal = subnet_principal_of(root.registry.get().latest(), subnet.subnet_id)
 
-    def delegation() -> CertificateDelegation:
+    def delegation(certified: LabeledTrie) -> CertificateDelegation:
         latest = root.locked(root.nodes[next(iter(root.nodes))].certified_tree)
         if latest is None:
             raise DelegationUnavailable(f"the root subnet {root.subnet_id} has no certified state yet")
-        return delegation_of(*latest, principal)
+        return covering(delegation_of(*latest, principal), certified)
     return delegation
 
 
@@ -58,7 +59,7 @@ class SubnetHttpApis:
 
     def __init__(self, subnet: Subnet, *, workers: int = 2,
                  wrap: Mapping[str, Callable[[NodeBackend], NodeBackend]] | None = None,
-                 delegation: Delegation = lambda: None, operators: frozenset[bytes] = frozenset()) -> None:
+                 delegation: Delegation = lambda certified: None, operators: frozenset[bytes] = frozenset()) -> None:
         self.subnet = subnet
         wrap = dict(wrap or {})
         self.servers = {

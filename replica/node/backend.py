@@ -32,8 +32,9 @@ class NodeBackend:
     * ``certified()`` is the latest certified tree and its certification, or ``None``;
     * ``status()`` is the node's part of ``GET /api/v2/status`` (heights, ids);
     * ``subnet_principal`` is this subnet's IC id, ``root_key()`` the root subnet's DER key;
-    * ``delegation()`` is the root subnet's delegation to this subnet for its certificates
-      (None on the root subnet; ``DelegationUnavailable`` while it is not fetched yet);
+    * ``delegation(certified)`` is the root subnet's delegation to this subnet for a certificate
+      of the certified tree ``certified`` (None on the root subnet; ``DelegationUnavailable``
+      while none is fetched that covers it, ``replica.node.delegation.covering``);
     * ``request_sender(request id)`` is who sent a request the node knows of (None: unknown);
       ``operators`` may read every request's status besides its sender (a testnet's operator);
     * ``metrics`` is the node's registry (none: the server keeps one of its own);
@@ -58,7 +59,7 @@ class NodeBackend:
     dry_run: "Callable[[int, str, bytes, bytes], DryRunResult] | None" = None
     subnet_principal: bytes = b""
     root_key: Callable[[], bytes] = lambda: b""
-    delegation: "Callable[[], CertificateDelegation | None]" = lambda: None
+    delegation: "Callable[[LabeledTrie], CertificateDelegation | None]" = lambda certified: None
     request_sender: Callable[[bytes], "bytes | None"] = lambda _request_id: None
     operators: frozenset[bytes] = frozenset()
     node_signer: Identity | None = None

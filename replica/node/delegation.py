@@ -11,8 +11,13 @@ and v3 agents, ``/canister_ranges/<subnet_id>/…`` for v4 agents).
   subnet's certified tree and certification, where the root subnet runs in the same process.
 * ``DelegationFetcher`` asks the root subnet's nodes for it over HTTP (a subnet read_state,
   anonymous) where it runs elsewhere, verifies it under the root key, keeps the latest and
-  asks again every ``refresh_s`` seconds: canister ranges change when canisters migrate, and an
-  agent refuses a canister its subnet's delegation does not cover.
+  asks again every ``refresh_s`` seconds.
+* ``covering`` is the rule both apply before a delegation goes out with a certificate: its
+  canister ranges are the ranges the certified tree it vouches for gives its own subnet.
+  Canister ranges change when canisters migrate, and an agent refuses a canister its subnet's
+  delegation does not cover; a delegation older (or newer) than the state it vouches for is
+  refused with ``DelegationUnavailable`` (503: an agent asks again), and the fetcher asks the
+  root subnet again at once instead of at its next refresh.
 """
 
 from __future__ import annotations
@@ -32,14 +37,16 @@ from replica.ic.errors import IcFormatError
 from replica.ic.http_interface import decode_read_state_answer, subnet_read_state_path
 from replica.ic.principal import ANONYMOUS_BYTES, Principal, principal_to_text
 from state_manager.certification import HEIGHT_PATH, Certification
+from state_manager.hash_tree import Found, Leaf, lookup_path
 from state_manager.labeled_trie import LabeledTrie
 from state_manager.trie_witness import plan_paths, witness_tree
 
-__all__ = ["delegation_paths", "delegation_of", "DelegationFetcher"]
+__all__ = ["delegation_paths", "delegation_of", "covering", "DelegationFetcher"]
 
 _log = logging.getLogger(__name__)
 _MAX_ANSWER_BYTES = 1 << 22
 _EXPIRY_NS = 60 * 10**9
+_MIN_PAUSE_S = 0.1
 
 
 def delegation_paths(subnet: bytes) -> list[list[bytes]]:
@@ -56,6 +63,30 @@ def delegation_of(root_certified: LabeledTrie, root_certification: Certification
     return CertificateDelegation(subnet, encode_certificate(certificate))
 
 
+def _own_ranges(certified: LabeledTrie, subnet: bytes) -> bytes | None:
+    """``/subnet/<subnet>/canister_ranges`` of ``subnet``'s own certified tree (None: the
+    topology has no key for it, so the tree names no subnet)."""
+    subnets = certified.get_subtree(b"subnet")
+    own = None if subnets is None else subnets.get_subtree(subnet)
+    return None if own is None else own.get_leaf(b"canister_ranges")
+
+
+def _delegated_ranges(delegation: CertificateDelegation) -> bytes | None:
+    found = lookup_path(decode_certificate(delegation.certificate).tree,
+                        [b"subnet", delegation.subnet_id, b"canister_ranges"])
+    return found.tree.value if isinstance(found, Found) and isinstance(found.tree, Leaf) else None
+
+
+def covering(delegation: CertificateDelegation, certified: LabeledTrie) -> CertificateDelegation:
+    """``delegation`` if it delegates exactly the canister ranges that ``certified`` (its
+    subnet's certified tree) gives that subnet; else ``DelegationUnavailable``."""
+    wanted = _own_ranges(certified, delegation.subnet_id)
+    if wanted is not None and _delegated_ranges(delegation) != wanted:
+        raise DelegationUnavailable("the root subnet's delegation does not cover this subnet's canister ranges "
+                                    "of its latest certified state yet (a canister moved): ask again")
+    return delegation
+
+
 class DelegationFetcher:
     """The latest delegation to ``subnet`` from the root subnet's nodes (module docstring).
     ``endpoints()`` says where the root subnet's nodes listen (``"127.0.0.1:port"``)."""
@@ -70,6 +101,7 @@ class DelegationFetcher:
         self._latest: CertificateDelegation | None = None
         self._error = "not asked yet"
         self._stop = threading.Event()
+        self._wake = threading.Event()
         self._thread = threading.Thread(target=self._run, name="delegation-fetcher", daemon=True)
 
     def start(self) -> None:
@@ -77,20 +109,29 @@ class DelegationFetcher:
 
     def stop(self) -> None:
         self._stop.set()
+        self._wake.set()
         if self._thread.is_alive():
             self._thread.join(timeout=10.0)
         self._http.close()
 
-    def current(self) -> CertificateDelegation:
+    def current(self, certified: LabeledTrie) -> CertificateDelegation:
+        """The latest delegation, ``covering`` ``certified``; when it does not, the root
+        subnet is asked again now."""
         latest = self._latest
         if latest is None:
             raise DelegationUnavailable(f"no delegation from the root subnet yet: {self._error}")
-        return latest
+        try:
+            return covering(latest, certified)
+        except DelegationUnavailable:
+            self._wake.set()
+            raise
 
     def _run(self) -> None:
         while not self._stop.is_set():
             fetched = self.fetch_once()
-            self._stop.wait(self.refresh_s if fetched else min(0.25, self.refresh_s))
+            self._stop.wait(_MIN_PAUSE_S)   # however often requests ask for a fresh one
+            self._wake.wait(self.refresh_s if fetched else min(0.25, self.refresh_s))
+            self._wake.clear()
 
     def fetch_once(self) -> bool:
         """Ask each root node in turn; keep the first delegation that verifies."""

@@ -45,8 +45,8 @@ from aiohttp import web
 
 from replica.client.answers import encode_dry_run_answer
 from replica.client.refusals import (
-    ApiError, BodyTimeout, DuplicateIngress, IngressRefused, InvalidCanisterId, InvalidSubnetId, MalformedRequest,
-    MethodNotAllowed, NotCertifiedYet, RequestTooLarge, RouteNotFound,
+    ApiError, BodyTimeout, DelegationUnavailable, DuplicateIngress, IngressRefused, InvalidCanisterId, InvalidSubnetId,
+    MalformedRequest, MethodNotAllowed, NotCertifiedYet, RequestTooLarge, RouteNotFound,
 )
 from replica.ic.errors import PrincipalError
 from replica.ic.http_interface import (
@@ -271,7 +271,11 @@ class HttpApiServer:
         certified, certification = latest
         if _status_leaf(certified, message_id) not in _TERMINAL:
             return None
-        return certificate_for(certified, certification, [[b"request_status", message_id]], self.backend.delegation())
+        try:
+            delegation = self.backend.delegation(certified)
+        except DelegationUnavailable:
+            return None   # a canister just moved here: the answer waits for the fresh delegation
+        return certificate_for(certified, certification, [[b"request_status", message_id]], delegation)
 
     def _run_query(self, canister: int, body: bytes) -> bytes:
         ingress = authenticated_call(body, canister, "query", self.backend, check_window=True)
@@ -295,13 +299,13 @@ class HttpApiServer:
         reader, paths = authenticated_read_state(body, self.backend, canister)
         check_canister_paths(paths, canister, reader, self.backend.request_sender, self.backend.operators)
         certified, certification = self._latest()
-        return encode_read_state_answer(certificate_for(certified, certification, paths, self.backend.delegation()))
+        return encode_read_state_answer(certificate_for(certified, certification, paths, self.backend.delegation(certified)))
 
     def _subnet_certificate(self, body: bytes) -> bytes:
         _, paths = authenticated_read_state(body, self.backend)
         check_subnet_paths(paths)
         certified, certification = self._latest()
-        return encode_read_state_answer(certificate_for(certified, certification, paths, self.backend.delegation()))
+        return encode_read_state_answer(certificate_for(certified, certification, paths, self.backend.delegation(certified)))
 
     def _status_body(self) -> bytes:
         ours = {key: value for key, value in self.backend.status().items() if value is not None}

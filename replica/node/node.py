@@ -74,6 +74,7 @@ from replica.ic.identities import Ed25519Identity
 from state_manager.certification import (
     Certification, CertificationError, CertificationShare, SignatureMemo, verify_certification,
 )
+from state_manager.labeled_trie import LabeledTrie
 from state_manager.messages import Ingress, Reject, Reply
 from state_manager.replicated_state import ReplicatedState
 from state_manager.state_manager import CertificationMismatch
@@ -515,12 +516,12 @@ class Node(ReplicaNode):
 
     def backend(self, submit: Callable[[Ingress], None], locked: Callable[[Callable[[], Any]], Any],
                 clock: Callable[[], int] = time.time_ns,
-                delegation: "Callable[[], CertificateDelegation | None]" = lambda: None,
+                delegation: "Callable[[LabeledTrie], CertificateDelegation | None]" = lambda certified: None,
                 operators: frozenset[bytes] = frozenset()) -> NodeBackend:
         """This node's ``NodeBackend`` for the ingress HTTP API: ``submit`` is how its driver
         admits and spreads a message; ``locked(action)`` runs ``action`` while nothing else
-        changes the node's state; ``delegation()`` is the root subnet's delegation to this
-        subnet (``replica.node.delegation``; None on the root subnet)."""
+        changes the node's state; ``delegation(certified)`` is the root subnet's delegation to
+        this subnet (``replica.node.delegation``; None on the root subnet)."""
 
         def on_certified_state(canister_id: int, run: Callable[[], Any]) -> Any:
             """``run()`` under the lock, for a canister this subnet hosts, on a certified state."""

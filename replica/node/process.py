@@ -362,7 +362,7 @@ class NodeProcess:
         record = self.registry.get().latest()
         root = root_subnet_id(record)
         if root == self.config.subnet_id:
-            return lambda: None
+            return lambda certified: None
         root_nodes = [n.node_id for n in record.nodes_of(root)]
 
         def endpoints() -> list[str]:

@@ -143,7 +143,7 @@ def run(root: Path, subnet: str) -> int:
         addresses = sub.start_servers()
         layout.write_json(layout.addresses(subnet), addresses)
         fetcher = _delegation_fetcher(holder.get().latest(), subnet, layout)
-        http_apis = SubnetHttpApis(sub, delegation=(lambda: None) if fetcher is None else fetcher.current,
+        http_apis = SubnetHttpApis(sub, delegation=(lambda certified: None) if fetcher is None else fetcher.current,
                                    operators=frozenset({layout.operator(manifest).principal.raw}))
         layout.write_json(layout.http(subnet), http_apis.start())
         _log.info("%s: height %d, endpoints %s, ingress HTTP APIs %s", subnet, sub.height, addresses,

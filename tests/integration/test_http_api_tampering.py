@@ -24,7 +24,8 @@ from replica.client.http_transport import Answer
 from replica.ic.certificate import Certificate, encode_certificate
 from replica.ic.http_interface import encode_read_state_answer
 from replica.inprocess.http_apis import in_process_delegation, node_backend
-from replica.node.delegation import delegation_of
+from replica.client.refusals import DelegationUnavailable
+from replica.node.delegation import covering, delegation_of
 from replica.node.http_api import HttpApiServer
 from state_manager.certification import HEIGHT_PATH, Certification
 from state_manager.ic_encoding import canister_principal_bytes, encode_canister_ranges
@@ -172,16 +173,33 @@ def test_another_subnets_certificate_with_its_delegation_is_refused(net, tamperi
 def test_the_root_subnets_certificate_without_a_delegation_is_refused_for_another_subnet(net, tampering):
     """A beta node that serves the root subnet's (validly signed) certificate for a canister of
     beta: without a delegation it is checked under beta's key, and fails."""
-    address = tampering(lambda honest: _latest(net, ALPHA), BETA, delegation=lambda: None)
+    address = tampering(lambda honest: _latest(net, ALPHA), BETA, delegation=lambda certified: None)
     with agent_for(net, {BETA: address}) as victim, pytest.raises(CertificateSignatureInvalid):
         victim.read_state(AWAY, [[b"time"]])
 
 
 def test_a_delegation_the_subnet_signed_itself_is_refused(net, tampering):
     beta = subnet_id(net, BETA)
-    address = tampering(lambda honest: honest(), BETA, delegation=lambda: delegation_of(*_latest(net, BETA), beta))
+    address = tampering(lambda honest: honest(), BETA, delegation=lambda certified: delegation_of(*_latest(net, BETA), beta))
     with agent_for(net, {BETA: address}) as victim, pytest.raises(CertificateSignatureInvalid):
         victim.read_state(AWAY, [[b"time"]])
+
+
+def test_a_delegation_is_served_only_with_the_state_whose_ranges_it_delegates(net):
+    """After a migration the subnet's own state and the root subnet's delegation may name
+    different ranges for a moment: the node holds back (503, asked again) rather than send a
+    certificate that an agent refuses for a canister the delegation does not cover."""
+    beta = subnet_id(net, BETA)
+    own, _ = _latest(net, BETA)
+    delegation = delegation_of(*_latest(net, ALPHA), beta)
+    assert covering(delegation, own) is delegation
+    moved_here = _replace(own, [b"subnet", beta, b"canister_ranges"],
+                          encode_canister_ranges(((canister_principal_bytes(0), canister_principal_bytes(1999)),)))
+    with pytest.raises(DelegationUnavailable, match="canister ranges"):
+        covering(delegation, moved_here)
+    with pytest.raises(DelegationUnavailable, match="canister ranges"):
+        in_process_delegation(net.subnets[ALPHA], net.subnets[BETA])(moved_here)
+    assert in_process_delegation(net.subnets[ALPHA], net.subnets[BETA])(own).subnet_id == beta
 
 
 def test_a_delegation_with_widened_canister_ranges_is_refused(net, tampering):
@@ -190,7 +208,7 @@ def test_a_delegation_with_widened_canister_ranges_is_refused(net, tampering):
     beta = subnet_id(net, BETA)
     wide = encode_canister_ranges(((canister_principal_bytes(0), canister_principal_bytes(1999)),))
 
-    def widened():
+    def widened(certified):
         trie, certification = _latest(net, ALPHA)
         trie = _replace(trie, [b"subnet", beta, b"canister_ranges"], wide)
         trie = _replace(trie, [b"canister_ranges", beta], LabeledTrie.empty().insert(canister_principal_bytes(0), wide))

@@ -50,8 +50,11 @@ def test_canisters_move_back_and_forth_under_traffic_and_no_call_is_lost(tmp_pat
             outcome = {}
 
             def traffic() -> None:
-                outcome["load"] = run_load(agent, subnets, LoadOptions(rate=25, duration_s=30, drain_s=90, seed=3, timeout_s=1),
-                                           canisters=load_canisters)
+                # an agent of its own: the transfers below switch ``agent``'s identity, and a node
+                # shows a request's status only to the identity that sent it
+                with agent_for_testnet(directory, tn.user_key("subnet-0")) as load_agent:
+                    outcome["load"] = run_load(load_agent, subnets, LoadOptions(
+                        rate=25, duration_s=30, drain_s=90, seed=3, timeout_s=1), canisters=load_canisters)
 
             loader = threading.Thread(target=traffic)
             loader.start()
@@ -66,7 +69,7 @@ def test_canisters_move_back_and_forth_under_traffic_and_no_call_is_lost(tmp_pat
                         try:
                             subnet = agent.subnet_of(ledger)   # its status stays there, wherever it moves
                             transfers.append((agent.submit_call(ledger, "transfer", {
-                                "to_ledger": apps[other].ledger, "to": "acct", "amount": 3}, subnet=subnet), subnet))
+                                "to_ledger": apps[other].ledger, "to": "acct", "amount": 3}, subnet=subnet), subnet, payer))
                         except IngressRefused:
                             refused += 1    # e.g. the ledger is between subnets: refused, not lost
                     agent.identity = tn.user_key("subnet-0")   # the controller of every canister here
@@ -74,13 +77,15 @@ def test_canisters_move_back_and_forth_under_traffic_and_no_call_is_lost(tmp_pat
             loader.join(timeout=200)
             load = outcome["load"]
             answers = []
-            for message_id, subnet in transfers:
+            for message_id, subnet, payer in transfers:
+                agent.identity = tn.user_key(payer)   # a request's status is its sender's to read
                 try:
                     answers.append(agent.wait(message_id, MANAGEMENT_CANISTER_ID, timeout_s=60, subnet=subnet))
                 except CallRejected as rejected:
                     answers.append(rejected.code)
                 except RequestRefused:
                     answers.append("asked the wrong subnet")
+            agent.identity = tn.user_key("subnet-0")
             supply = _supply(agent, apps)
     finally:
         down(directory)

@@ -15,6 +15,7 @@ import socket
 import httpx
 import pytest
 
+from replica.ic.http_interface import decode_status
 from replica.node.ports import bind_again, read_ports, write_ports
 from tests.integration.node_processes import NodeProcesses
 
@@ -67,7 +68,7 @@ def test_a_sigkilled_node_comes_back_on_its_ports_and_one_whose_port_was_taken_m
             assert after == before, "the restarted node bound other ports"
             assert read_ports(cluster.files(node).ports) == {k: int(v.rsplit(":", 1)[1]) for k, v in before.items()}
             cluster.wait_until(lambda: cluster.height(node) > height + 2, 60, f"{node} to finalize again")
-            status = client.get(f"http://{before['http']}/api/v2/status").json()   # the same address answers
+            status = decode_status(client.get(f"http://{before['http']}/api/v2/status").content)   # the same address answers
             assert status["node_id"] == node and status["finalized_height"] > height
 
         moved = json.loads(cluster.files(other).endpoints.read_text())

@@ -95,7 +95,7 @@ class Fake:
 
         return NodeBackend("alpha", "alpha-node-1", DEFAULT, submit, query, lambda: self.certified,
                            lambda: {"subnet_id": "alpha", "node_id": "alpha-node-1"}, node_signer=NODE,
-                           delegation=lambda: self.delegation)
+                           delegation=lambda certified: self.delegation)
 
 
 @pytest.fixture
