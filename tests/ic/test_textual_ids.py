@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from replica.ic.canister_ids import MANAGEMENT_CANISTER_TEXT, canister_text, parse_canister
+from replica.ic.textual_ids import MANAGEMENT_CANISTER_TEXT, canister_text, parse_canister, subnet_text
 from replica.ic.errors import NotACanisterPrincipal, PrincipalChecksumMismatch, PrincipalTextError
 from replica.ic.principal import canister_principal
 from state_manager.messages import MANAGEMENT_CANISTER_ID
@@ -61,3 +61,13 @@ def test_refusals_say_what_was_wrong(bad, error, words):
 def test_only_u64s_have_a_text(bad):
     with pytest.raises(NotACanisterPrincipal):
         canister_text(bad)
+
+
+def test_a_subnets_text_is_the_principal_of_its_keys_der():
+    from replica.ic.bls import deal_threshold_keys, public_key_to_der
+    from replica.ic.principal import Principal, self_authenticating
+
+    key = deal_threshold_keys(4, 3, b"\x07" * 32).public_key
+    text = subnet_text(key)
+    assert text == str(self_authenticating(public_key_to_der(key)))
+    assert Principal.from_text(text).raw.endswith(b"\x02")

@@ -1,4 +1,4 @@
-"""Canister ids as people read and type them: the IC's textual principals.
+"""Canister and subnet ids as people read and type them: the IC's textual principals.
 
 Inside the replica a canister is a u64 (state, files, the Python API); every display goes
 through ``canister_text`` and everything a person types through ``parse_canister``. Canister
@@ -8,6 +8,10 @@ through ``canister_text`` and everything a person types through ``parse_canister
 shown as that, and the text of the principal of 2**64 - 1 is refused so that one canister never
 has two names. ``parse_canister`` also takes a decimal id (the command line always has), and
 refuses with ``replica.ic.errors``' principal classes, each message saying what was wrong.
+
+Subnets keep their names (``subnet-0``) as their ids inside a testnet; ``subnet_text`` is the
+IC principal shown beside the name where a subnet is described in full: the self-authenticating
+id of the DER of its threshold public key (``replica.ic.principal.subnet_principal``).
 """
 
 from __future__ import annotations
@@ -15,9 +19,10 @@ from __future__ import annotations
 from state_manager.messages import MANAGEMENT_CANISTER_ID
 
 from .errors import NotACanisterPrincipal, PrincipalTextMalformed
-from .principal import Principal, canister_number, canister_principal, principal_from_text
+from .bls import public_key_to_der
+from .principal import Principal, canister_number, canister_principal, principal_from_text, subnet_principal
 
-__all__ = ["MANAGEMENT_CANISTER_TEXT", "canister_text", "parse_canister"]
+__all__ = ["MANAGEMENT_CANISTER_TEXT", "canister_text", "parse_canister", "subnet_text"]
 
 MANAGEMENT_CANISTER_TEXT = "aaaaa-aa"
 _U64 = 1 << 64
@@ -57,3 +62,8 @@ def parse_canister(value: str | int) -> int:
         raise NotACanisterPrincipal(f"{value!r} names canister 2**64 - 1, which this replica reserves for the "
                                     f"management canister; that one is {MANAGEMENT_CANISTER_TEXT}")
     return number
+
+
+def subnet_text(threshold_public_key: bytes) -> str:
+    """The textual principal of the subnet whose threshold public key (96 bytes) is given."""
+    return subnet_principal(public_key_to_der(threshold_public_key)).to_text()
