@@ -57,6 +57,7 @@ from typing import Any, Callable, Mapping, Sequence
 from consensus_stub.registry import Registry
 from replica.execution.codec import EncodingError, decode_payload
 from replica.execution.dry_run import DryRunResult
+from replica.ic.textual_ids import canister_text
 from state_manager.encoding import decode
 from state_manager.hash_tree import Unknown, lookup_path
 from state_manager.certification import Certification, SignatureMemo, verify_certification
@@ -224,9 +225,9 @@ class Agent:
             return subnet
         routed = self.registry.latest().routing_table.lookup(canister_id)
         if routed is None:
-            raise CanisterNotRouted(f"no subnet of the registry hosts canister {canister_id}")
+            raise CanisterNotRouted(f"no subnet of the registry hosts canister {canister_text(canister_id)}")
         if subnet is not None and subnet != routed:
-            raise CanisterNotRouted(f"canister {canister_id} is on subnet {routed}, not {subnet}")
+            raise CanisterNotRouted(f"canister {canister_text(canister_id)} is on subnet {routed}, not {subnet}")
         return routed
 
     def endpoint_for(self, canister_id: int, subnet: str | None = None) -> str:

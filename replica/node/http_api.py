@@ -49,6 +49,7 @@ from replica.client.refusals import (
     MalformedRequest, MethodNotAllowed, NotCertifiedYet, ReceiverMismatch, RequestTooLarge, RouteNotFound,
 )
 from replica.execution.codec import EncodingError, decode_payload
+from replica.ic.textual_ids import canister_text
 from state_manager.messages import Ingress
 
 from .app_thread import AppThread
@@ -226,7 +227,8 @@ class HttpApiServer:
     def _authenticated(self, canister: int, body: bytes) -> Ingress:
         ingress = decode_signed_ingress(body, self.backend.limits.max_ingress_bytes)
         if ingress.receiver != canister:
-            raise ReceiverMismatch(f"the envelope is for canister {ingress.receiver}, the URL names {canister}")
+            raise ReceiverMismatch(f"the envelope is for canister {canister_text(ingress.receiver)}, "
+                                   f"the URL names {canister_text(canister)}")
         return ingress
 
     def _submit(self, canister: int, body: bytes) -> bytes:
