@@ -9,7 +9,8 @@ away (nothing is committed, no hash changes): it prints the reply or reject, the
 instructions used, the calls the method would make and the state paths it would change
 (``replica.execution.dry_run``; ``--json`` for all of it as one object).
 
-Calls to the management canister (id 18446744073709551615 = 2**64 - 1) name the subnet
+A canister is named by its principal (``rwlgt-iiaaa-aaaaa-aaaaa-cai``, as every command
+prints it) or its decimal id. Calls to the management canister (``aaaaa-aa``) name the subnet
 that executes them with ``--subnet``; ``replica canister install`` makes those calls for you.
 """
 
@@ -21,8 +22,10 @@ import sys
 from typing import Any
 
 from replica.errors import ReplicaError
+from replica.ic.textual_ids import canister_text
 from state_manager.messages import MANAGEMENT_CANISTER_ID
 
+from .arguments import CANISTER_HELP, canister_argument
 from .help import HelpFormatter, plain
 
 __all__ = ["register", "parse_argument", "to_json"]
@@ -88,7 +91,7 @@ def dry_run_json(result) -> dict:
             "reply": value(result.reply) if result.reply is not None else None,
             "reject_code": result.reject_code, "reject_message": result.reject_message,
             "instructions": result.instructions, "instruction_limit_hit": result.limit_exceeded,
-            "calls": [{"receiver": c.receiver, "method": c.method, "arg": value(c.payload), "deadline": c.deadline}
+            "calls": [{"receiver": canister_text(c.receiver), "method": c.method, "arg": value(c.payload), "deadline": c.deadline}
                       for c in result.calls],
             "changed_paths": list(result.changed_paths), "more_changed_paths": result.more_paths}
 
@@ -182,7 +185,7 @@ def register(sub) -> None:
     """``call`` and ``request-status``."""
     call = sub.add_parser("call", formatter_class=HelpFormatter, description=plain(__doc__),
                           help="call a canister on the running testnet; print its certified reply as JSON")
-    call.add_argument("canister", type=int, help="canister id")
+    call.add_argument("canister", type=canister_argument, help=f"the canister: {CANISTER_HELP}")
     call.add_argument("method")
     call.add_argument("arg", nargs="?", type=parse_argument, default=None,
                       help="the argument as JSON (0x-prefixed strings are bytes)")
@@ -200,7 +203,7 @@ def register(sub) -> None:
     status = sub.add_parser("request-status", formatter_class=HelpFormatter,
                             help="the verified status (and answer) of a call made with --async")
     status.add_argument("message_id", help="the message id (hex) `replica call --async` printed")
-    status.add_argument("canister", type=int, nargs="?", default=None,
-                        help="the canister it was sent to (none: ask every subnet)")
+    status.add_argument("canister", type=canister_argument, nargs="?", default=None,
+                        help=f"the canister it was sent to, {CANISTER_HELP} (none: ask every subnet)")
     _common(status)
     status.set_defaults(func=_request_status)

@@ -4,7 +4,8 @@
 The module's source travels in an ingress message to the management canister: first
 ``create_canister`` on ``--subnet`` (unless ``--canister`` names one you control), then
 ``install_code`` with the source, the class name, ``--mode`` and ``--arg``. Both answers are
-certified and verified (as for ``replica call``). The canister id is printed on stdout.
+certified and verified (as for ``replica call``). The canister id (its textual principal) is
+printed on stdout.
 
 Every node of the subnet loads the same source from its replicated state, and
 ``/canister/<id>/module_hash`` is the SHA-256 of it; nothing reads your file after the
@@ -21,7 +22,9 @@ import sys
 from datetime import datetime, timezone
 
 from replica.errors import ReplicaError
+from replica.ic.textual_ids import canister_text
 
+from .arguments import CANISTER_HELP, canister_argument
 from .call import parse_argument
 from .help import HelpFormatter, plain
 
@@ -48,9 +51,10 @@ def _install(args: argparse.Namespace) -> int:
                     return 2
                 subnet = args.subnet or agent.registry.latest().subnet_ids()[0]
                 canister_id = created = create_canister(agent, subnet, timeout_s=args.timeout)
-                print(f"created canister {canister_id} on {subnet}", file=sys.stderr)
+                print(f"created canister {canister_text(canister_id)} on {subnet}", file=sys.stderr)
             elif args.subnet is not None and agent.subnet_of(canister_id) != args.subnet:
-                print(f"replica canister install: canister {canister_id} is not on {args.subnet}", file=sys.stderr)
+                print(f"replica canister install: canister {canister_text(canister_id)} is not on {args.subnet}",
+                      file=sys.stderr)
                 return 2
             digest = install_code(agent, canister_id, source, class_name, args.arg, mode=args.mode,
                                   timeout_s=args.timeout)
@@ -62,16 +66,16 @@ def _install(args: argparse.Namespace) -> int:
         print(f"replica canister install: {type(exc).__name__}: {exc}", file=sys.stderr)
         _left_empty(created)
         return 2
-    print(f"{args.mode}: {class_name} from {path} on canister {canister_id} (module hash {digest.hex()})",
-          file=sys.stderr)
-    print(canister_id)
+    print(f"{args.mode}: {class_name} from {path} on canister {canister_text(canister_id)} "
+          f"(module hash {digest.hex()})", file=sys.stderr)
+    print(canister_text(canister_id))
     return 0
 
 
 def _left_empty(created: int | None) -> None:
     if created is not None:
-        print(f"canister {created} was created and is empty: install into it with --canister {created}",
-              file=sys.stderr)
+        text = canister_text(created)
+        print(f"canister {text} was created and is empty: install into it with --canister {text}", file=sys.stderr)
 
 
 _LOGS_DOC = """``replica canister logs ID``: print the canister's log, oldest record first, one line each:
@@ -129,15 +133,16 @@ def register(sub) -> None:
                          help="the argument of init (install, reinstall) or post_upgrade (upgrade), as JSON")
     install.add_argument("--mode", choices=("install", "reinstall", "upgrade"), default="install",
                          help="install on a new canister, or replace the code of --canister")
-    install.add_argument("--canister", type=int, default=None,
-                         help="install on this existing canister (you must be its controller)")
+    install.add_argument("--canister", type=canister_argument, default=None,
+                         help=f"install on this existing canister (you must be its controller): {CANISTER_HELP}")
     install.add_argument("--timeout", type=float, default=60.0, help="seconds to wait for each certified answer")
     install.add_argument("--dir", default=None, help="testnet directory (none: $REPLICA_TESTNET, else .replica/testnet)")
     install.add_argument("--identity", default=None, help="identity to sign with (none: the one in use)")
     install.set_defaults(func=_install)
     logs = commands.add_parser("logs", formatter_class=HelpFormatter, description=plain(_LOGS_DOC),
                                help="print a canister's log: [index] time text")
-    logs.add_argument("canister_id", metavar="ID", type=int, help="the canister (you must be its controller)")
+    logs.add_argument("canister_id", metavar="ID", type=canister_argument,
+                      help=f"the canister (you must be its controller): {CANISTER_HELP}")
     logs.add_argument("--timeout", type=float, default=60.0, help="seconds to wait for the certified answer")
     logs.add_argument("--dir", default=None, help="testnet directory (none: $REPLICA_TESTNET, else .replica/testnet)")
     logs.add_argument("--identity", default=None, help="identity to sign with (none: the one in use)")

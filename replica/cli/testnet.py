@@ -23,7 +23,9 @@ import sys
 import time
 
 from replica.errors import ReplicaError
+from replica.ic.textual_ids import canister_text
 
+from .arguments import CANISTER_HELP, canister_argument
 from .help import HelpFormatter, plain
 
 __all__ = ["register"]
@@ -37,16 +39,21 @@ def _up(args: argparse.Namespace) -> int:
     rows = up(directory, subnets=args.subnets, nodes=args.nodes, round_ms=args.round_ms, fresh=args.fresh,
               restart=not args.no_restart, process_model=args.process_model, chaos_kill=args.chaos_kill,
               chaos_seed=args.chaos_seed)
-    print(f"{'subnet':<10} {'nodes':>5}  {'canister range':<15}  {'ingress endpoint':<28}  log")
+    print(f"{'subnet':<10} {'nodes':>5}  {'canister range':<57}  {'ingress endpoint':<28}  log")
     for r in rows:
         endpoint = next(iter(sorted(r.endpoints.items())), ("", "-"))[1]
-        ids = f"{r.canister_range[0]}-{r.canister_range[1]}"
-        print(f"{r.subnet:<10} {r.nodes:>5}  {ids:<15}  {'http://' + endpoint:<28}  {r.log}")
+        ids = _range_text(*r.canister_range)
+        print(f"{r.subnet:<10} {r.nodes:>5}  {ids:<57}  {'http://' + endpoint:<28}  {r.log}")
     page = status_page_url(directory)
     if page:
         print(f"live status page: {page}")
     print(f"testnet up in {directory}; stop it with `replica testnet down`")
     return 0
+
+
+def _range_text(start: int, end: int) -> str:
+    """A canister range as people read it: ``rwlgt-iiaaa-aaaaa-aaaaa-cai..<end's principal>``."""
+    return f"{canister_text(start)}..{canister_text(end)}"
 
 
 def _down(args: argparse.Namespace) -> int:
@@ -86,14 +93,15 @@ def _status(args: argparse.Namespace) -> int:
             else:
                 if args.watch:
                     print("\033[H\033[J", end="")  # clear the terminal between views
-                print(f"{'subnet':<10} {'state':<8} {'height':>7} {'certified':>9}  {'nodes':>5}  endpoints")
+                print(f"{'subnet':<10} {'IC principal':<63} {'state':<8} {'height':>7} {'certified':>9}  {'nodes':>5}  "
+                      f"endpoints")
                 for r in rows:
                     endpoints = " ".join(f"{node}=http://{address}" for node, address in sorted(r.endpoints.items()))
                     # node model: running / all nodes, and the held ones
                     nodes = f"{r.nodes_running}/{r.nodes}" if r.process_model == "node" else str(r.nodes)
                     held = f"  held: {' '.join(r.held)}" if r.held else ""
-                    print(f"{r.subnet:<10} {'running' if r.running else 'stopped':<8} {r.height or 0:>7} "
-                          f"{r.certified_height or 0:>9}  {nodes:>5}  {endpoints or '-'}{held}")
+                    print(f"{r.subnet:<10} {r.principal or '-':<63} {'running' if r.running else 'stopped':<8} "
+                          f"{r.height or 0:>7} {r.certified_height or 0:>9}  {nodes:>5}  {endpoints or '-'}{held}")
                 for problem in problems:
                     print("\n".join(problem.lines()))
                 if live is not None:
@@ -231,11 +239,11 @@ def _migrate(args: argparse.Namespace) -> int:
     store = IdentityStore()
     identity = store.load(args.identity) if args.identity else store.current()
     with agent_for_testnet(directory, identity.key) as agent:
-        progress = Progress(f"migrating canister {args.canister} to {args.to}")
+        progress = Progress(f"migrating canister {canister_text(args.canister)} to {args.to}")
         driver = AgentDriver.for_testnet(agent, directory)
         report = migrate_canister(driver, args.canister, args.to, timeout_s=args.timeout, progress=progress)
         progress.finish(f"answering on {report.destination} after {report.rounds} rounds ({report.seconds:.1f} s)")
-    print(f"canister {report.canister_id}: {report.source} -> {report.destination}; registry versions "
+    print(f"canister {canister_text(report.canister_id)}: {report.source} -> {report.destination}; registry versions "
           f"{', '.join(map(str, report.registry_versions))}; snapshot {report.snapshot_bytes} bytes, "
           f"SHA-256 {report.snapshot_hash.hex()}")
     return 0
@@ -277,15 +285,16 @@ def _registry(args: argparse.Namespace) -> int:
         return 0
     registry = decode_registry(layout.registry.read_bytes())
     versions = [{"version": r.version,
-                 "routing_table": [[c.start, c.end, s] for c, s in r.routing_table.entries],
-                 "canister_migrations": [[c.start, c.end, list(trace)] for c, trace in r.canister_migrations.entries]}
+                 "routing_table": [[canister_text(c.start), canister_text(c.end), s] for c, s in r.routing_table.entries],
+                 "canister_migrations": [[canister_text(c.start), canister_text(c.end), list(trace)]
+                                         for c, trace in r.canister_migrations.entries]}
                 for r in registry.records]
     if args.json:
         print(json.dumps(versions, indent=2))
         return 0
     for v in versions:
-        routes = ", ".join(f"{a}-{b} -> {s}" for a, b, s in v["routing_table"])
-        traces = "; ".join(f"{a}-{b} along {' -> '.join(t)}" for a, b, t in v["canister_migrations"]) or "none"
+        routes = ", ".join(f"{a}..{b} -> {s}" for a, b, s in v["routing_table"])
+        traces = "; ".join(f"{a}..{b} along {' -> '.join(t)}" for a, b, t in v["canister_migrations"]) or "none"
         print(f"version {v['version']}: {routes}; migrating: {traces}")
     return 0
 
@@ -358,7 +367,7 @@ def register(sub) -> None:
                                       "starts it)", _restart_node)
     restart.add_argument("node", help="the node id, e.g. subnet-0-node-2")
     migrate = command("migrate", "move a canister you control to another subnet (same id, same state)", _migrate)
-    migrate.add_argument("canister", type=int, help="the canister id")
+    migrate.add_argument("canister", type=canister_argument, help=f"the canister: {CANISTER_HELP}")
     migrate.add_argument("--to", required=True, help="the subnet to move it to")
     migrate.add_argument("--timeout", type=float, default=120.0, help="seconds each step may take")
     migrate.add_argument("--identity", default=None, help="identity to sign with (none: the one in use; "
@@ -367,8 +376,9 @@ def register(sub) -> None:
                        _registry)
     registry.add_argument("action", choices=("show", "route", "trace", "untrace"),
                           help="show; or publish: route START-END to --to, trace it --along A,B, untrace it")
-    registry.add_argument("start", type=int, nargs="?", default=None, help="first canister id of the range")
-    registry.add_argument("end", type=int, nargs="?", default=None, help="last canister id of the range")
+    registry.add_argument("start", type=canister_argument, nargs="?", default=None,
+                          help=f"the range's first canister: {CANISTER_HELP}")
+    registry.add_argument("end", type=canister_argument, nargs="?", default=None, help="the range's last canister")
     registry.add_argument("--to", default=None, help="route: the subnet the range goes to")
     registry.add_argument("--along", default=None, help="trace: the subnets, source first (A,B)")
     registry.add_argument("--json", action="store_true", help="show: machine-readable output")

@@ -64,6 +64,7 @@ from replica.ic.http_interface import (
 )
 from replica.ic.principal import Principal, canister_principal, principal_to_text
 from replica.ic.request_id import decode_uleb128, request_id
+from replica.ic.textual_ids import canister_text
 from state_manager.hash_tree import Unknown, lookup_path
 from state_manager.messages import MANAGEMENT_CANISTER_ID, RejectCode
 
@@ -237,9 +238,9 @@ class Agent:
             return subnet
         routed = self.registry.latest().routing_table.lookup(canister_id)
         if routed is None:
-            raise CanisterNotRouted(f"no subnet of the registry hosts canister {canister_id}")
+            raise CanisterNotRouted(f"no subnet of the registry hosts canister {canister_text(canister_id)}")
         if subnet is not None and subnet != routed:
-            raise CanisterNotRouted(f"canister {canister_id} is on subnet {routed}, not {subnet}")
+            raise CanisterNotRouted(f"canister {canister_text(canister_id)} is on subnet {routed}, not {subnet}")
         return routed
 
     def endpoint_for(self, canister_id: int, subnet: str | None = None) -> str:

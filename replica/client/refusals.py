@@ -60,6 +60,7 @@ from consensus_stub.ingress_pool import Admission
 from state_manager.messages import Ingress
 
 from replica.errors import ReplicaError
+from replica.ic.textual_ids import canister_text
 
 __all__ = [
     "IngressRefused", "MalformedIngress", "IngressTooLarge", "BadIngressSignature", "ExpiredIngress",
@@ -149,7 +150,7 @@ def refusal_for(verdict: Admission, ingress: Ingress, now: int) -> IngressRefuse
         return None
     return _REFUSAL_BY_REASON[verdict.reason](
         f"{verdict.description} (message {ingress.message_id.hex()} "
-        f"to canister {ingress.receiver}, expiry {ingress.expiry_time} ns, now {now} ns)")
+        f"to canister {canister_text(ingress.receiver)}, expiry {ingress.expiry_time} ns, now {now} ns)")
 
 
 # -- refusals of a request for another reason --------------------------------------------------

@@ -28,6 +28,7 @@ from examples.ledger import account_of
 from replica.client.agent_errors import CallRejected
 from replica.client.identity import source_of
 from replica.errors import ReplicaError
+from replica.ic.textual_ids import canister_text
 from replica.progress import Progress
 
 from .example_apps import ExampleApps, initial_supply, install_example_apps
@@ -85,7 +86,8 @@ def run_demo(out: str = "runs/demo", *, subnets: int = 3, nodes: int = 4, durati
             print("\n== The example apps, installed through the management canister ==")
             installing = Progress("installing")
             apps = install_example_apps(agent, names, installing)
-            installing.finish(", ".join(f"{a.subnet}: counter {a.counter}, ping-pong {a.pinger}, ledger {a.ledger}"
+            installing.finish("; ".join(f"{a.subnet}: counter {canister_text(a.counter)}, ping-pong "
+                                        f"{canister_text(a.pinger)}, ledger {canister_text(a.ledger)}"
                                         for a in apps.values()))
             print(f"\n== {duration_s:.0f} s of signed traffic through the ingress API ==")
             progress = Progress("traffic")

@@ -17,6 +17,7 @@ from examples.ping_pong import PingPong
 from message_routing.limits import DEFAULT
 from replica.execution import ExecutionEnvironment, install_canister, run_query
 from replica.client import Ed25519Identity, decode_signed_ingress, sign_ingress, source_of
+from replica.ic.textual_ids import canister_text
 from replica.progress import Progress
 from replica.testnet.naming import subnet_name
 from replica.inprocess.simulation import TICK_NS, NetworkKnobs, Simulation
@@ -96,7 +97,7 @@ def _query(net: DemoNetwork, subnet: str, canister: int, method: str, arg=None):
     answer = run_query(sim.execution_environment.registry, sim.state_of(subnet), canister, method, arg, b"demo",
                        sim.limits)
     if type(answer) is not Reply:
-        raise RuntimeError(f"query {method} on canister {canister} was rejected: {answer.message}")
+        raise RuntimeError(f"query {method} on canister {canister_text(canister)} was rejected: {answer.message}")
     return decode(answer.data) if answer.data else None
 
 

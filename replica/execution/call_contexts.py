@@ -10,6 +10,7 @@ becomes STOPPED when its last call context closes.
 from __future__ import annotations
 
 from message_routing.limits import Limits
+from replica.ic.textual_ids import canister_text
 from state_manager.canister_state import CanisterOrigin, CanisterState, CanisterStatus, CallOrigin
 from state_manager.ingress_history import IngressState, IngressStatus
 from state_manager.messages import (
@@ -22,7 +23,7 @@ __all__ = ["deliver_answer", "settle_call_context", "reject_ingress", "answer_in
 
 
 def did_not_reply(canister_id: int) -> Reject:
-    return Reject(RejectCode.CANISTER_ERROR, f"Canister {canister_id} did not reply to the call")
+    return Reject(RejectCode.CANISTER_ERROR, f"Canister {canister_text(canister_id)} did not reply to the call")
 
 
 def _bounded(canister_id: int, answer: Reply | Reject, limits: Limits) -> Reply | Reject:
@@ -32,7 +33,7 @@ def _bounded(canister_id: int, answer: Reply | Reject, limits: Limits) -> Reply 
         size = MESSAGE_OVERHEAD_BYTES + len(answer.data)
         if size > limits.max_inter_canister_payload_bytes:
             return Reject(RejectCode.CANISTER_ERROR, truncate_reject_message(
-                f"Canister {canister_id} replied with {size} bytes, over the limit of "
+                f"Canister {canister_text(canister_id)} replied with {size} bytes, over the limit of "
                 f"{limits.max_inter_canister_payload_bytes} bytes"))
     return answer
 

@@ -24,6 +24,7 @@ import hashlib
 from dataclasses import dataclass
 
 from message_routing.limits import Limits
+from replica.ic.textual_ids import canister_text
 from state_manager.ingress_history import IngressState
 from state_manager.labeled_trie import LabeledTrie
 from state_manager.messages import Ingress, MANAGEMENT_CANISTER_ID, Request
@@ -84,7 +85,8 @@ def dry_run(environment, state: ReplicatedState, full_tree: LabeledTrie, caniste
     copy = decode_state(encode_state(state))
     canister = copy.canisters.get(canister_id)
     if canister_id == MANAGEMENT_CANISTER_ID or canister is None:
-        what = "the management canister" if canister_id == MANAGEMENT_CANISTER_ID else f"no canister {canister_id}"
+        what = ("the management canister" if canister_id == MANAGEMENT_CANISTER_ID
+                else f"no canister {canister_text(canister_id)}")
         return DryRunResult(height, "rejected", None, "DESTINATION_INVALID",
                             f"a dry run executes a canister's update method; {what} is on this subnet",
                             0, False, (), (), 0)

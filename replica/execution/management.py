@@ -72,6 +72,7 @@ from __future__ import annotations
 from typing import Any, Mapping
 
 from message_routing.limits import DEFAULT, Limits
+from replica.ic.textual_ids import canister_text
 from state_manager.canister_log import CanisterLog
 from state_manager.canister_snapshot import CorruptSnapshot, decode_canister_snapshot, encode_canister_snapshot, snapshot_hash
 from state_manager.canister_state import CanisterState, CanisterStatus
@@ -156,11 +157,12 @@ def install_canister(
     if type(canister_id) is not int or not 0 <= canister_id <= MAX_CANISTER_ID:
         raise InstallError(f"a canister id is an int in [0, 2**64), not {canister_id!r}")
     if canister_id == MANAGEMENT_CANISTER_ID:
-        raise InstallError(f"canister id {canister_id} is reserved for the management canister")
+        raise InstallError(f"canister id {canister_text(canister_id)} is reserved for the management canister")
     if canister_id in state.canisters:
-        raise InstallError(f"canister {canister_id} already exists")
+        raise InstallError(f"canister {canister_text(canister_id)} already exists")
     if state.routing_table.lookup(canister_id) != state.own_subnet_id:
-        raise InstallError(f"canister {canister_id} is outside the ranges of subnet {state.own_subnet_id}")
+        raise InstallError(f"canister {canister_text(canister_id)} is outside the ranges of subnet "
+                           f"{state.own_subnet_id}")
     if type(controller) is not bytes:
         raise InstallError("a controller is a user id (bytes)")
     canister = CanisterState(canister_id, module_name_of(cls), module_hash(cls), controller=controller)
@@ -248,17 +250,17 @@ def install_code(
     usage = InstallUsage() if usage is None else usage
     canister = state.canisters.get(canister_id)
     if canister is None:
-        raise ManagementError(f"canister {canister_id} not found on subnet {state.own_subnet_id}")
+        raise ManagementError(f"canister {canister_text(canister_id)} not found on subnet {state.own_subnet_id}")
     usage.canister_id = canister_id
     if mode not in INSTALL_MODES:
         raise InstallError(f"mode is one of {', '.join(INSTALL_MODES)}, not {mode!r}")
     if caller != canister.controller or not canister.controller:
-        raise InstallError(f"only the controller of canister {canister_id} may install code on it")
+        raise InstallError(f"only the controller of canister {canister_text(canister_id)} may install code on it")
     empty = not canister.module_hash
     if mode == "install" and not empty:
-        raise InstallError(f"canister {canister_id} has code already: use mode reinstall or upgrade")
+        raise InstallError(f"canister {canister_text(canister_id)} has code already: use mode reinstall or upgrade")
     if mode != "install" and empty:
-        raise InstallError(f"canister {canister_id} has no code: use mode install")
+        raise InstallError(f"canister {canister_text(canister_id)} has no code: use mode install")
     if type(source) is not str or type(class_name) is not str:
         raise InstallError("source and class_name are text")
     digest = source_module_hash(source)
@@ -320,7 +322,8 @@ def _management_answer(state: ReplicatedState, ingress: Ingress, modules: Source
         except ManagementError as exc:
             raise _Rejected(RejectCode.DESTINATION_INVALID, f"install_code: {exc}") from None
         except ModuleLoadError as exc:
-            raise _Rejected(RejectCode.CANISTER_ERROR, f"install_code: canister {canister_id}: {exc}") from None
+            raise _Rejected(RejectCode.CANISTER_ERROR,
+                            f"install_code: canister {canister_text(canister_id)}: {exc}") from None
         except InstallError as exc:
             raise _Rejected(RejectCode.CANISTER_ERROR, f"install_code: {exc}") from None
         return Reply(encode_value({"canister_id": canister.canister_id, "module_hash": canister.module_hash}))
@@ -351,9 +354,11 @@ def _canister_id_argument(method: str, arg: Any) -> int:
 def _controlled(state: ReplicatedState, caller: bytes, canister_id: int, method: str) -> CanisterState:
     canister = state.canisters.get(canister_id)
     if canister is None:
-        raise _Rejected(RejectCode.DESTINATION_INVALID, f"{method}: canister {canister_id} is not on this subnet")
+        raise _Rejected(RejectCode.DESTINATION_INVALID,
+                        f"{method}: canister {canister_text(canister_id)} is not on this subnet")
     if caller != canister.controller:
-        raise _Rejected(RejectCode.CANISTER_ERROR, f"{method}: only the controller of canister {canister_id} may")
+        raise _Rejected(RejectCode.CANISTER_ERROR,
+                        f"{method}: only the controller of canister {canister_text(canister_id)} may")
     return canister
 
 
@@ -394,10 +399,11 @@ def _export(state: ReplicatedState, caller: bytes, canister_id: int) -> dict:
     canister = _controlled(state, caller, canister_id, "export_canister")
     if canister.status is not CanisterStatus.STOPPED:
         raise _Rejected(RejectCode.SYS_TRANSIENT,
-                        f"export_canister: canister {canister_id} is {_STATUS_NAMES[canister.status]}; stop it first")
+                        f"export_canister: canister {canister_text(canister_id)} is {_STATUS_NAMES[canister.status]}; "
+                        f"stop it first")
     if not _queues_empty(canister):
         raise _Rejected(RejectCode.SYS_TRANSIENT,
-                        f"export_canister: canister {canister_id} still has messages queued; try again")
+                        f"export_canister: canister {canister_text(canister_id)} still has messages queued; try again")
     snapshot = encode_canister_snapshot(canister)
     return {"snapshot": snapshot, "snapshot_hash": snapshot_hash(snapshot)}
 
@@ -413,7 +419,8 @@ def _queues_empty(canister: CanisterState) -> bool:
 def _delete(state: ReplicatedState, caller: bytes, canister_id: int) -> dict:
     canister = _controlled(state, caller, canister_id, "delete_canister")
     if canister.status is not CanisterStatus.STOPPED:
-        raise _Rejected(RejectCode.CANISTER_ERROR, f"delete_canister: canister {canister_id} is not stopped")
+        raise _Rejected(RejectCode.CANISTER_ERROR,
+                        f"delete_canister: canister {canister_text(canister_id)} is not stopped")
     del state.canisters[canister_id]
     state.metadata.counters.pop(instructions_counter(canister_id), None)
     return {"canister_id": canister_id}
@@ -437,12 +444,15 @@ def _import_canister(state: ReplicatedState, caller: bytes, arg: Any) -> dict:
         raise _Rejected(RejectCode.CANISTER_ERROR, f"import_canister: {exc}") from None
     canister_id = canister.canister_id
     if caller != canister.controller:
-        raise _Rejected(RejectCode.CANISTER_ERROR, f"import_canister: only the controller of canister {canister_id} may")
+        raise _Rejected(RejectCode.CANISTER_ERROR,
+                        f"import_canister: only the controller of canister {canister_text(canister_id)} may")
     if state.routing_table.lookup(canister_id) != state.own_subnet_id:
         raise _Rejected(RejectCode.DESTINATION_INVALID,
-                        f"import_canister: the routing table does not map canister {canister_id} to this subnet (yet)")
+                        f"import_canister: the routing table does not map canister {canister_text(canister_id)} "
+                        f"to this subnet (yet)")
     if canister_id in state.canisters:
-        raise _Rejected(RejectCode.CANISTER_ERROR, f"import_canister: canister {canister_id} already exists here")
+        raise _Rejected(RejectCode.CANISTER_ERROR,
+                        f"import_canister: canister {canister_text(canister_id)} already exists here")
     if canister.status is not CanisterStatus.STOPPED or canister.call_contexts or not _queues_empty(canister):
         raise _Rejected(RejectCode.CANISTER_ERROR, "import_canister: a snapshot holds a stopped canister, nothing in flight")
     state.add_canister(canister)
@@ -469,7 +479,7 @@ def execute_management_ingress(state: ReplicatedState, ingress: Ingress, modules
 def _canister(state: ReplicatedState, canister_id: int) -> CanisterState:
     canister = state.canisters.get(canister_id)
     if canister is None:
-        raise ManagementError(f"canister {canister_id} not found")
+        raise ManagementError(f"canister {canister_text(canister_id)} not found")
     return canister
 
 

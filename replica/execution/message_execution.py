@@ -15,6 +15,7 @@
 from __future__ import annotations
 
 from message_routing.limits import Limits
+from replica.ic.textual_ids import canister_text
 from state_manager.canister_state import CanisterOrigin, CanisterState, CanisterStatus, IngressOrigin
 from state_manager.ingress_history import IngressState, IngressStatus
 from state_manager.messages import Ingress, Reject, RejectCode, Reply, Request, Response, truncate_reject_message
@@ -69,7 +70,7 @@ def _error(text: str) -> Reject:
 def _unavailable(state: ReplicatedState, canister: CanisterState) -> str:
     # The replica lacks the installed code: every replica should have it, so this is critical.
     state.metadata.count("critical_errors")
-    return f"the code of canister {canister.canister_id} ({canister.module_name}) is not available"
+    return f"the code of canister {canister_text(canister.canister_id)} ({canister.module_name}) is not available"
 
 
 def _entry_point(
@@ -78,16 +79,17 @@ def _entry_point(
     """The method a call runs and its arguments, or the reject that answers the call."""
     canister_id = canister.canister_id
     if canister.status is not CanisterStatus.RUNNING:
-        return _error(f"Canister {canister_id} is {canister.status.name.lower()}")
+        return _error(f"Canister {canister_text(canister_id)} is {canister.status.name.lower()}")
     if not canister.module_hash:
-        return Reject(RejectCode.DESTINATION_INVALID, f"Canister {canister_id} is empty: no code is installed")
+        return Reject(RejectCode.DESTINATION_INVALID,
+                      f"Canister {canister_text(canister_id)} is empty: no code is installed")
     if cls is None:
         return _error(_unavailable(state, canister))
     spec = cls.__canister_methods__.get(method)
     if spec is None or spec.kind is MethodKind.CALLBACK:
-        return _error(f"Canister {canister_id} has no update method {method!r}")
+        return _error(f"Canister {canister_text(canister_id)} has no update method {method!r}")
     if spec.kind is MethodKind.QUERY and not allow_query:
-        return _error(f"Canister {canister_id}: {method!r} is a query method; call it as a query")
+        return _error(f"Canister {canister_text(canister_id)}: {method!r} is a query method; call it as a query")
     if spec.candid is None and not spec.takes_arg:
         return spec, ()
     try:
@@ -95,7 +97,7 @@ def _entry_point(
             return spec, decode_arguments(spec.candid, payload)
         return spec, (decode_payload(payload),)
     except EncodingError as exc:
-        return _error(f"Canister {canister_id}: invalid argument for {method!r}: {exc}")
+        return _error(f"Canister {canister_text(canister_id)}: invalid argument for {method!r}: {exc}")
 
 
 def _run_call(
@@ -197,7 +199,7 @@ def execute_response(state: ReplicatedState, canister: CanisterState, cls: type 
         try:
             value = decode_payload(payload.data)
         except EncodingError as exc:
-            trap = f"undecodable reply from canister {response.respondent}: {exc}"
+            trap = f"undecodable reply from canister {canister_text(response.respondent)}: {exc}"
     if trap is None:
         ok, result = run_method(api, cls, spec, (value, callback.context), limits)
         answer = finish_method(api, ok, result, call_context.call_context_id,

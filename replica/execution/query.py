@@ -10,6 +10,7 @@ from __future__ import annotations
 from typing import Any, Protocol
 
 from message_routing.limits import DEFAULT, Limits
+from replica.ic.textual_ids import canister_text
 from state_manager.canister_state import CanisterState, CanisterStatus
 from state_manager.messages import Reject, RejectCode, Reply, truncate_reject_message
 from state_manager.replicated_state import ReplicatedState
@@ -43,18 +44,20 @@ def run_query(
     query may use ``limits.max_instructions_per_query`` instructions."""
     canister = state.canisters.get(canister_id)
     if canister is None:
-        return _error(RejectCode.DESTINATION_INVALID, f"Canister {canister_id} not found")
+        return _error(RejectCode.DESTINATION_INVALID, f"Canister {canister_text(canister_id)} not found")
     if canister.status is CanisterStatus.STOPPED:
-        return _error(RejectCode.CANISTER_ERROR, f"Canister {canister_id} is stopped")
+        return _error(RejectCode.CANISTER_ERROR, f"Canister {canister_text(canister_id)} is stopped")
     if not canister.module_hash:
-        return _error(RejectCode.DESTINATION_INVALID, f"Canister {canister_id} is empty: no code is installed")
+        return _error(RejectCode.DESTINATION_INVALID,
+                      f"Canister {canister_text(canister_id)} is empty: no code is installed")
     cls = code.resolve(canister)
     if cls is None:
         return _error(RejectCode.CANISTER_ERROR,
-                      f"the code of canister {canister_id} ({canister.module_name}) is not available")
+                      f"the code of canister {canister_text(canister_id)} ({canister.module_name}) is not available")
     spec = cls.__canister_methods__.get(method)
     if spec is None or spec.kind is not MethodKind.QUERY:
-        return _error(RejectCode.CANISTER_ERROR, f"Canister {canister_id} has no query method {method!r}")
+        return _error(RejectCode.CANISTER_ERROR,
+                      f"Canister {canister_text(canister_id)} has no query method {method!r}")
     try:
         payload = encode_value(arg)
         if spec.candid is not None:   # ``arg`` is the Candid message, as a ``RawPayload``

@@ -28,6 +28,7 @@ from __future__ import annotations
 from typing import Any
 
 from message_routing.limits import DEFAULT, Limits
+from replica.ic.textual_ids import canister_text
 from state_manager.messages import Reject, RejectCode, Reply, truncate_reject_message
 
 from .canister import MethodSpec, new_instance
@@ -43,11 +44,11 @@ __all__ = ["run_method", "finish_method", "trap_message", "trap_reject", "sandbo
 
 def trap_message(canister_id: int, description: str) -> str:
     """``"Canister <id> trapped: <description>"``, cut to the reject message limit."""
-    return truncate_reject_message(f"Canister {canister_id} trapped: {description}")
+    return truncate_reject_message(f"Canister {canister_text(canister_id)} trapped: {description}")
 
 
 def instruction_limit_message(canister_id: int) -> str:
-    return f"Canister {canister_id} exceeded the instruction limit for single message execution"
+    return f"Canister {canister_text(canister_id)} exceeded the instruction limit for single message execution"
 
 
 def trap_reject(canister_id: int, description: str) -> Reject:

@@ -11,6 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 from message_routing.limits import DEFAULT, Limits
+from replica.ic.textual_ids import canister_text
 from state_manager.canister_log import LogBuffer, append_log
 from state_manager.canister_state import CanisterState
 from state_manager.deadlines import DeadlineError, compute_call_deadline
@@ -178,7 +179,7 @@ class SystemApi:
         if not deadline:  # a guaranteed-response call also reserves its response's slot
             room = min(room, capacity if input_ is None else input_.available_slots(capacity))
         if room <= buffered:
-            raise CallError(f"queues to canister {receiver} are full")
+            raise CallError(f"queues to canister {canister_text(receiver)} are full")
         self._calls_per_receiver[receiver] = buffered + 1
         self.calls.append((receiver, method, payload, reply_name, reject_name, context, deadline))
 

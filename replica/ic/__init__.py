@@ -6,6 +6,8 @@ One module, one job (the interface specification's names are the code's):
 * ``request_id``      the representation-independent hash of a content map (request ids)
 * ``principal``       principals: self-authenticating, anonymous, canister, subnet and node ids,
                       and their textual form
+* ``textual_ids``     canister and subnet ids as people read and type them (every display goes
+                      through it)
 * ``public_keys``     DER public keys of the schemes the interface names
 * ``signatures``      Ed25519 and ECDSA signature checks over domain-separated payloads
 * ``identities``      Ed25519 and secp256k1 signing identities

@@ -79,6 +79,7 @@ from xnet.grpc.tls import TlsIdentity
 
 from replica.client import decode_signed_ingress, refusal_for
 from replica.errors import ReplicaError
+from replica.ic.textual_ids import canister_text
 from replica.node.consensus_rules import EmptyBlockMismatch, FinalizedElsewhere
 from replica.node.node import SEC, Node, NodeTiming
 from replica.node.certification_health import executed_messages
@@ -363,8 +364,8 @@ class Subnet:
             answer = node.environment.run_query(node.state, canister_id, method, arg, caller, limits=self.limits)
         if type(answer) is not Reply:
             if isinstance(answer, Reject):
-                raise SubnetError(f"query {method} on {canister_id} rejected: {answer.message}")
-            raise SubnetError(f"query {method} on {canister_id} failed")
+                raise SubnetError(f"query {method} on {canister_text(canister_id)} rejected: {answer.message}")
+            raise SubnetError(f"query {method} on {canister_text(canister_id)} failed")
         return decode(answer.data) if answer.data else None
 
     def query_certified(self, node_id: str, canister_id: int, method: str, arg: Any,

@@ -26,6 +26,7 @@ from typing import Optional
 
 from consensus_stub.agreement.divergence import CertificationStall, Divergence, short_root
 from consensus_stub.block import Block
+from replica.ic.textual_ids import canister_text
 from xnet.xnet_payload import decode_xnet_payload
 
 from .metrics import NodeMetrics
@@ -40,7 +41,8 @@ def executed_messages(block: Optional[Block]) -> tuple[str, ...]:
     (message id, canister, method: ``replica trace`` takes the id) and its XNet slices."""
     if block is None:
         return ()
-    lines = [f"ingress {m.message_id.hex()} to canister {m.receiver} method {m.method_name}" for m in block.ingress]
+    lines = [f"ingress {m.message_id.hex()} to canister {canister_text(m.receiver)} method {m.method_name}"
+             for m in block.ingress]
     try:
         slices = decode_xnet_payload(block.xnet_payload)
     except Exception as exc:  # noqa: BLE001 - agreed before; a report must not fail on it

@@ -71,6 +71,7 @@ from replica.execution.dry_run import DryRunResult, dry_run
 from replica.ic.certificate import CertificateDelegation
 from replica.execution.message_execution import MessageUsage
 from replica.ic.identities import Ed25519Identity
+from replica.ic.textual_ids import canister_text
 from state_manager.certification import (
     Certification, CertificationError, CertificationShare, SignatureMemo, verify_certification,
 )
@@ -527,9 +528,10 @@ class Node(ReplicaNode):
             """``run()`` under the lock, for a canister this subnet hosts, on a certified state."""
             host = self.registry.get().latest().routing_table.lookup(canister_id)
             if host is None:
-                raise UnknownCanister(f"no subnet hosts canister {canister_id}")
+                raise UnknownCanister(f"no subnet hosts canister {canister_text(canister_id)}")
             if host != self.subnet_id:
-                raise CanisterNotOnSubnet(f"canister {canister_id} is on subnet {host}, not {self.subnet_id}")
+                raise CanisterNotOnSubnet(f"canister {canister_text(canister_id)} is on subnet {host}, "
+                                          f"not {self.subnet_id}")
             result = locked(run)
             if result is None:
                 raise NotCertifiedYet(f"{self.node_id}: its latest state is not certified yet")

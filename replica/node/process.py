@@ -56,6 +56,7 @@ from consensus_stub.genesis import decode_node_secrets
 from replica.client import decode_signed_ingress, refusal_for
 from replica.execution import ExecutionEnvironment
 from replica.ic.certificate import CertificateDelegation
+from replica.ic.textual_ids import canister_text
 from state_manager.certification import Certification, CertificationShare, SignatureMemo
 from state_manager.encoding import decode
 from state_manager.messages import Reply
@@ -311,7 +312,7 @@ class NodeProcess:
         answer = self.runner.locked(lambda: self.environment.run_query(self.node.state, canister_id, method, arg,
                                                                        caller, limits=self.limits))
         if type(answer) is not Reply:
-            raise RuntimeError(f"query {method} on {canister_id} failed: {answer}")
+            raise RuntimeError(f"query {method} on {canister_text(canister_id)} failed: {answer}")
         return decode(answer.data) if answer.data else None
 
     def submit(self, envelope: bytes) -> None:

@@ -29,6 +29,7 @@ from aiohttp import web
 from consensus_stub.block_store import BlockStoreError, read_block_log
 from replica.audit.live_status import describe_live_status, read_live_status
 from replica.errors import ReplicaError
+from replica.ic.textual_ids import canister_text
 from replica.node.app_thread import AppThread
 
 from replica.testnet.certification_status import certification_problems
@@ -160,7 +161,8 @@ class StatusPage:
             for block in reversed(blocks):   # the newest calls of this subnet, however old
                 for ingress in block.ingress:
                     calls.append({"message_id": ingress.message_id.hex(), "subnet": subnet, "height": block.height,
-                                  "time_ns": block.time, "canister": ingress.receiver, "method": ingress.method_name})
+                                  "time_ns": block.time, "canister": canister_text(ingress.receiver),
+                                  "method": ingress.method_name})
                     found += 1
                 if found >= RECENT_CALLS:
                     break
@@ -207,7 +209,7 @@ _PAGE = """<!doctype html>
 <div id="live-audit" class="muted"></div>
 <div id="certification" class="stuck"></div>
 <h2>subnets</h2>
-<table id="subnets"><thead><tr><th class="l">subnet</th><th>nodes up</th><th>finalized</th><th>certified</th>
+<table id="subnets"><thead><tr><th class="l">subnet</th><th class="l">IC principal</th><th>nodes up</th><th>finalized</th><th>certified</th>
 <th>rounds/s</th></tr></thead><tbody></tbody></table>
 <h2>streams <span class="muted">(certified state)</span></h2>
 <div id="picture"></div>
@@ -261,7 +263,7 @@ async function refresh() {
       '<div>' + esc(p.node) + ': ' + esc(p.summary) + (p.messages.length ? ' (executed there: ' +
       esc(p.messages.join(', ')) + ')' : '') + '</div>').join('');
     document.getElementById('updated').textContent = 'updated ' + new Date().toLocaleTimeString();
-    rows('subnets', v.subnets, s => [[s.subnet, 1], [s.nodes_up + '/' + s.nodes], [s.finalized_height ?? '-'],
+    rows('subnets', v.subnets, s => [[s.subnet, 1], [s.principal ?? '-', 1], [s.nodes_up + '/' + s.nodes], [s.finalized_height ?? '-'],
       [s.certified_height ?? '-'], [s.rounds_per_s == null ? '-' : s.rounds_per_s.toFixed(2)]]);
     picture(v.subnets, v.streams);
     rows('streams', v.streams, s => [[s.source + ' \u2192 ' + s.destination, 1], [s.begin], [s.end], [s.signals_end ?? '-'],

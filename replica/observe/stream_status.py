@@ -34,6 +34,7 @@ from replica.client.http_transport import HttpTransport
 from replica.client.identity import Ed25519Identity
 from replica.client.refusals import IngressRefused
 from replica.errors import ReplicaError
+from replica.ic.textual_ids import subnet_text
 from replica.node.http_api import METRICS_PATH
 from state_manager.codec import CodecError, decode_header_leaf
 from state_manager.hash_tree import Absent, Found, Labeled, Leaf, flatten_forks, lookup_path
@@ -60,6 +61,7 @@ class SubnetView:
     certified_time_ns: int | None
     rounds_per_s: float | None
     error: str | None = None
+    principal: str | None = None       # the subnet's IC principal (shown beside its name)
 
 
 @dataclass(frozen=True)
@@ -240,7 +242,8 @@ class StatusReader:
             record = self.registry.latest().subnet(subnet)
             subnets.append(SubnetView(
                 subnet, len(record.node_ids) if record else 0, len(statuses), max(finalized, default=None),
-                sample.height if sample else None, sample.time_ns if sample else None, rate, errors.get(subnet)))
+                sample.height if sample else None, sample.time_ns if sample else None, rate, errors.get(subnet),
+                subnet_text(record.public_key) if record else None))
         self._previous.update(samples)
         return TestnetView(subnets, self._streams(samples))
 

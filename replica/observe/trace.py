@@ -23,6 +23,7 @@ import datetime
 from dataclasses import asdict, dataclass, field
 from typing import Mapping
 
+from replica.ic.textual_ids import canister_text as _id
 from state_manager.canister_state import CanisterOrigin, IngressOrigin
 from state_manager.messages import Reject, RejectCode, Request, Response
 
@@ -53,7 +54,7 @@ class Trace:
 
     def as_json(self) -> dict:
         return {"message_id": self.message_id, "found": self.found, "status": self.status, "subnet": self.subnet,
-                "canister": self.canister,
+                "canister": _id(self.canister) if self.canister is not None else None,
                 "hops": [asdict(h) for h in self.hops], "stuck": self.stuck}
 
 
@@ -153,7 +154,7 @@ class _Tracer:
                 self.follow_call(subnet, canister, callback.callback_id, callback.respondent, callback.height, depth)
 
     def follow_call(self, subnet: str, caller: int, callback_id: int, callee: int, height: int, depth: int) -> None:
-        call = f"call {caller} → {callee} (callback {callback_id})"
+        call = f"call {_id(caller)} → {_id(callee)} (callback {callback_id})"
         self.hop(subnet, height, "call", f"{call} made on {subnet} at height {height}", depth)
         request = self._routed(subnet, lambda m: type(m) is Request and m.sender == caller
                                and m.sender_reply_callback == callback_id)
@@ -164,15 +165,16 @@ class _Tracer:
                          and type(q.message) is Request and q.message.sender_reply_callback == callback_id), None)
             if held is not None:
                 limit_messages, limit_bytes = self.timelines[subnet].stream_limits
-                self.stuck(f"request {caller} → {callee} held in the output queue of canister {caller} on {subnet} "
-                           f"since height {height}: its stream is full (at most {limit_messages} messages, "
+                self.stuck(f"request {_id(caller)} → {_id(callee)} held in the output queue of canister {_id(caller)} "
+                           f"on {subnet} since height {height}: its stream is full (at most {limit_messages} messages, "
                            f"{limit_bytes} bytes, until the receiver acknowledges)", subnet, depth + 1)
             elif closed is not None:
                 self.hop(subnet, closed.height, "answered",
                          f"{call} answered on {subnet} without leaving it (synthetic reject) at height "
                          f"{closed.height}", depth + 1)
             else:
-                self.stuck(f"request {caller} → {callee} not routed on {subnet} and not queued", subnet, depth + 1)
+                self.stuck(f"request {_id(caller)} → {_id(callee)} not routed on {subnet} and not queued", subnet,
+                           depth + 1)
             return
         self.hop(subnet, request.height, "routed",
                  f"request routed into stream {subnet} → {request.destination} at index {request.index} at height "
@@ -188,7 +190,8 @@ class _Tracer:
             execution = self.timelines[destination].execution(callee, ("request", caller, callback_id))
             if context is not None:
                 self.hop(destination, context.height, "executed",
-                         f"executed: canister {callee} {context.method} on {destination} at height {context.height}",
+                         f"executed: canister {_id(callee)} {context.method} on {destination} "
+                         f"at height {context.height}",
                          depth + 1, execution)
                 self.follow_context(destination, callee, context.context_id, depth + 2)
             response = self._routed(destination, lambda m: type(m) is Response and m.originator == caller
@@ -197,15 +200,15 @@ class _Tracer:
                 if context is None and not any(q.canister == callee for q in self.timelines[destination].queued
                                                if q.kind == "input"):
                     self.hop(destination, inducted_at, "executed",
-                             f"executed: canister {callee} on {destination} (answered within the round)", depth + 1,
-                             execution)
-                self.stuck(f"no response from canister {callee} on {destination} yet (its call context is open, "
+                             f"executed: canister {_id(callee)} on {destination} (answered within the round)",
+                             depth + 1, execution)
+                self.stuck(f"no response from canister {_id(callee)} on {destination} yet (its call context is open, "
                            f"or the request waits in its input queue); {self._silence(destination)}",
                            destination, depth + 1)
                 return
             if context is None:   # opened and closed within one round: the response shows when it ran
                 self.hop(destination, response.height, "executed",
-                         f"executed: canister {callee} on {destination} at height {response.height} "
+                         f"executed: canister {_id(callee)} on {destination} at height {response.height} "
                          f"(answered within that round)", depth + 1, execution)
             payload = response.message.response_payload
             answer = "reply" if not isinstance(payload, Reject) else f"reject {_code_name(payload.code)}"
@@ -219,10 +222,11 @@ class _Tracer:
                      f"{subnet} turns the reject signal into a synthetic reject response ({reason})", depth + 1)
         if closed is not None:
             self.hop(subnet, closed.height, "callback",
-                     f"callback {callback_id} of canister {caller} ran on {subnet} at height {closed.height}", depth + 1,
+                     f"callback {callback_id} of canister {_id(caller)} ran on {subnet} at height {closed.height}",
+                     depth + 1,
                      self.timelines[subnet].execution(caller, ("response", callback_id)))
         else:
-            self.stuck(f"callback {callback_id} of canister {caller} on {subnet} has not run yet; "
+            self.stuck(f"callback {callback_id} of canister {_id(caller)} on {subnet} has not run yet; "
                        f"{self._silence(subnet)}", subnet, depth + 1)
 
     # -- the ingress message ------------------------------------------------------------------
@@ -235,7 +239,7 @@ class _Tracer:
                     if mid == message_id:
                         trace.found, trace.subnet, trace.canister = True, subnet, receiver
                         self.hop(subnet, block.height, "ingress",
-                                 f"ingress {method} to canister {receiver} in block {block.height} of {subnet} "
+                                 f"ingress {method} to canister {_id(receiver)} in block {block.height} of {subnet} "
                                  f"(made by {block.maker}, block time {_utc(block.time_ns)})", 0)
                         self._follow_ingress(subnet, receiver, message_id)
                         return trace
@@ -252,12 +256,12 @@ class _Tracer:
         execution = timeline.execution(receiver, ("ingress", message_id))
         if context is not None:
             self.hop(subnet, context.height, "executed",
-                     f"executed: canister {receiver} {context.method} on {subnet} at height {context.height}", 0,
+                     f"executed: canister {_id(receiver)} {context.method} on {subnet} at height {context.height}", 0,
                      execution)
             self.follow_context(subnet, receiver, context.context_id, 1)
         elif execution is not None:   # opened and closed within one round
             self.hop(subnet, execution.height, "executed",
-                     f"executed: canister {receiver} on {subnet} at height {execution.height} "
+                     f"executed: canister {_id(receiver)} on {subnet} at height {execution.height} "
                      f"(answered within that round)", 0, execution)
         final = changes[-1] if changes else None
         self.trace.status = final.status if final else None
@@ -271,7 +275,7 @@ class _Tracer:
             queued = any(q.kind == "ingress" and getattr(q.message, "message_id", None) == message_id
                          for q in timeline.queued)
             where = "in the ingress queue of" if queued else "at"
-            self.stuck(f"ingress {where} canister {receiver} on {subnet}, not answered yet; "
+            self.stuck(f"ingress {where} canister {_id(receiver)} on {subnet}, not answered yet; "
                        f"{self._silence(subnet)}", subnet, 0)
 
 

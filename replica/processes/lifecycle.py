@@ -32,6 +32,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterator, TextIO
 
+from consensus_stub.registry import RegistryError, decode_registry
+from replica.ic.textual_ids import canister_text, subnet_text
 from replica.progress import Progress
 
 from replica.testnet.launcher import (
@@ -96,9 +98,12 @@ class SubnetStatus:
     nodes_running: int = 0
     #: Nodes with a hold (``control/hold/<node>``; node model).
     held: tuple[str, ...] = ()
+    #: The subnet's IC principal (``replica.ic.textual_ids.subnet_text``), shown beside its name.
+    principal: str | None = None
 
     def as_json(self) -> dict:
-        return {"subnet": self.subnet, "nodes": self.nodes, "canister_range": list(self.canister_range),
+        return {"subnet": self.subnet, "principal": self.principal,
+                "canister_range": [canister_text(i) for i in self.canister_range], "nodes": self.nodes,
                 "running": self.running, "height": self.height, "certified_height": self.certified_height,
                 "certified_root": self.certified_root, "endpoints": self.endpoints, "log": str(self.log),
                 "process_model": self.process_model, "nodes_running": self.nodes_running, "held": list(self.held)}
@@ -113,6 +118,7 @@ def status(directory: Path) -> list[SubnetStatus]:
         raise TestnetError(f"{directory} holds no testnet; start one with `replica testnet up`")
     manifest = layout.read_manifest()
     model = process_model(layout, list(manifest["subnets"]))
+    principals = _subnet_principals(layout)
     rows = []
     for position, subnet in enumerate(manifest["subnets"]):
         current = layout.read_json(layout.status(subnet)) or {}
@@ -123,8 +129,17 @@ def status(directory: Path) -> list[SubnetStatus]:
         rows.append(SubnetStatus(
             subnet, manifest["nodes"], canister_range(position), running > 0,
             current.get("height"), current.get("certified_height"), current.get("certified_root"),
-            dict(endpoints), layout.log(units[0]), model.name, running, held))
+            dict(endpoints), layout.log(units[0]), model.name, running, held, principals.get(subnet)))
     return rows
+
+
+def _subnet_principals(layout: TestnetLayout) -> dict[str, str]:
+    """``{subnet: its IC principal}`` from the threshold keys of the registry's latest version."""
+    try:
+        record = decode_registry(layout.registry.read_bytes()).latest()
+    except (OSError, RegistryError):
+        return {}
+    return {s.subnet_id: subnet_text(s.public_key) for s in record.subnets}
 
 
 def _ready(rows: list[SubnetStatus]) -> bool:

@@ -48,6 +48,7 @@ from replica.execution.dry_run import dry_run
 from replica.client.certificate import SignatureCache
 from replica.client.subnet_ids import root_subnet_id, subnet_principal_of
 from replica.node.delegation import delegation_of
+from replica.ic.textual_ids import canister_text, subnet_text
 from replica.node.replica_node import NodeConfig, RegistryHolder
 from replica.inprocess.subnet import NoBlockFinalized, NodeHooks, Subnet
 from xnet.slice_provider import CertifiedSliceProvider
@@ -85,6 +86,16 @@ class SubnetInfo:
     node_ids: tuple[str, ...]
     canister_ranges: tuple[tuple[int, int], ...]
     public_key: bytes
+
+    @property
+    def principal(self) -> str:
+        """The subnet's IC principal (textual), from its threshold key."""
+        return subnet_text(self.public_key)
+
+    def __repr__(self) -> str:   # ids as people read them; not the key's 96 bytes
+        ranges = ", ".join(f"{canister_text(a)}..{canister_text(b)}" for a, b in self.canister_ranges)
+        return (f"SubnetInfo({self.subnet_id!r}, principal {self.principal}, nodes {', '.join(self.node_ids)}, "
+                f"canisters {ranges or 'none'})")
 
 
 def subnet_infos(record: RegistryRecord) -> dict[str, SubnetInfo]:
@@ -238,8 +249,8 @@ class DeterministicNetwork:
         while not self.is_answered(message_id, subnet_id):
             if ticks >= max_ticks:
                 status = self.request_status(message_id, canister_id, subnet_id)
-                raise CallNotAnswered(f"message {message_id.hex()} to canister {canister_id} is {status.status} "
-                                      f"after {max_ticks} ticks")
+                raise CallNotAnswered(f"message {message_id.hex()} to canister {canister_text(canister_id)} is "
+                                      f"{status.status} after {max_ticks} ticks")
             self.tick()
             ticks += 1
         return self.request_status(message_id, canister_id, subnet_id)

@@ -22,7 +22,10 @@ a refused submission raises the client's ``IngressRefused`` subclass. Calls take
 fixed test identity, ``Testnet.default_sender``).
 
 Canisters are installed through the management canister from their module's source
-(``create_canister``, then ``install_code``), as ``replica canister install`` does.
+(``create_canister``, then ``install_code``), as ``replica canister install`` does. A canister
+id is an int (what ``install`` returns); every method also takes its textual principal
+(``rwlgt-iiaaa-aaaaa-aaaaa-cai``, as the command line and the status page show it), and
+messages show that (``replica.ic.textual_ids``).
 """
 
 from __future__ import annotations
@@ -37,6 +40,7 @@ from replica.client.agent import RequestStatus
 from replica.client.identity import Ed25519Identity, Identity
 from replica.client.management import CanisterLogRecord, canister_log_records
 from replica.execution.codec import EncodingError, decode_reply
+from replica.ic.textual_ids import canister_text, parse_canister
 from replica.testnet.launcher import canister_range
 from replica.testnet.naming import subnet_names
 from state_manager.messages import MANAGEMENT_CANISTER_ID
@@ -170,11 +174,12 @@ class Testnet:
         """Every subnet: its nodes, canister ranges and threshold public key."""
         return self._net.topology()
 
-    def get_subnet(self, canister_id: int) -> str:
+    def get_subnet(self, canister_id: int | str) -> str:
         """The subnet whose canister ranges cover ``canister_id``."""
+        canister_id = parse_canister(canister_id)
         subnet = self._net.subnet_of(canister_id)
         if subnet is None:
-            raise UnknownSubnet(f"no subnet hosts canister {canister_id}")
+            raise UnknownSubnet(f"no subnet hosts canister {canister_text(canister_id)}")
         return subnet
 
     def root_key(self, subnet: str) -> bytes:
@@ -245,12 +250,13 @@ class Testnet:
     # -- canisters ------------------------------------------------------------------------
 
     def install(self, canister: type | str, subnet: str | None = None, arg: Any = None, mode: str = "install", *,
-                canister_id: int | None = None, class_name: str | None = None,
+                canister_id: int | str | None = None, class_name: str | None = None,
                 sender: Identity | None = None) -> int:
         """Install a canister class (its module's source) or source text (with ``class_name``);
         return its id. ``mode="install"`` creates a canister on ``subnet`` (default: the first)
         first; ``"upgrade"`` / ``"reinstall"`` replace the code of ``canister_id``."""
         source, name = canister_module(canister, class_name)
+        canister_id = None if canister_id is None else parse_canister(canister_id)
         if mode == "install" and canister_id is None:
             subnet = subnet if subnet is not None else self.subnets[0]
             if subnet not in self.subnets:
@@ -264,12 +270,13 @@ class Testnet:
         self.update_call(MANAGEMENT_CANISTER_ID, "install_code", request, sender=sender, subnet=host)
         return canister_id
 
-    def migrate(self, canister_id: int, subnet: str, *, sender: Identity | None = None, max_ticks: int = 200):
+    def migrate(self, canister_id: int | str, subnet: str, *, sender: Identity | None = None, max_ticks: int = 200):
         """Move ``canister_id`` (which ``sender`` controls) to ``subnet``: same id, same state,
         no call lost (``replica.testnet.migration``); its ``MigrationReport``. Deterministic
         mode makes the rounds each step needs (at most ``max_ticks``); live mode waits for them."""
         from replica.testnet.migration import migrate_canister
 
+        canister_id = parse_canister(canister_id)
         if subnet not in self.subnets:
             raise UnknownSubnet(f"no subnet {subnet!r}; the subnets are {', '.join(self.subnets)}")
         sender = sender or self.default_sender
@@ -288,9 +295,10 @@ class Testnet:
             return subnet
         return self.get_subnet(canister_id)
 
-    def submit_call(self, canister_id: int, method: str, arg: Any = None, *, sender: Identity | None = None,
+    def submit_call(self, canister_id: int | str, method: str, arg: Any = None, *, sender: Identity | None = None,
                     subnet: str | None = None) -> bytes:
         """Submit an update call without waiting; its message id (no round is made)."""
+        canister_id = parse_canister(canister_id)
         host = self._route(canister_id, subnet)
         message_id = self._net.submit(sender or self.default_sender, canister_id, method, arg, host)
         self._messages[message_id] = (canister_id, host)
@@ -309,28 +317,31 @@ class Testnet:
         status = self._net.await_answer(message_id, canister_id, host, max_ticks)
         return _answer(status)
 
-    def update_call(self, canister_id: int, method: str, arg: Any = None, *, sender: Identity | None = None,
+    def update_call(self, canister_id: int | str, method: str, arg: Any = None, *, sender: Identity | None = None,
                     subnet: str | None = None, max_ticks: int = DEFAULT_MAX_TICKS) -> Any:
         """``submit_call`` then ``await_call``: the certified reply, or ``CallRejected``."""
         return self.await_call(self.submit_call(canister_id, method, arg, sender=sender, subnet=subnet), max_ticks)
 
-    def query_call(self, canister_id: int, method: str, arg: Any = None, *, sender: Identity | None = None) -> Any:
+    def query_call(self, canister_id: int | str, method: str, arg: Any = None, *, sender: Identity | None = None) -> Any:
         """A query on the latest certified state of the canister's subnet (no round is made)."""
+        canister_id = parse_canister(canister_id)
         return self._net.query(sender or self.default_sender, canister_id, method, arg, self.get_subnet(canister_id))
 
-    def dry_run(self, canister_id: int, method: str, arg: Any = None, *, sender: Identity | None = None):
+    def dry_run(self, canister_id: int | str, method: str, arg: Any = None, *, sender: Identity | None = None):
         """Execute an update call on a copy of the canister's subnet's latest (live: latest
         certified) state and throw the copy away: a ``replica.execution.dry_run.DryRunResult``
         (status, reply or reject, instructions, the calls it would make, the state paths it
         would change). No round is made and no hash changes."""
+        canister_id = parse_canister(canister_id)
         return self._net.dry_run(sender or self.default_sender, canister_id, method, arg, self.get_subnet(canister_id))
 
-    def canister_logs(self, canister_id: int, *, sender: Identity | None = None,
+    def canister_logs(self, canister_id: int | str, *, sender: Identity | None = None,
                       max_ticks: int = DEFAULT_MAX_TICKS) -> list[CanisterLogRecord]:
         """The canister's log, oldest record first: ``fetch_canister_logs``, an update call to
         the management canister of its subnet (certified; deterministic mode makes the rounds
         it needs). ``sender`` must control the canister (default: ``default_sender``, who
         installs canisters unless told otherwise)."""
+        canister_id = parse_canister(canister_id)
         answer = self.update_call(MANAGEMENT_CANISTER_ID, "fetch_canister_logs", {"canister_id": canister_id},
                                   sender=sender, subnet=self.get_subnet(canister_id), max_ticks=max_ticks)
         return canister_log_records(answer)

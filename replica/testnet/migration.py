@@ -45,6 +45,7 @@ from typing import Any, Callable, Protocol
 from consensus_stub.registry import Registry
 from replica.client.agent import Agent
 from replica.errors import ReplicaError
+from replica.ic.textual_ids import canister_text
 from replica.progress import Progress
 from state_manager.codec import decode_header_leaf
 from state_manager.messages import MANAGEMENT_CANISTER_ID
@@ -223,11 +224,12 @@ def migrate_canister(driver: MigrationDriver, canister_id: int, destination: str
         """Every message of the two streams below ``ends`` is acknowledged and gone."""
         return all(driver.stream_header(*pair).begin >= end for pair, end in ends.items())
 
+    shown = canister_text(canister_id)   # as people read it; canister_id stays the u64
     source = driver.registry.latest().routing_table.lookup(canister_id)
     if source is None:
-        raise MigrationError(f"no subnet hosts canister {canister_id}")
+        raise MigrationError(f"no subnet hosts canister {shown}")
     if destination == source:
-        raise MigrationError(f"canister {canister_id} is on {destination} already")
+        raise MigrationError(f"canister {shown} is on {destination} already")
     if driver.registry.latest().subnet(destination) is None:
         raise MigrationError(f"subnet {destination!r} is not in the registry")
     moving = CanisterIdRange(canister_id, canister_id)
@@ -235,18 +237,18 @@ def migrate_canister(driver: MigrationDriver, canister_id: int, destination: str
     started = time.monotonic()
     start_height = driver.height(destination)
     try:
-        note(f"stopping canister {canister_id} on {source}")
+        note(f"stopping canister {shown} on {source}")
         driver.manage(source, "stop_canister", {"canister_id": canister_id})
-        driver.wait(f"stopping canister {canister_id}", lambda: driver.manage(
+        driver.wait(f"stopping canister {shown}", lambda: driver.manage(
             source, "canister_status", {"canister_id": canister_id})["status"] == "stopped", timeout_s)
         traced = change_registry("migration trace", lambda r: r.with_next_version(
             canister_migrations=r.latest().canister_migrations.with_trace(moving, both)))
-        note(f"exporting canister {canister_id} from {source}")
+        note(f"exporting canister {shown} from {source}")
         exported = driver.manage(source, "export_canister", {"canister_id": canister_id})
         snapshot, digest = exported["snapshot"], exported["snapshot_hash"]
         routed = change_registry("routing switch", lambda r: r.with_next_version(
             routing_table=r.latest().routing_table.with_assignment(moving, destination)))
-        note(f"importing canister {canister_id} on {destination} ({len(snapshot)} bytes)")
+        note(f"importing canister {shown} on {destination} ({len(snapshot)} bytes)")
         driver.manage(destination, "import_canister", {"snapshot": snapshot, "snapshot_hash": digest})
         driver.manage(destination, "start_canister", {"canister_id": canister_id})
         answering = time.monotonic()
@@ -262,7 +264,7 @@ def migrate_canister(driver: MigrationDriver, canister_id: int, destination: str
     except ReplicaError as exc:
         if isinstance(exc, MigrationError):
             raise
-        raise MigrationError(f"migrating canister {canister_id} from {source} to {destination}: "
+        raise MigrationError(f"migrating canister {shown} from {source} to {destination}: "
                              f"{type(exc).__name__}: {exc}") from exc
     return MigrationReport(canister_id, source, destination, (traced, routed, dropped), rounds,
                            answering - started, len(snapshot), digest)

@@ -6,6 +6,7 @@ import copy
 from dataclasses import replace
 
 from message_routing.limits import DEFAULT, MINIMAL
+from replica.ic.textual_ids import canister_text
 from replica.execution import ExecutionEnvironment, install_canister
 from state_manager.canister_state import Callback
 from state_manager.ingress_history import IngressState
@@ -63,7 +64,7 @@ def test_uncaught_call_error_for_an_oversized_payload_traps():
     run(ENV, s, MINIMAL)
     st = status(s, mid)
     assert st.reject_code is RejectCode.CANISTER_ERROR
-    assert st.reject_message.startswith("Canister 1 trapped: CallError: request of")
+    assert st.reject_message.startswith(f"Canister {canister_text(1)} trapped: CallError: request of")
     assert not s.canisters[1].queues.output_queues and not s.canisters[1].callbacks
 
 
@@ -122,6 +123,6 @@ def test_undecodable_reply_or_unknown_callback_name_traps_the_callback():
     s.canisters[1].queues.push_input_response(Response(1, REMOTE, 0, Reply(b"\x92\x01")))  # truncated msgpack
     answer(s, second, "fine")
     run(ENV, s)
-    assert "undecodable reply from canister 100" in status(s, garbled).reject_message
-    assert status(s, renamed).reject_message == "Canister 1 trapped: no @callback method 'gone'"
+    assert f"undecodable reply from canister {canister_text(100)}" in status(s, garbled).reject_message
+    assert status(s, renamed).reject_message == f"Canister {canister_text(1)} trapped: no @callback method 'gone'"
     assert not s.canisters[1].call_contexts and not s.canisters[1].callbacks

@@ -6,6 +6,7 @@ from __future__ import annotations
 import textwrap
 
 from message_routing.limits import DEFAULT
+from replica.ic.textual_ids import canister_text
 from replica.execution import MANAGEMENT_CANISTER_ID, ExecutionEnvironment, install_canister
 from replica.sdk import Canister, Trap, query, update
 from state_manager.canister_log import RECORD_OVERHEAD_BYTES
@@ -108,7 +109,7 @@ def test_the_instruction_limit_is_logged_as_a_trap():
     mid = submit(node.state, cid, "spin", None, n=node.n)
     run(node.env, node.state, limits)
     assert status(node.state, mid).reject_message == \
-        f"Canister {cid} exceeded the instruction limit for single message execution"
+        f"Canister {canister_text(cid)} exceeded the instruction limit for single message execution"
     assert _texts(node, cid)[-1] == \
         "trapped: exceeded the instruction limit for single message execution (50000 instructions)"
 

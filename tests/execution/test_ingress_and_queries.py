@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import copy
 
+from replica.ic.textual_ids import canister_text
 from replica.execution import CanisterRegistry, ExecutionEnvironment, install_canister, run_query
 from replica.sdk import Canister, encode_value, update
 from state_manager.encoding import decode
@@ -58,7 +59,7 @@ def test_requests_that_cannot_run_get_a_reject_response():
     run(ENV, s)
     (response,) = take_output(s, 1, REMOTE)
     assert response.originator_reply_callback == 8
-    assert response.response_payload == Reject(RejectCode.CANISTER_ERROR, "Canister 1 has no update method 'missing'")
+    assert response.response_payload == Reject(RejectCode.CANISTER_ERROR, f"Canister {canister_text(1)} has no update method 'missing'")
 
 
 def test_unavailable_code_rejects_and_counts_a_critical_error():

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from replica.ic.textual_ids import canister_text
 from replica.execution import ExecutionEnvironment, install_canister, start_canister, stop_canister
 from replica.execution.errors import InstallError, ManagementError
 from replica.execution.registry import module_hash, module_name_of
@@ -46,7 +47,7 @@ def test_install_records_the_module_and_runs_init_with_the_canonical_argument():
 def test_install_fails_cleanly():
     s = new_state()
     for args, text in [
-        ((7, WithInit, "trap"), "Canister 7 trapped: init refused"),
+        ((7, WithInit, "trap"), f"Canister {canister_text(7)} trapped: init refused"),
         ((7, WithInit, "reply"), "init cannot answer"),
         ((7, WithInit, 1.5), "cannot be encoded"),
         ((150, WithInit), "outside the ranges"),
@@ -66,7 +67,7 @@ def test_stop_without_open_calls_stops_at_once_and_start_resumes():
     s = new_state()
     install_canister(s, 1, Probe)
     assert stop_canister(s, 1) is CanisterStatus.STOPPED
-    assert ENV.run_query(s, 1, "peek", "x") == Reject(RejectCode.CANISTER_ERROR, "Canister 1 is stopped")
+    assert ENV.run_query(s, 1, "peek", "x") == Reject(RejectCode.CANISTER_ERROR, f"Canister {canister_text(1)} is stopped")
     assert start_canister(s, 1) is CanisterStatus.RUNNING
     mid = submit(s, 1, "echo", 1)
     run(ENV, s)
@@ -87,9 +88,9 @@ def test_stopping_canister_finishes_open_calls_rejects_new_ones_then_stops():
     assert stop_canister(s, 1) is CanisterStatus.STOPPING
     run(ENV, s)
     assert status(s, queued).state is IngressState.REJECTED
-    assert status(s, queued).reject_message == "Canister 1 is stopping"
+    assert status(s, queued).reject_message == f"Canister {canister_text(1)} is stopping"
     (response,) = take_output(s, 1, REMOTE)
-    assert response.response_payload == Reject(RejectCode.CANISTER_ERROR, "Canister 1 is stopping")
+    assert response.response_payload == Reject(RejectCode.CANISTER_ERROR, f"Canister {canister_text(1)} is stopping")
     assert s.canisters[1].status is CanisterStatus.STOPPING
 
     answer(s, request, "done")

@@ -7,6 +7,7 @@ import copy
 import pytest
 
 from message_routing.limits import DEFAULT, MINIMAL
+from replica.ic.textual_ids import canister_text
 from replica.execution import ExecutionEnvironment, install_canister
 from state_manager.canister_state import CanisterOrigin, IngressOrigin
 from replica.sdk import encode_value as encode
@@ -84,7 +85,7 @@ def test_trap_rolls_back_stable_state_drops_calls_and_rejects_the_caller():
     assert not canister.queues.output_queues and not canister.callbacks and not canister.call_contexts
     st = status(s, mid)
     assert st.state is IngressState.REJECTED and st.reject_code is RejectCode.CANISTER_ERROR
-    assert st.reject_message == "Canister 1 trapped: ValueError: boom"
+    assert st.reject_message == f"Canister {canister_text(1)} trapped: ValueError: boom"
     assert st.expiry_time == expected_after_induction.ingress_history.get(mid).expiry_time
 
 
@@ -92,7 +93,7 @@ def test_trap_message_of_an_explicit_trap_and_truncation():
     s = probe_state()
     mid = submit(s, 1, "raise_trap")
     run(ENV, s)
-    assert status(s, mid).reject_message == "Canister 1 trapped: explicit trap"
+    assert status(s, mid).reject_message == f"Canister {canister_text(1)} trapped: explicit trap"
     s2 = probe_state()
     deliver_request(s2, REMOTE, 1, "echo", None)
     s2.canisters[1].queues.input_queues[REMOTE].elements[0] = Request(REMOTE, 1, "nope" * 200, b"", 0)
@@ -197,7 +198,7 @@ def test_callback_that_does_not_reply_leads_to_did_not_reply():
     run(ENV, s)
     st = status(s, mid)
     assert (st.state, st.reject_code, st.reject_message) == (
-        IngressState.REJECTED, RejectCode.CANISTER_ERROR, "Canister 1 did not reply to the call")
+        IngressState.REJECTED, RejectCode.CANISTER_ERROR, f"Canister {canister_text(1)} did not reply to the call")
     assert s.canisters[1].stable["forgot/0"] == "a" and s.canisters[1].stable["forgot/1"] == "b"
     assert not s.canisters[1].call_contexts
 
@@ -227,7 +228,7 @@ def test_trap_in_a_callback_rolls_back_and_rejects_the_open_call():
     run(ENV, s)
     canister = s.canisters[1]
     st = status(s, mid)
-    assert st.state is IngressState.REJECTED and st.reject_message == "Canister 1 trapped: callback failed"
+    assert st.state is IngressState.REJECTED and st.reject_message == f"Canister {canister_text(1)} trapped: callback failed"
     assert "callback_wrote" not in canister.stable and canister.stable["made"] == made_before
     assert take_output(s, 1, REMOTE) == []  # the callback's call was dropped
     assert not canister.call_contexts and not canister.callbacks

@@ -14,6 +14,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from message_routing.limits import DEFAULT
+from replica.ic.textual_ids import canister_text
 
 from .sandbox_child import run_program
 
@@ -107,8 +108,8 @@ def test_the_instruction_limit_traps_at_the_same_count_in_every_process():
     limits = DEFAULT.with_(max_instructions_per_message=200_000)
     here = run_program(SPIN, "Spin", [["spin", 1]], limits)
     (kind, text, used), = here["answers"]
-    assert (kind, text, used) == ("reject", "Canister 0 exceeded the instruction limit for single message execution",
-                                  200_000)
+    assert (kind, text, used) == (
+        "reject", f"Canister {canister_text(0)} exceeded the instruction limit for single message execution", 200_000)
     children = [_in_child([[SPIN, "Spin", [["spin", 1]]]], seed) for seed in SEEDS]
     # The children run with the default limit: the same trap text, at that limit, and one state.
     assert len({json.dumps(c) for c in children}) == 1

@@ -8,6 +8,7 @@ import pytest
 
 from examples.counter import Counter
 from message_routing.limits import DEFAULT
+from replica.ic.textual_ids import canister_text
 from replica.client.agent_errors import CallRejected
 from replica.testing import Testnet
 
@@ -58,7 +59,7 @@ def _install(net: Testnet, body: str) -> int:
 def test_an_endless_loop_traps_at_the_limit_and_rolls_back(net):
     cid = _install(net, _method("self.stable['before'] = 1\nx = 0\nwhile True:\n    x += 1")
                    + _method("return self.stable.get('before')", "peek", "query"))
-    assert _reject(net, cid) == LIMIT_TEXT.format(cid)
+    assert _reject(net, cid) == LIMIT_TEXT.format(canister_text(cid))
     assert net.query_call(cid, "peek") is None   # the write before the loop was rolled back
     _still_going(net)
 
@@ -85,7 +86,7 @@ def test_random_and_time_are_refused_at_install(net):
 
 def test_a_two_gib_allocation_traps_before_allocating(net):
     cid = _install(net, _method("return len(bytearray(2**31))"))
-    assert _reject(net, cid) == (f"Canister {cid} trapped: exceeded the memory limit of {64 * 2**20} bytes "
+    assert _reject(net, cid) == (f"Canister {canister_text(cid)} trapped: exceeded the memory limit of {64 * 2**20} bytes "
                                  f"for single message execution")
     _still_going(net)
 
@@ -97,7 +98,7 @@ def test_host_files_are_out_of_reach(net):
 
 def test_unbounded_recursion_traps_at_a_counted_depth(net):
     cid = _install(net, _method("return self.m(arg)"))
-    assert _reject(net, cid) == f"Canister {cid} trapped: call depth exceeded 200 nested calls"
+    assert _reject(net, cid) == f"Canister {canister_text(cid)} trapped: call depth exceeded 200 nested calls"
 
 
 # -- other hazards --------------------------------------------------------------------------------------
@@ -121,14 +122,14 @@ def test_unbounded_recursion_traps_at_a_counted_depth(net):
 def test_work_that_grows_with_arguments_is_charged_before_it_runs(net, body):
     cid = _install(net, _method(body))
     message = _reject(net, cid)
-    assert message == LIMIT_TEXT.format(cid) or "exceeded the memory limit" in message, message
+    assert message == LIMIT_TEXT.format(canister_text(cid)) or "exceeded the memory limit" in message, message
     _still_going(net)
 
 
 def test_string_doubling_is_bounded(net):
     cid = _install(net, _method("s = 'ab'\nfor i in range(64):\n    s = s + s"))
     message = _reject(net, cid)
-    assert message == LIMIT_TEXT.format(cid) or "exceeded the memory limit" in message, message
+    assert message == LIMIT_TEXT.format(canister_text(cid)) or "exceeded the memory limit" in message, message
 
 
 def test_no_addresses_in_text(net):
@@ -195,7 +196,7 @@ def test_a_query_has_its_own_limit(net):
     cid = _install(net, _method("x = 0\nwhile True:\n    x += 1", "q", "query"))
     with pytest.raises(CallRejected) as rejected:
         net.query_call(cid, "q")
-    assert LIMIT_TEXT.format(cid) in rejected.value.message
+    assert LIMIT_TEXT.format(canister_text(cid)) in rejected.value.message
 
 
 def test_an_install_whose_module_loops_forever_is_refused(net):

@@ -10,6 +10,7 @@ import pytest
 
 from examples import counter, ledger, nondeterministic, ping_pong, treasury
 from message_routing.limits import DEFAULT
+from replica.ic.textual_ids import canister_text
 from replica.execution import ExecutionEnvironment, install_canister
 from replica.execution.management import install_code
 from replica.execution.sandbox import load_sandboxed
@@ -81,7 +82,7 @@ def test_a_message_over_its_own_limit_ends_the_round_budget_too():
     second = submit(state, 1, "work", 1, n=2)
     limits = DEFAULT.with_(max_instructions_per_message=50_000, max_instructions_per_round=50_000)
     run(env, state, limits)
-    assert status(state, first).reject_message == "Canister 1 exceeded the instruction limit for single message execution"
+    assert status(state, first).reject_message == f"Canister {canister_text(1)} exceeded the instruction limit for single message execution"
     assert status(state, second).state is IngressState.RECEIVED   # not started this round
     run(env, state, limits)
     assert status(state, second).state is IngressState.REPLIED
@@ -99,7 +100,7 @@ def test_a_builtin_class_raising_system_exit_traps():
     install_canister(state, 1, Exits)
     mid = submit(state, 1, "leave", None)
     run(env, state)
-    assert status(state, mid).reject_message == "Canister 1 trapped: SystemExit: 3"
+    assert status(state, mid).reject_message == f"Canister {canister_text(1)} trapped: SystemExit: 3"
 
 
 @pytest.mark.parametrize("module, class_name", [

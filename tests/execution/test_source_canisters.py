@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from replica.ic.textual_ids import canister_text
 from replica.execution import MANAGEMENT_CANISTER_ID, ExecutionEnvironment, SourceModules, source_module_hash
 from replica.execution.errors import ModuleLoadError
 from replica.sdk import encode_value
@@ -150,7 +151,7 @@ def test_calls_to_an_empty_canister_are_rejected_as_destination_invalid():
     cid = node.create()
     answer = node.call(cid, "greet", "x")
     assert (answer.reject_code, answer.reject_message) == (
-        RejectCode.DESTINATION_INVALID, f"Canister {cid} is empty: no code is installed")
+        RejectCode.DESTINATION_INVALID, f"Canister {canister_text(cid)} is empty: no code is installed")
     assert node.env.run_query(node.state, cid, "greeted").code is RejectCode.DESTINATION_INVALID
     assert node.state.metadata.counters["critical_errors"] == 0
 
@@ -264,7 +265,7 @@ def test_only_the_controller_installs_and_modes_must_fit_the_canister():
     assert node.install(cid).state is IngressState.REPLIED
     assert "has code already" in node.install(cid).reject_message
     missing = node.install(77)
-    assert (missing.reject_code, "canister 77 not found" in missing.reject_message) == (RejectCode.DESTINATION_INVALID, True)
+    assert (missing.reject_code, f"canister {canister_text(77)} not found" in missing.reject_message) == (RejectCode.DESTINATION_INVALID, True)
     # a builtin canister installed at genesis has no controller: nobody installs code on it
     from replica.execution import install_canister
     from .apps import Probe

@@ -17,6 +17,7 @@ from pathlib import Path
 
 import pytest
 
+from replica.ic.textual_ids import canister_text
 from replica.processes import lifecycle
 from replica.testing import CallRejected, Testnet
 from replica.testnet import launcher
@@ -139,9 +140,9 @@ def test_hazards_on_node_processes_are_answered_and_the_run_audits_agree(tmp_pat
                 assert construct in str(refused.value)
 
             expected = {
-                "spin": f"Canister {hazards} exceeded the instruction limit for single message execution",
-                "allocate": f"Canister {hazards} trapped: exceeded the memory limit of",
-                "recurse": f"Canister {hazards} trapped: call depth exceeded",
+                "spin": f"Canister {canister_text(hazards)} exceeded the instruction limit for single message execution",
+                "allocate": f"Canister {canister_text(hazards)} trapped: exceeded the memory limit of",
+                "recurse": f"Canister {canister_text(hazards)} trapped: call depth exceeded",
             }
             for method, text in expected.items():
                 with pytest.raises(CallRejected) as rejected:

@@ -16,6 +16,7 @@ import pytest
 
 from consensus_stub.ingress_pool import Admission
 from examples.ledger import account_of
+from replica.ic.textual_ids import canister_text
 from replica.client import (
     BadIngressSignature, CanisterNotOnSubnet, DuplicateIngress, ExpiredIngress, IngressExpiryTooFar,
     IngressPoolFull, IngressRefused, IngressTooLarge, MalformedIngress, UnknownCanister, WrongRequestType,
@@ -155,7 +156,7 @@ def test_duplicate_after_it_was_executed(alpha):
 
 def test_unknown_canister_in_our_range(alpha):
     error = assert_refused(alpha, envelope(canister(ALPHA, 500)), UnknownCanister, "unknown_canister")
-    assert str(canister(ALPHA, 500)) in str(error)
+    assert canister_text(canister(ALPHA, 500)) in str(error)
 
 
 def test_canister_in_no_subnets_range_is_unknown(alpha):
@@ -164,7 +165,7 @@ def test_canister_in_no_subnets_range_is_unknown(alpha):
 
 def test_canister_not_on_this_subnet(alpha):
     error = assert_refused(alpha, envelope(canister(BETA, LEDGER)), CanisterNotOnSubnet, "canister_not_on_subnet")
-    assert f"canister {canister(BETA, LEDGER)}" in str(error)
+    assert f"canister {canister_text(canister(BETA, LEDGER))}" in str(error)
 
 
 def test_pool_full():

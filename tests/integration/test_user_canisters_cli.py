@@ -19,6 +19,7 @@ from pathlib import Path
 
 import pytest
 
+from replica.ic.textual_ids import canister_text, parse_canister
 from replica.testnet import launcher as tn
 from replica.processes.lifecycle import running_launcher
 
@@ -72,17 +73,22 @@ def test_install_your_own_canister_call_it_across_subnets_and_audit_the_run(tmp_
         _replica(tmp_path, "testnet", "up", "--subnets", "2", "--nodes", "4", "--round-ms", "200")
         installed = _replica_all(tmp_path, ("canister", "install", f"{module}:Greeter", "--subnet", "subnet-0"),
                                  ("canister", "install", f"{module}:Greeter", "--subnet", "subnet-1"))
-        first, second = (int(out.strip().splitlines()[-1]) for out in installed)
+        printed = [out.strip().splitlines()[-1] for out in installed]   # textual principals
+        first, second = (parse_canister(text) for text in printed)
+        assert printed == [canister_text(first), canister_text(second)]
         assert first in range(0, 1000) and second in range(1000, 2000)
 
         # a cross-subnet call: subnet-0's Greeter asks subnet-1's; the reply is certified and verified
-        assert json.loads(_replica(tmp_path, "call", str(first), "ask", str(second)).stdout) == "hello, friend"
-        assert json.loads(_replica(tmp_path, "call", str(second), "greeted", "--query").stdout) == 1
+        assert json.loads(_replica(tmp_path, "call", printed[0], "ask", str(second)).stdout) == "hello, friend"
+        # the same canister by its principal and by its decimal id: the same answer
+        by_text, by_number = _replica_all(tmp_path, ("call", printed[1], "greeted", "--query"),
+                                          ("call", str(second), "greeted", "--query"))
+        assert json.loads(by_text) == json.loads(by_number) == 1
 
         # a module that does not load is a clean reject with its reason (exit 1), the testnet goes on
         broken = tmp_path / "user code" / "broken.py"
         broken.write_text("from replica.sdk import Canister\nclass Broken(Canister):\n    def oops(self:\n")
-        refused = _replica(tmp_path, "canister", "install", f"{broken}:Broken", "--canister", str(first),
+        refused = _replica(tmp_path, "canister", "install", f"{broken}:Broken", "--canister", printed[0],
                            "--mode", "upgrade", check=False)
         assert refused.returncode == 1 and "CANISTER_ERROR" in refused.stderr and "SyntaxError" in refused.stderr
         assert json.loads(_replica(tmp_path, "call", str(first), "greet", '"again"').stdout) == "hello, again"

@@ -20,6 +20,8 @@ from pathlib import Path
 import httpx
 import pytest
 
+from replica.ic.textual_ids import canister_text, parse_canister
+
 pytestmark = pytest.mark.timeout(300)
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -46,9 +48,9 @@ def testnet(tmp_path_factory):
     try:
         page = re.search(r"live status page: (http://127\.0\.0\.1:\d+/)", started.stdout)
         assert page is not None, started.stdout
-        pingers = [int(_replica(cwd, "canister", "install", f"{PING_PONG}:PingPong", "--subnet", subnet).stdout.strip())
-                   for subnet in ("subnet-0", "subnet-1")]
-        message_id = _replica(cwd, "call", str(pingers[0]), "ping",
+        pingers = [parse_canister(_replica(cwd, "canister", "install", f"{PING_PONG}:PingPong", "--subnet", subnet)
+                                  .stdout.strip()) for subnet in ("subnet-0", "subnet-1")]
+        message_id = _replica(cwd, "call", canister_text(pingers[0]), "ping",
                               json.dumps({"target": pingers[1], "rounds": 1}), "--async").stdout.strip()
         yield {"cwd": cwd, "page": page.group(1), "pingers": pingers, "message_id": message_id}
     finally:
@@ -66,7 +68,7 @@ def _replied_trace(testnet) -> dict:
 
 def test_trace_and_status_commands_on_a_running_testnet(testnet):
     trace = _replied_trace(testnet)
-    assert trace["found"] and trace["subnet"] == "subnet-0" and trace["canister"] == testnet["pingers"][0]
+    assert trace["found"] and trace["subnet"] == "subnet-0" and trace["canister"] == canister_text(testnet["pingers"][0])
     kinds = [(h["kind"], h["subnet"]) for h in trace["hops"]]
     for hop in [("routed", "subnet-0"), ("inducted", "subnet-1"), ("response", "subnet-1"), ("inducted", "subnet-0"),
                 ("callback", "subnet-0"), ("replied", "subnet-0")]:
@@ -78,6 +80,9 @@ def test_trace_and_status_commands_on_a_running_testnet(testnet):
     status = json.loads(_replica(testnet["cwd"], "testnet", "status", "--json", "--interval", "0.3").stdout)
     assert [r["subnet"] for r in status["subnets"]] == ["subnet-0", "subnet-1"]
     certified = status["certified"]
+    # each subnet's IC principal beside its name, the same in the directory's view and the certified one
+    principals = [r["principal"] for r in status["subnets"]]
+    assert [s["principal"] for s in certified["subnets"]] == principals and len(set(principals)) == 2
     # each subnet's certified height covers what the trace saw on that subnet (with a process
     # per node the two subnets' heights move independently: compare each with its own hops)
     seen = {name: max(h["height"] for h in trace["hops"] if h["subnet"] == name) for name in ("subnet-0", "subnet-1")}
@@ -99,6 +104,8 @@ def test_status_page_serves_the_view(testnet):
     assert [s["subnet"] for s in view["subnets"]] == ["subnet-0", "subnet-1"]
     recent = {c["message_id"]: c for c in view["recent"]}
     assert recent[testnet["message_id"]]["status"] == "replied"
+    assert recent[testnet["message_id"]]["canister"] == canister_text(testnet["pingers"][0])
+    assert all(len(s["principal"]) == 63 for s in view["subnets"])
     trace = httpx.get(testnet["page"] + "api/trace", params={"id": testnet["message_id"]}, timeout=30,
                       trust_env=False).json()
     assert trace["found"] and trace["status"] == "replied"
@@ -120,7 +127,7 @@ def test_status_page_renders_in_headless_chromium(testnet):
     html = dom.stdout
     # rendered by the page's script from /api/view and /api/trace, not present in the served HTML
     for text in ("subnet-0 → subnet-1", "subnet-1 → subnet-0", 'class="stream"', "backlog", testnet["message_id"][:16],
-                 "status: <b>replied</b>", "inducted on subnet-1"):
+                 "status: <b>replied</b>", "inducted on subnet-1", canister_text(testnet["pingers"][0])):
         assert text in html, text
     shot = subprocess.run(common + [f"--screenshot={screenshot}", url], capture_output=True, text=True, timeout=120)
     assert shot.returncode == 0 and screenshot.stat().st_size > 10_000, shot.stderr[-2000:]

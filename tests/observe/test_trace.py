@@ -17,6 +17,7 @@ from consensus_stub.genesis import SubnetSpec
 from message_routing.limits import DEFAULT
 from replica.client import sign_ingress
 from replica.execution import ExecutionEnvironment, install_canister
+from replica.ic.textual_ids import canister_text
 from replica.observe.call_events import collect_events
 from replica.inprocess.local import LocalTestnet
 from replica.observe.trace import format_trace, trace_message
@@ -77,6 +78,8 @@ def test_trace_follows_a_call_across_two_subnets_and_back(tmp_path):
                               round_s=ROUND_S)
     assert trace.found and trace.status == "replied" and not trace.stuck
     assert (trace.subnet, trace.canister) == (ALPHA, HERE)
+    assert trace.as_json()["canister"] == canister_text(HERE)   # people read the textual principal
+    assert f"ingress ask to canister {canister_text(HERE)} in block" in trace.hops[0].text
     kinds = [(h.kind, h.subnet) for h in trace.hops]
     assert kinds == [
         ("ingress", ALPHA), ("processing", ALPHA), ("executed", ALPHA), ("call", ALPHA), ("routed", ALPHA), ("inducted", BETA),
@@ -130,7 +133,7 @@ def test_trace_locates_calls_stuck_behind_a_stopped_subnet_and_a_full_stream(tmp
     oldest = min(next(h for h in t.hops if h.kind == "routed").height for t in in_stream)
     assert ages == {alpha_height - oldest}
     (where,) = held[0].stuck
-    assert f"held in the output queue of canister {HERE} on {ALPHA}" in where and "at most 2 messages" in where
+    assert f"held in the output queue of canister {canister_text(HERE)} on {ALPHA}" in where and "at most 2 messages" in where
 
 
 def test_trace_shows_a_request_the_receiving_subnet_rejected_and_the_synthetic_reject(tmp_path):

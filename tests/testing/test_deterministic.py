@@ -7,6 +7,7 @@ import hashlib
 import pytest
 
 from replica.client import IngressTooLarge, UnknownCanister
+from replica.ic.textual_ids import canister_text
 from replica.testing import (
     CallNotAnswered, CallRejected, CanisterSourceError, Ed25519Identity, Secp256k1Identity, Testnet, TestingError,
     TimeRegression, UnknownMessage, UnknownNode, UnknownSubnet,
@@ -312,4 +313,4 @@ def test_queries_run_under_the_testnets_query_limit():
         assert net.update_call(cid, "count_to_in_update", 20_000) == sum(i % 7 for i in range(20_000))
         with pytest.raises(CallRejected) as refused:
             net.query_call(cid, "count_to", 20_000)
-        assert refused.value.message == f"Canister {cid} exceeded the instruction limit for single message execution"
+        assert refused.value.message == f"Canister {canister_text(cid)} exceeded the instruction limit for single message execution"

@@ -8,6 +8,7 @@ import logging
 
 import pytest
 
+from replica.ic.textual_ids import canister_text
 from replica.inprocess.subnet import CertificationStalled
 from replica.testing import NotInThisMode, Testnet, TestingError, UnknownNode
 
@@ -53,7 +54,7 @@ def test_one_diverged_node_is_reported_and_recovers_while_the_subnet_certifies(c
         assert f"certified {certified.root.hex()[:8]}…" in error
         assert (f"root {certified.root.hex()[:8]}…: subnet-0-node-1,subnet-0-node-2,subnet-0-node-4; root "
                 in error) and error.count(diverged) >= 2   # it signed the other root
-        assert f"ingress {message_id.hex()} to canister {canister} method greet" in error
+        assert f"ingress {message_id.hex()} to canister {canister_text(canister)} method greet" in error
         assert any("recovered from the divergence" in r.getMessage() for r in caplog.records)
         assert _metric(node, "replica_state_divergences_total") == 1
         assert _metric(node, "replica_state_recoveries_total") == 1
