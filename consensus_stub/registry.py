@@ -167,7 +167,12 @@ class RegistryRecord:
         return NetworkTopology(
             self.version, self.routing_table, self.canister_migrations,
             tuple((s.subnet_id, s.public_key) for s in self.subnets),
+            tuple((s.subnet_id, tuple(n.signing_key for n in self.nodes_of(s.subnet_id))) for s in self.subnets),
         )
+
+    def stored_topology(self) -> NetworkTopology:
+        """What the encoding keeps of ``topology()``: the node keys are the node records'."""
+        return replace(self.topology(), node_public_keys=())
 
 
 def _is_id(value: object) -> bool:
@@ -355,7 +360,7 @@ def _record_value(record: RegistryRecord) -> tuple:
         record.version,
         tuple((s.subnet_id, s.node_ids, s.threshold, s.public_key, s.public_key_shares) for s in record.subnets),
         tuple((n.node_id, n.subnet_id, n.xnet_address, n.certificate_pem, n.signing_key) for n in record.nodes),
-        topology_to_value(record.topology()),
+        topology_to_value(record.stored_topology()),
     )
 
 
@@ -401,7 +406,7 @@ def _record_from_value(value: Any) -> RegistryRecord:
         topology.routing_table,
         topology.canister_migrations,
     )
-    if topology != record.topology():
+    if topology != record.stored_topology():
         raise CodecError(f"registry version {record.version}: the topology does not match the subnet records")
     return record
 

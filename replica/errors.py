@@ -103,6 +103,7 @@ fails when a public exception class of ``replica`` is missing here or placed wro
     │   ├── CallRejected
     │   ├── CallTimeout
     │   ├── ReplyUnavailable
+    │   ├── QueryAnswerInvalid    a query answer whose node signature fails
     │   ├── CertificateInvalid
     │   │   ├── MalformedCertificate
     │   │   ├── CertificateHeightMismatch

@@ -114,15 +114,24 @@ class CanisterMigrations:
 
 @dataclass(frozen=True, slots=True)
 class NetworkTopology:
-    """The registry view a batch is processed under."""
+    """The registry view a batch is processed under. ``subnet_public_keys`` are the subnets'
+    threshold keys (raw G2), ``node_public_keys`` each subnet's node signing keys (DER, in
+    node-index order): the certified tree serves both to agents (``state_tree``)."""
 
     registry_version: int
     routing_table: RoutingTable
     canister_migrations: CanisterMigrations = CanisterMigrations()
     subnet_public_keys: tuple[tuple[SubnetId, bytes], ...] = ()
+    node_public_keys: tuple[tuple[SubnetId, tuple[bytes, ...]], ...] = ()
 
     def public_key(self, subnet: SubnetId) -> bytes | None:
         for subnet_id, key in self.subnet_public_keys:
             if subnet_id == subnet:
                 return key
         return None
+
+    def node_keys(self, subnet: SubnetId) -> tuple[bytes, ...]:
+        for subnet_id, keys in self.node_public_keys:
+            if subnet_id == subnet:
+                return keys
+        return ()

@@ -101,12 +101,17 @@ def state_uses_deadlines(state: ReplicatedState) -> bool:
 
 
 def topology_to_value(topology: NetworkTopology) -> tuple:
-    return (
+    """``[version, table, migrations, subnet keys]``, then ``node keys`` when there are any
+    (a topology without them keeps the bytes it had before nodes had keys)."""
+    value: tuple = (
         topology.registry_version,
         tuple(((r.start, r.end), s) for r, s in topology.routing_table.entries),
         tuple(((r.start, r.end), trace) for r, trace in topology.canister_migrations.entries),
         topology.subnet_public_keys,
     )
+    if topology.node_public_keys:
+        value = value + (topology.node_public_keys,)
+    return value
 
 
 def _range(value: Any) -> CanisterIdRange:
@@ -118,7 +123,10 @@ def _range(value: Any) -> CanisterIdRange:
 
 
 def topology_from_value(value: Any) -> NetworkTopology:
-    version, table, migrations, keys = check_tuple(value, "topology", 4)
+    fields = check_tuple(value, "topology")
+    if len(fields) not in (4, 5):
+        raise CodecError(f"topology: expected 4 or 5 elements, got {len(fields)}")
+    version, table, migrations, keys = fields[:4]
     try:
         routing_table = RoutingTable(tuple(
             (_range(r), check_str(s, "subnet")) for r, s in (check_tuple(e, "route", 2) for e in check_tuple(table, "routing table"))))
@@ -130,8 +138,13 @@ def topology_from_value(value: Any) -> NetworkTopology:
     subnet_keys = tuple(
         (check_str(s, "subnet"), check_bytes(k, "public key"))
         for s, k in (check_tuple(e, "subnet key", 2) for e in check_tuple(keys, "subnet keys")))
+    node_keys = () if len(fields) == 4 else tuple(
+        (check_str(s, "subnet"), tuple(check_bytes(k, "node public key") for k in check_tuple(ks, "node keys")))
+        for s, ks in (check_tuple(e, "subnet's node keys", 2) for e in check_tuple(fields[4], "node keys")))
+    if len(fields) == 5 and not node_keys:
+        raise CodecError("topology: an empty node key list is encoded by its absence")
     return NetworkTopology(check_u64(version, "registry version"), routing_table,
-                           CanisterMigrations(migration_entries), subnet_keys)
+                           CanisterMigrations(migration_entries), subnet_keys, node_keys)
 
 
 def _queue_to_value(queue: Queue, to_value) -> tuple:

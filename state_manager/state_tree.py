@@ -17,6 +17,8 @@ the path, and the project's own leaves (canonical msgpack ``[version, value]``) 
                                   /controllers         #6.55799([* principal])    (empty: no controller)
     /subnet/<subnet principal>/public_key              DER of the subnet's BLS key (state_manager.bls)
                               /canister_ranges         #6.55799([* [start, end]])  all of its ranges
+                              /node/<node principal>/public_key   DER of the node's Ed25519 signing
+                                                       key (what its query answers are checked under)
     /canister_ranges/<subnet principal>/<first start>  the same ranges, at most 5 per leaf (the
                                                        sharded layout current agents read)
 
@@ -24,7 +26,9 @@ A canister principal is its u64 id big-endian, then 0x01 0x01; a subnet principa
 self-authenticating id of its key's DER, SHA-224(DER) · 0x02 (``state_manager.ic_encoding``, the
 one implementation ``replica.ic`` builds on). The management canister (``2**64 - 1``) is no
 canister of the state, so it has no subtree. A subnet the topology lists no key for (test
-topologies) has no id, so neither ``/subnet`` nor ``/canister_ranges`` names it. Requests
+topologies) has no id, so neither ``/subnet`` nor ``/canister_ranges`` names it. A node's
+principal is the self-authenticating id of its key; a subnet the topology lists no node keys
+for has no ``node`` subtree. Requests
 rejected here carry no IC error code, so there is no ``/error_code`` leaf.
 
 Full tree (everything that determines future behaviour)::
@@ -64,7 +68,8 @@ from .codec import (
 )
 from .encoding import encode_unchecked
 from .ic_encoding import (
-    canister_principal_bytes, encode_canister_ranges, shard_canister_ranges, subnet_principal_bytes, uleb128,
+    canister_principal_bytes, encode_canister_ranges, self_authenticating_id, shard_canister_ranges,
+    subnet_principal_bytes, uleb128,
 )
 from .ingress_history import IngressHistory, IngressState, IngressStatus
 from .labeled_trie import LabeledTrie, build_from_sorted
@@ -169,24 +174,29 @@ def _subnet_trees(topology: NetworkTopology) -> tuple[LabeledTrie, LabeledTrie]:
     principal, with its ranges of the routing table (the registry deals every subnet its own
     key; were two keys equal, the subnet listed first would keep the id)."""
     table = topology.routing_table
-    subnets: dict[bytes, tuple[bytes, tuple[tuple[bytes, bytes], ...]]] = {}
+    subnets: dict[bytes, tuple[bytes, tuple[tuple[bytes, bytes], ...], tuple[bytes, ...]]] = {}
     for subnet, key in topology.subnet_public_keys:
         label = subnet_principal_bytes(key)
         if label not in subnets:
             ranges = tuple((canister_principal_bytes(r.start), canister_principal_bytes(r.end))
                            for r in table.ranges_of(subnet))
-            subnets[label] = (key, ranges)
+            subnets[label] = (key, ranges, topology.node_keys(subnet))
     labels = sorted(subnets)
-    subnet_tree = build_from_sorted(
-        (label, build_from_sorted([
-            (b"canister_ranges", encode_canister_ranges(subnets[label][1])),
-            (b"public_key", public_key_der(subnets[label][0])),
-        ]))
-        for label in labels
-    )
+    subnet_tree = build_from_sorted((label, _one_subnet_tree(*subnets[label])) for label in labels)
     ranges_tree = build_from_sorted(
         (label, build_from_sorted(shard_canister_ranges(subnets[label][1]).items())) for label in labels)
     return subnet_tree, ranges_tree
+
+
+def _one_subnet_tree(key: bytes, ranges: tuple[tuple[bytes, bytes], ...], node_keys: tuple[bytes, ...]) -> LabeledTrie:
+    """``/subnet/<principal>``: its ranges, its nodes' keys by node principal, its key."""
+    entries: list[tuple[bytes, Any]] = [(b"canister_ranges", encode_canister_ranges(ranges))]
+    if node_keys:
+        nodes = {self_authenticating_id(der): der for der in node_keys}
+        entries.append((b"node", build_from_sorted(
+            (principal, build_from_sorted([(b"public_key", nodes[principal])])) for principal in sorted(nodes))))
+    entries.append((b"public_key", public_key_der(key)))
+    return build_from_sorted(entries)
 
 
 def _queue_tree(queue: Queue, to_value) -> LabeledTrie:

@@ -30,8 +30,10 @@ pooled by a node that went silent, and counts as submitted; a call no node confi
   status is replied (the decoded reply) or rejected (``CallRejected``);
 * ``request_statuses`` verifies the statuses of many messages of one subnet with one
   certificate (a load generator's poll);
-* ``query_call`` runs a query (answered from the node's latest certified state; a query
-  answer carries no certificate, so it is as good as the node that gave it);
+* ``query_call`` runs a query (answered from the node's latest certified state). A query
+  answer carries no certificate but the answering node's signature, checked under the node key
+  the registry lists for a node of the canister's subnet (``QueryAnswerInvalid`` otherwise): it
+  is as good as that node;
 * ``read_state`` → a ``VerifiedCertificate`` of the paths asked for. Every certificate is
   checked in full, except that a certification whose exact bytes verified before under the
   same key is not pairing-checked again (``_verify_signature``).
@@ -63,16 +65,17 @@ from replica.ic.http_interface import (
     STATUS_PATH, canister_path, decode_call_answer, decode_read_state_answer, decode_status,
 )
 from replica.ic.principal import Principal, canister_principal, principal_to_text
+from replica.ic.query_response import decode_query_response, verify_query_response
 from replica.ic.request_id import decode_uleb128, request_id
 from replica.ic.textual_ids import canister_text
 from state_manager.hash_tree import Unknown, lookup_path
 from state_manager.messages import MANAGEMENT_CANISTER_ID, RejectCode
 
 from .agent_errors import (
-    AgentError, CallRejected, CallTimeout, CanisterNotRouted, MalformedCertificate,
-    PathNotProven, ReplyUnavailable, RequestRefused, SubmissionUncertain, TransportError, UnexpectedAnswer,
+    AgentError, CallRejected, CallTimeout, CanisterNotRouted, MalformedCertificate, PathNotProven,
+    QueryAnswerInvalid, ReplyUnavailable, RequestRefused, SubmissionUncertain, TransportError, UnexpectedAnswer,
 )
-from .answers import QueryAnswer, decode_dry_run_answer, decode_query_answer
+from .answers import QueryAnswer, decode_dry_run_answer, query_answer_of
 from .certificate import SignatureCache, VerifiedCertificate, verify_answer_certificate
 from .endpoint_book import EndpointBook, Endpoints
 from .envelope import CALL, QUERY, canister_id_of, sign_request
@@ -366,12 +369,18 @@ class Agent:
         executed a height, or is catching up) is passed over for the next node like one that
         does not answer, and when every node says so the query is asked again (failover, in
         the module docstring) until ``timeout_s``."""
-        envelope, _ = self._envelope(canister_id, method, arg, QUERY)
+        envelope, request_id = self._envelope(canister_id, method, arg, QUERY)
         answer = self._unreplicated(canister_id, "query", envelope, timeout_s)
         try:
-            return decode_query_answer(answer.body, MAX_ANSWER_BYTES)
+            response = decode_query_response(answer.body, max_bytes=MAX_ANSWER_BYTES)
+            verify_query_response(response, request_id, self._node_keys(self.subnet_of(canister_id)))
         except IcFormatError as exc:
-            raise UnexpectedAnswer(f"a query answer: {exc}") from exc
+            raise QueryAnswerInvalid(f"a query answer of canister {canister_text(canister_id)}: {exc}") from exc
+        return query_answer_of(response.outcome)
+
+    def _node_keys(self, subnet: str) -> dict[Principal, bytes]:
+        """The signing keys of ``subnet``'s nodes by node id, as the agent's registry lists them."""
+        return {Principal(node.node_principal): node.signing_key for node in self.registry.latest().nodes_of(subnet)}
 
     def query_call(self, canister_id: int, method: str, arg: Any = None) -> Any:
         """The decoded reply of a query, or ``CallRejected``."""

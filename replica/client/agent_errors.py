@@ -11,6 +11,8 @@ CanisterNotRouted              no subnet of the agent's registry covers the cani
 CallRejected                   the call was answered with a reject (``code`` name, ``message``)
 CallTimeout                    no certified answer within the caller's timeout
 ReplyUnavailable               the certified status is ``done``: the answer is gone (expired)
+QueryAnswerInvalid             a query answer is unsigned, signed by no node of the canister's subnet, or
+                               its node signature does not verify (the registry holds the node keys)
 CertificateInvalid             a read_state answer fails verification; one subclass per check:
   MalformedCertificate         - the answer does not decode, or a revealed leaf is not what it must be
   CertificateSignatureInvalid  - the signature does not verify under the root key and delegation (or the subnet's key)
@@ -29,7 +31,7 @@ from replica.errors import ReplicaError
 
 __all__ = [
     "AgentError", "TransportError", "SubmissionUncertain", "UnexpectedAnswer", "RequestRefused", "CanisterNotRouted", "CallRejected",
-    "CallTimeout", "ReplyUnavailable", "CertificateInvalid", "MalformedCertificate",
+    "CallTimeout", "ReplyUnavailable", "QueryAnswerInvalid", "CertificateInvalid", "MalformedCertificate",
     "CertificateHeightMismatch", "CertificateSignatureInvalid", "CertificationRollback", "CertificateTooOld", "PathNotProven",
 ]
 
@@ -82,6 +84,12 @@ class CallTimeout(AgentError):
 
 class ReplyUnavailable(AgentError):
     pass
+
+
+class QueryAnswerInvalid(AgentError):
+    """A query answer that fails its node signature check (``replica.ic.query_response``)."""
+
+    reason = "query_answer_invalid"
 
 
 class CertificateInvalid(AgentError):

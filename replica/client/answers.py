@@ -20,9 +20,10 @@ from typing import Any
 from replica.execution.dry_run import DryRunResult, OutgoingCall
 from replica.ic import cbor
 from replica.ic.errors import AnswerMalformed, CborRefused
+from replica.ic.query_response import QueryOutcome, QueryReplied
 from state_manager.messages import RejectCode
 
-__all__ = ["QueryAnswer", "decode_query_answer", "encode_dry_run_answer", "decode_dry_run_answer"]
+__all__ = ["QueryAnswer", "query_answer_of", "decode_query_answer", "encode_dry_run_answer", "decode_dry_run_answer"]
 
 _U64 = 1 << 64
 _REQUIRED = {"height", "status", "instructions", "limit_exceeded", "calls", "changed_paths", "more_paths"}
@@ -64,12 +65,22 @@ def decode_query_answer(body: bytes, max_bytes: int) -> QueryAnswer:
         code, message = v.get("reject_code"), v.get("reject_message")
         if not _u64(code) or type(message) is not str:
             raise AnswerMalformed("a rejected query answer is {status, reject_code: nat, reject_message: text}")
-        try:
-            name = RejectCode(code).name
-        except ValueError:
-            name = f"UNKNOWN_{code}"
-        return QueryAnswer(height, reject_code=name, reject_message=message)
+        return QueryAnswer(height, reject_code=_reject_name(code), reject_message=message)
     raise AnswerMalformed(f"unknown query answer status {v.get('status')!r}")
+
+
+def query_answer_of(outcome: QueryOutcome) -> QueryAnswer:
+    """The ``QueryAnswer`` of a (verified) IC query response's outcome."""
+    if isinstance(outcome, QueryReplied):
+        return QueryAnswer(None, reply=outcome.arg)
+    return QueryAnswer(None, reject_code=_reject_name(outcome.reject_code), reject_message=outcome.reject_message)
+
+
+def _reject_name(code: int) -> str:
+    try:
+        return RejectCode(code).name
+    except ValueError:
+        return f"UNKNOWN_{code}"
 
 
 def encode_dry_run_answer(result: DryRunResult) -> bytes:

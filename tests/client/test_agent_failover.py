@@ -63,9 +63,9 @@ def _certificate(message_id: bytes, height: int = fx.HEIGHT) -> bytes:
 CANISTER_5 = principal_to_text(canister_principal(5).raw)
 ROUTES = {"call": canister_path(2, CANISTER_5, "call"), "query": canister_path(2, CANISTER_5, "query"),
           "read_state": canister_path(2, CANISTER_5, "read_state"), "status": STATUS_PATH}
-#: A node's side of a query answer: its encoder, without a node signer.
+#: A node's side of a query answer: its encoder, signed by node 1 of A.
 QUERY_NODE = NodeBackend(fx.A, f"{fx.A}-node-1", DEFAULT, lambda ingress: None, lambda *args: None, lambda: None, dict,
-                         clock=lambda: fx.TIME)
+                         clock=lambda: fx.TIME, node_signer=fx.node_signing_identity())
 
 
 class ScriptedNodes:
@@ -104,7 +104,8 @@ class ScriptedNodes:
                     return Answer(409, b"already pooled", "duplicate")
                 return Answer(202, b"")
             if path.endswith("/query"):
-                return Answer(200, encode_query_answer(QueryAnswer(7, reply=encode(42)), bytes(32), QUERY_NODE))
+                query = decode_signed_ingress(body, DEFAULT.max_ingress_bytes, now_ns=fx.TIME, request_type="query")
+                return Answer(200, encode_query_answer(QueryAnswer(7, reply=encode(42)), query.message_id, QUERY_NODE))
             if path.endswith("/read_state"):
                 return Answer(200, _certificate(self.message_id, self.heights.get(endpoint, fx.HEIGHT)))
             return Answer(200, encode_status({"root_key": b"", "node": endpoint, "finalized_height": 9}))
@@ -307,7 +308,8 @@ def servers():
     def backend(name):
         return NodeBackend(fx.A, name, DEFAULT, submitted.append,
                            lambda canister, method, arg, caller: QueryAnswer(3, reply=encode(42)),
-                           lambda: None, lambda: {"node_id": name, "finalized_height": 3})
+                           lambda: None, lambda: {"node_id": name, "finalized_height": 3},
+                           node_signer=fx.node_signing_identity())   # each signs as node 1 of A
 
     running = {name: HttpApiServer(backend(name)) for name in ("n1", "n2", "n3")}
     addresses = {name: server.start() for name, server in running.items()}

@@ -168,3 +168,16 @@ def test_genesis_refuses_bad_specs():
     with pytest.raises(g.GenesisError):
         g.genesis_registry(SPECS, SEED, not_before=NOT_BEFORE, addresses={"ghost": "127.0.0.1:1"})
     assert bls.threshold_for(4) == 3
+
+
+def test_the_topology_carries_every_subnets_node_keys_which_the_encoding_keeps_once(dealt):
+    """A batch's topology lists each subnet's node signing keys in node-index order (the
+    certified tree serves them to agents); the registry's bytes keep them in the node records
+    only, so the stored topology has none and a registry written before reads the same."""
+    registry, _ = dealt
+    record = registry.latest()
+    topology = record.topology()
+    for subnet in record.subnets:
+        assert topology.node_keys(subnet.subnet_id) == tuple(n.signing_key for n in record.nodes_of(subnet.subnet_id))
+    stored = decode(r.encode_registry(registry))[2][-1][3]
+    assert len(stored) == 4   # version, routing table, migrations, subnet keys

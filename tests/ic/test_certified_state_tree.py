@@ -187,3 +187,47 @@ def test_leb128_round_trips_and_only_the_shortest_form_decodes(n):
     assert decode_uleb128(data) == n
     with pytest.raises(UnhashableValue):
         decode_uleb128(data[:-1] + bytes([data[-1] | 0x80]) + b"\x00")
+
+
+# -- node keys: what an agent checks a query answer's signature under ---------------------------
+
+def _node_keys(subnet: str) -> tuple[bytes, ...]:
+    from consensus_stub.node_signing_key import der_public_key, derive_signing_key
+    return tuple(der_public_key(derive_signing_key(b"tree test", f"{subnet}-node-{i}")) for i in range(1, 5))
+
+
+def test_each_nodes_signing_key_is_served_under_its_node_id():
+    from dataclasses import replace
+
+    from replica.ic.principal import node_principal
+    keys = {APP: _node_keys(APP), ROOT: _node_keys(ROOT)}
+    state = app_state()
+    state.metadata.network_topology = replace(topology(), node_public_keys=tuple(keys.items()))
+    tree = trie_hash_tree(build_state_trees(state).certified)
+    for subnet in (APP, ROOT):
+        for der in keys[subnet]:
+            assert at(tree, "subnet", principal_of(subnet).raw, "node", node_principal(der).raw, "public_key") == der
+        nodes = lookup_path(tree, [b"subnet", principal_of(subnet).raw, b"node"])
+        assert isinstance(nodes, Found)
+    stranger = node_principal(_node_keys("stranger")[0]).raw
+    assert isinstance(lookup_path(tree, [b"subnet", principal_of(APP).raw, b"node", stranger]), Absent)
+
+
+def test_a_topology_without_node_keys_serves_no_node_subtree(tree):
+    assert isinstance(lookup_path(tree, [b"subnet", principal_of(APP).raw, b"node"]), Absent)
+
+
+def test_node_keys_survive_the_state_codec_and_their_absence_keeps_the_old_bytes():
+    from dataclasses import replace
+
+    from state_manager.codec import CodecError
+    from state_manager.encoding import encode
+    from state_manager.state_codec import topology_from_value, topology_to_value
+    plain = topology()
+    with_nodes = replace(plain, node_public_keys=((APP, _node_keys(APP)),))
+    assert topology_from_value(decode(encode(topology_to_value(with_nodes)))) == with_nodes
+    assert len(topology_to_value(plain)) == 4 and topology_from_value(topology_to_value(plain)) == plain
+    with pytest.raises(CodecError, match="absence"):
+        topology_from_value(topology_to_value(plain) + ((),))
+    with pytest.raises(CodecError, match="4 or 5"):
+        topology_from_value(topology_to_value(with_nodes) + ((),))

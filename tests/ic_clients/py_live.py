@@ -21,6 +21,9 @@ Each step is reported on its own, as the library does it:
   read_state of /subnet/<id>/node/<node>/public_key on /api/v3/subnet/<id>/read_state).
 * ``request_status``: ``Agent.request_status_raw`` (read_state of /request_status/<id>),
   certificate and its ``/time`` (within the ingress expiry) verified.
+* ``tampered``: the same read with one byte of the live node's answer changed on its way to
+  the library — the certificate's signature, a leaf of its tree, and (on a subnet other than
+  the root) the delegation's certificate — each of which the library must refuse.
 
 BLS verification needs the official ``blst`` binding, which is not on PyPI; when it is not
 importable the stand-in over pyblst is used (``blst_standin``) and ``bls`` says so.
@@ -137,7 +140,87 @@ def run(url: str, canister: str, method: str, arg: bytes, *, query_method: str |
         return {"status": status, "certificate_verified": True, "time_ns": certificate.lookup_time(),
                 "reply": certificate.lookup_reply(called["request_id"])}
     _step(report, "request_status", request_status)
+
+    def tampered():
+        if not called:
+            raise RuntimeError("no request id: the call step failed")
+        refusals = {}
+        honest = agent.read_state_endpoint
+        try:
+            for kind in TAMPERINGS:
+                agent.read_state_endpoint = lambda target, body, kind=kind: tamper(honest(target, body), kind)
+                try:
+                    agent.request_status_raw(canister, called["request_id"], verify_certificate=True)
+                except _NotApplicable:
+                    continue
+                except _TamperFailed:
+                    raise
+                except Exception as exc:   # noqa: BLE001 - the library's own refusal, whatever its class
+                    refusals[kind] = f"{type(exc).__name__}: {exc}"[:200]
+                    continue
+                raise RuntimeError(f"icp-py-core accepted a certificate with its {kind} changed")
+        finally:
+            agent.read_state_endpoint = honest
+        return {"refused": refusals}
+    _step(report, "tampered", tampered)
     return report
+
+
+TAMPERINGS = ("signature", "tree leaf", "delegation")
+
+
+class _NotApplicable(Exception):
+    """The answer has nothing of that kind to change (a root subnet's has no delegation)."""
+
+
+class _TamperFailed(Exception):
+    """The answer could not be changed as asked: a fault of this script, not a refusal."""
+
+
+def _first_leaf_changed(tree: list) -> list:
+    """``tree`` (the IC's CBOR hash tree) with its first leaf's last byte flipped."""
+    if tree[0] == 3:
+        return [3, bytes(tree[1][:-1]) + bytes([tree[1][-1] ^ 1])]
+    if tree[0] == 1:
+        try:
+            return [1, _first_leaf_changed(tree[1]), tree[2]]
+        except _NotApplicable:
+            return [1, tree[1], _first_leaf_changed(tree[2])]
+    if tree[0] == 2:
+        return [2, tree[1], _first_leaf_changed(tree[2])]
+    raise _NotApplicable("no leaf")
+
+
+def _flip_last(data: bytes) -> bytes:
+    return bytes(data[:-1]) + bytes([data[-1] ^ 1])
+
+
+def tamper(answer: bytes, kind: str) -> bytes:
+    """A read_state answer with one byte of its certificate changed (``TAMPERINGS``)."""
+    try:
+        return _tampered(answer, kind)
+    except _NotApplicable:
+        raise
+    except Exception as exc:
+        raise _TamperFailed(f"{kind}: {type(exc).__name__}: {exc}") from exc
+
+
+def _tampered(answer: bytes, kind: str) -> bytes:
+    outer = dict(cbor2.loads(answer))
+    certificate = dict(cbor2.loads(outer["certificate"]))
+    if kind == "signature":
+        certificate["signature"] = _flip_last(certificate["signature"])
+    elif kind == "tree leaf":
+        certificate["tree"] = _first_leaf_changed(certificate["tree"])
+    elif "delegation" not in certificate:
+        raise _NotApplicable("a root subnet's certificate has no delegation")
+    else:
+        delegation = dict(certificate["delegation"])
+        inner = dict(cbor2.loads(delegation["certificate"]))
+        inner["signature"] = _flip_last(inner["signature"])
+        certificate["delegation"] = {**delegation, "certificate": cbor2.dumps(inner)}
+    outer["certificate"] = cbor2.dumps(certificate)
+    return cbor2.dumps(outer)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -20,7 +20,7 @@ from tests.ic_clients import py_live
 from tests.ic_clients.node import JsScriptFailed, run_script
 from tests.integration.harness import CONFIG, LIMITS, SEED
 
-ROOT, OTHER = "root", "other"
+ROOT, OTHER = "root", "subnet"   # the registry's first subnet (sorted by id) is the root subnet
 RANGES = {ROOT: (0, 99), OTHER: (100, 199)}
 GREETER = {ROOT: 7, OTHER: 107}
 NAME = "ic agent"
@@ -83,20 +83,22 @@ def test_icp_py_core_calls_queries_and_reads_status(testnet, subnet, monkeypatch
     report = py_live.run(_url(testnet, subnet), _text(GREETER[subnet]), "greet", ARG, query_method="greeted",
                          query_arg=COUNT_ARG, timeout_s=60)
     failed = {k: v for k, v in report.items() if isinstance(v, dict) and not v["ok"]}
-    # icp-py-core's opt-in query signature check: it fetches node keys from /subnet/<id>/node/…,
-    # which the certified tree does not hold yet (the README says so)
-    failed.pop("query_signed", None)
     assert not failed, failed
+    # the query's node signature checked under the node key the library read at
+    # /subnet/<id>/node/<node>/public_key of a certificate it verified
+    assert report["query_signed"]["signatures_verified"] and report["query_signed"]["reply"] == report["query"]["reply"]
     assert report["update"]["reply"] == [{"type": "text", "value": "hello, " + NAME}]   # Candid-decoded by the library
     assert report["call"]["certificate_verified"] and bytes.fromhex(report["call"]["reply"]) == REPLY
     assert report["request_status"]["certificate_verified"] and report["request_status"]["status"] in ("replied", b"replied")
+    # the live node's certificate with one byte changed: refused by the library, every way
+    expected = {"signature", "tree leaf"} | ({"delegation"} if subnet == OTHER else set())
+    assert set(report["tampered"]["refused"]) == expected, report["tampered"]
 
 
 @pytest.mark.parametrize("subnet", [ROOT, OTHER])
 def test_dfinity_agent_calls_queries_and_reads_status(js, testnet, subnet):
     args = (_url(testnet, subnet), "--canister", _text(GREETER[subnet]), "--method", "greet", "--arg", ARG.hex(),
-            "--query-method", "greeted", "--query-arg", COUNT_ARG.hex(), "--no-verify-query-signatures",
-            "--timeout-ms", "60000")
+            "--query-method", "greeted", "--query-arg", COUNT_ARG.hex(), "--timeout-ms", "60000")
     try:
         report = run_script("live.mjs", {}, args=args, timeout=240)
     except JsScriptFailed as exc:
@@ -104,5 +106,6 @@ def test_dfinity_agent_calls_queries_and_reads_status(js, testnet, subnet):
     update = report["update"]
     assert update["ok"] and update["certificate_verified"] and update["status"] == "replied", update
     assert bytes.fromhex(update["reply"]) == REPLY
-    assert report["query"]["ok"], report["query"]
+    query = report["query"]   # its node signature checked by the library (node keys from read_state)
+    assert query["ok"] and query["signatures"] == 1 and query["signatures_verified"], query
     assert report["request_status"]["status"] == "replied" and report["request_status"]["certificate_verified"]
