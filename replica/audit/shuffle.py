@@ -54,8 +54,11 @@ def shuffle_state_value(value: Any, rng: random.Random) -> tuple:
     """The ``state_to_value`` form with every keyed container's entries shuffled."""
     encoding_version = state_encoding_version(value)
     fields_ = list(check_tuple(value, "state", _STATE_ITEMS[encoding_version]))
-    version, table, migrations, keys = check_tuple(fields_[_TOPOLOGY], "topology", 4)
-    fields_[_TOPOLOGY] = (version, shuffled(check_tuple(table, "routing table"), rng), migrations, keys)
+    topology = list(check_tuple(fields_[_TOPOLOGY], "topology"))   # its arity is state_from_value's to check
+    if len(topology) < 2:
+        raise CodecError("topology: too few items")
+    topology[1] = shuffled(check_tuple(topology[1], "routing table"), rng)
+    fields_[_TOPOLOGY] = tuple(topology)
     fields_[_COUNTERS] = shuffled(check_tuple(fields_[_COUNTERS], "counters"), rng)
     fields_[_CANISTERS] = shuffled(
         [_shuffle_canister(c, rng, encoding_version) for c in check_tuple(fields_[_CANISTERS], "canisters")], rng)

@@ -18,7 +18,7 @@ from replica.audit.shuffle import present_xnet_payload, shuffle_state_value, shu
 from replica.audit.tree_diff import diff_tries
 from replica.inprocess.workload import NONDETERMINISTIC_FIRST, WorkloadConfig
 from state_manager.encoding import decode
-from state_manager.state_codec import decode_state
+from state_manager.state_codec import decode_state, encode_state
 from state_manager.state_tree import build_state_trees
 
 from .runs import A, recorded_run, small_run
@@ -82,6 +82,15 @@ def test_shuffled_state_is_the_same_state():
     state = shuffled_state(data, random.Random(1))
     assert state == decode_state(data)
     assert build_state_trees(state).full_hash == build_state_trees(decode_state(data)).full_hash
+
+
+def test_a_state_whose_topology_lists_node_keys_is_shuffled_too():
+    """A node's checkpoints carry its subnets' node keys in the topology (a fifth item)."""
+    from dataclasses import replace
+    state = decode_state(small_run().subnets[0].checkpoints[-1][1])
+    topology = state.metadata.network_topology
+    state.metadata.network_topology = replace(topology, node_public_keys=((A, (b"\x01" * 44, b"\x02" * 44)),))
+    assert shuffled_state(encode_state(state), random.Random(1)) == state
 
 
 def test_xnet_payload_presented_shuffled():
