@@ -249,7 +249,7 @@ def check_record(record: RegistryRecord) -> RegistryRecord:
 class Registry:
     """An immutable sequence of registry records with strictly increasing versions."""
 
-    __slots__ = ("_records", "_by_version")
+    __slots__ = ("_records", "_by_version", "_topologies")
 
     def __init__(self, records: Iterable[RegistryRecord]) -> None:
         records = tuple(records)
@@ -262,6 +262,7 @@ class Registry:
             raise InconsistentRegistry(f"registry versions must increase strictly, got {versions}")
         self._records = records
         self._by_version = {r.version: r for r in records}
+        self._topologies: dict[int, NetworkTopology] = {}
 
     # -- versions --------------------------------------------------------------------------
 
@@ -297,7 +298,12 @@ class Registry:
         return None if subnet is None else subnet.public_key
 
     def topology(self, version: int) -> NetworkTopology:
-        return self.record(version).topology()
+        """The topology of ``version``, one object per version: a state's tree builder makes
+        the ``/subnet`` subtrees again only when its topology is another object."""
+        topology = self._topologies.get(version)
+        if topology is None:
+            topology = self._topologies[version] = self.record(version).topology()
+        return topology
 
     def subnet(self, subnet_id: str, version: int) -> SubnetRecord | None:
         return self.record(version).subnet(subnet_id)

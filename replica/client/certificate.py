@@ -40,7 +40,7 @@ from replica.ic.errors import (
 )
 from replica.ic.principal import MAX_PRINCIPAL_BYTES, Principal
 from replica.ic.request_id import decode_uleb128
-from state_manager.certification import HEIGHT_PATH
+from state_manager.certification import HEIGHT_PATH, SignatureMemo
 from state_manager.codec import LEAF_VERSION
 from state_manager.encoding import EncodingError, decode
 from state_manager.hash_tree import Absent, Found, HashTree, Leaf, lookup_path, reconstruct
@@ -153,10 +153,12 @@ class SignatureCache:
 
 def verify_answer_certificate(data: bytes, *, subnet_id: str, subnet_principal: bytes, is_root: bool,
                               root_key: bytes, subnet_key: bytes, canister: Principal | None, now_ns: int,
-                              max_age_ns: int, min_height: int, cache: SignatureCache) -> VerifiedCertificate:
+                              max_age_ns: int, min_height: int, cache: SignatureCache,
+                              memo: SignatureMemo | None = None) -> VerifiedCertificate:
     """The checks of the module docstring; ``root_key`` and ``subnet_key`` are raw 96-byte
     keys (the registry's), ``canister`` the canister the answer is about (None: the
-    management canister, whose subnet the agent chose)."""
+    management canister, whose subnet the agent chose); ``memo``: pairing checks this process
+    passed already (a client in one process with the subnet's nodes, ``replica.testing``)."""
     try:
         certificate = decode_certificate(data)
         delegation = certificate.delegation
@@ -175,7 +177,7 @@ def verify_answer_certificate(data: bytes, *, subnet_id: str, subnet_principal: 
         else:
             verify_certificate(certificate, root_key=trusted, canister_id=canister,
                                subnet_id=subnet_principal if delegation is not None else None,
-                               delegation_cache=cache.delegations)
+                               delegation_cache=cache.delegations, memo=memo)
             cache.remember(key)
     except (CertificateSignatureRefused, CanisterOutsideRanges, CanisterRangesMissing) as exc:
         raise CertificateSignatureInvalid(f"a certificate of {subnet_id}: {exc}") from exc

@@ -36,6 +36,7 @@ from typing import Any
 from state_manager.hash_tree import Found, HashTree, Leaf, domain_sep, lookup_path, reconstruct, validate_well_formed
 from state_manager.hash_tree import MalformedTreeError
 from state_manager.bls import state_root_message   # what a certificate's signature signs: the one formula
+from state_manager.certification import SignatureMemo
 
 from . import bls, cbor
 from .canister_ranges import check_canister_in_ranges
@@ -130,13 +131,21 @@ def make_delegation(subnet_id: Principal, root_certificate: Certificate) -> Cert
     return CertificateDelegation(subnet_id.raw, encode_certificate(root_certificate))
 
 
-def _verify_signature(certificate: Certificate, public_key: bytes, signer: str) -> None:
+def _verify_signature(certificate: Certificate, public_key: bytes, signer: str, memo: SignatureMemo | None) -> None:
+    """One pairing check, skipped when ``memo`` (pairings this process passed: a node's, in one
+    process with it) holds exactly this key, root and signature."""
+    root = reconstruct(certificate.tree)
+    known = (public_key, root, certificate.signature)
+    if memo is not None and known in memo:
+        return
     try:
-        valid = bls.verify(public_key, state_root_message(reconstruct(certificate.tree)), certificate.signature)
+        valid = bls.verify(public_key, state_root_message(root), certificate.signature)
     except BlsError as exc:
         raise CertificateSignatureRefused(f"the signature of {signer}: {exc}") from exc
     if not valid:
         raise CertificateSignatureRefused(f"the signature does not verify under the key of {signer}")
+    if memo is not None:
+        memo.add(known)
 
 
 def _leaf(tree: HashTree, path: list[bytes]) -> bytes | None:
@@ -144,12 +153,13 @@ def _leaf(tree: HashTree, path: list[bytes]) -> bytes | None:
     return result.tree.value if isinstance(result, Found) and isinstance(result.tree, Leaf) else None
 
 
-def _delegation_key(delegation: CertificateDelegation, root_key: bytes, max_bytes: int) -> tuple[bytes, HashTree]:
+def _delegation_key(delegation: CertificateDelegation, root_key: bytes, max_bytes: int,
+                    memo: SignatureMemo | None) -> tuple[bytes, HashTree]:
     """The subnet's key and the delegation's tree, after check 2 of the module docstring."""
     inner = decode_certificate(delegation.certificate, max_bytes=max_bytes)
     if inner.delegation is not None:
         raise NestedDelegation("a delegation's certificate carries a delegation itself")
-    _verify_signature(inner, root_key, "the root subnet")
+    _verify_signature(inner, root_key, "the root subnet", memo)
     der_key = _leaf(inner.tree, [b"subnet", delegation.subnet_id, b"public_key"])
     if der_key is None:
         raise DelegationSubnetKeyMissing(f"the delegation does not state the key of subnet {Principal(delegation.subnet_id)}")
@@ -162,10 +172,10 @@ def _delegation_key(delegation: CertificateDelegation, root_key: bytes, max_byte
 def verify_certificate(data: bytes | Certificate, *, root_key: bytes, canister_id: Principal | None = None,
                        subnet_id: bytes | None = None, max_bytes: int = DEFAULT_MAX_CERTIFICATE_BYTES,
                        delegation_cache: MutableMapping[tuple[bytes, bytes], tuple[bytes, HashTree]] | None = None,
-                       ) -> VerifiedCertificate:
+                       memo: SignatureMemo | None = None) -> VerifiedCertificate:
     """The checks of the module docstring; ``root_key`` is the raw 96-byte root key,
     ``canister_id`` the canister the answer is about (its ranges are checked), ``subnet_id`` the
-    subnet asked (a subnet read_state)."""
+    subnet asked (a subnet read_state); ``memo``: pairings already passed in this process."""
     certificate = data if isinstance(data, Certificate) else decode_certificate(data, max_bytes=max_bytes)
     try:
         validate_well_formed(certificate.tree)
@@ -179,14 +189,14 @@ def verify_certificate(data: bytes | Certificate, *, root_key: bytes, canister_i
         cache_key = (delegation.subnet_id, delegation.certificate)
         known = None if delegation_cache is None else delegation_cache.get(cache_key)
         if known is None:
-            known = _delegation_key(delegation, root_key, max_bytes)
+            known = _delegation_key(delegation, root_key, max_bytes, memo)
             if delegation_cache is not None:
                 delegation_cache[cache_key] = known
         key, delegation_tree = known
         if canister_id is not None:
             check_canister_in_ranges(delegation_tree, delegation.subnet_id, canister_id)
         signer = delegation.subnet_id
-    _verify_signature(certificate, key, "the root subnet" if signer is None else f"subnet {Principal(signer)}")
+    _verify_signature(certificate, key, "the root subnet" if signer is None else f"subnet {Principal(signer)}", memo)
     time = _leaf(certificate.tree, [b"time"])
     if time is None:
         raise CertificateMalformed("the certificate does not reveal /time")

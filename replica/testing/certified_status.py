@@ -15,7 +15,7 @@ state that does not certify what it claims fails the test here as it would fail 
 
 from __future__ import annotations
 
-from state_manager.certification import Certification
+from state_manager.certification import Certification, SignatureMemo
 from state_manager.labeled_trie import LabeledTrie
 
 from replica.client.agent import status_from_certificate
@@ -30,14 +30,15 @@ def verified_certificate(certified: LabeledTrie, certification: Certification, p
                          subnet_id: str, public_key: bytes, now_ns: int, max_age_ns: int, min_height: int,
                          root_key: bytes | None = None, subnet_principal: bytes = b"",
                          delegation: CertificateDelegation | None = None,
-                         cache: SignatureCache | None = None) -> VerifiedCertificate:
+                         cache: SignatureCache | None = None, memo: SignatureMemo | None = None) -> VerifiedCertificate:
     """Encode the pruned certificate of ``paths`` as a node would (with the root subnet's
     ``delegation``, if any), decode and verify it as a client: under ``root_key`` and the
     delegation, or, without one, under the subnet's ``public_key`` (a ``cache`` of
-    certificates this process verified already skips repeated pairings)."""
+    certificates this process verified already, and the subnet's ``memo`` of the pairings its
+    nodes passed, skip repeated pairings)."""
     answer = certificate_for(certified, certification, paths, delegation)
     return verify_answer_certificate(
         answer, subnet_id=subnet_id, subnet_principal=subnet_principal, is_root=False,
         root_key=root_key if root_key is not None else public_key, subnet_key=public_key, canister=None,
         now_ns=now_ns, max_age_ns=max_age_ns, min_height=min_height,
-        cache=cache if cache is not None else SignatureCache())
+        cache=cache if cache is not None else SignatureCache(), memo=memo)

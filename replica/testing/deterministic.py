@@ -275,7 +275,8 @@ class DeterministicNetwork:
             trees.certified, certification, [[b"request_status", message_id]], subnet_id=subnet_id,
             public_key=record.subnet(subnet_id).public_key, now_ns=self.clock(), max_age_ns=MAX_CERTIFICATE_AGE_NS,
             min_height=self._verified_heights.get(subnet_id, 0), root_key=record.subnets[0].public_key,
-            subnet_principal=subnet_principal_of(record, subnet_id), delegation=delegation, cache=self._certificates)
+            subnet_principal=subnet_principal_of(record, subnet_id), delegation=delegation, cache=self._certificates,
+            memo=self.subnet(subnet_id).signature_memo)
         self._verified_heights[subnet_id] = max(self._verified_heights.get(subnet_id, 0), certificate.height)
         return status_from_certificate(certificate, message_id)
 

@@ -215,3 +215,23 @@ def test_mutated_mainnet_certificates_are_refused_with_a_type(data):
         return
     with pytest.raises(IcFormatError):
         verify_certificate(bytes(changed), root_key=MAINNET_ROOT, canister_id=IN_RANGE)
+
+
+def test_a_memo_of_passed_pairings_skips_only_those_exact_checks():
+    """A client in one process with the nodes (``replica.testing``) shares their memo of
+    pairing checks passed: an honest certificate is then verified without a pairing, and a
+    changed one is still refused (the memo is keyed by key, root and signature)."""
+    from dataclasses import replace
+
+    from state_manager.certification import SignatureMemo
+    memo = SignatureMemo()
+    honest = subnet_certificate(delegation_of(delegation_tree()))
+    verify_certificate(honest, root_key=ROOT_KEYS.public_key, memo=memo)
+    assert len(memo._verified) == 2   # the delegation's and the certificate's own
+    flipped = honest.signature[:-1] + bytes([honest.signature[-1] ^ 1])
+    with pytest.raises(CertificateSignatureRefused):
+        verify_certificate(replace(honest, signature=flipped), root_key=ROOT_KEYS.public_key, memo=memo)
+    other_tree = subnet_certificate(delegation_of(delegation_tree()), time=NOW - 1)
+    with pytest.raises(CertificateSignatureRefused):
+        verify_certificate(replace(other_tree, signature=honest.signature), root_key=ROOT_KEYS.public_key, memo=memo)
+    verify_certificate(honest, root_key=ROOT_KEYS.public_key, memo=memo)
