@@ -185,6 +185,7 @@ class Subnet:
         hooks: Mapping[str, NodeHooks] | None = None,
         agreement_schedule: Schedule | None = None,
         agreement_timing: AgreementTiming = AgreementTiming(),
+        signature_memo: SignatureMemo | None = None,
     ) -> None:
         hooks = dict(hooks or {})
         self.subnet_id = subnet_id
@@ -199,8 +200,9 @@ class Subnet:
         missing = [n for n in record.node_ids if n not in by_id]
         if missing:
             raise SubnetError(f"no secrets for nodes {missing}")
-        #: The nodes of one process verify the same shares and certifications: once is enough.
-        self.signature_memo = SignatureMemo()
+        #: The nodes of one process verify the same shares and certifications: once is enough
+        #: (``signature_memo``: one several subnets of a process share, keyed by the key too).
+        self.signature_memo = signature_memo if signature_memo is not None else SignatureMemo()
         self._verifier = MemoVerifier(NodeKeyVerifier.for_subnet(registry.get().latest(), subnet_id))
         self.agreement_timing = agreement_timing
         self.nodes: dict[str, Node] = {}

@@ -52,7 +52,7 @@ from replica.ic.textual_ids import canister_text, subnet_text
 from replica.node.replica_node import NodeConfig, RegistryHolder
 from replica.inprocess.subnet import NoBlockFinalized, NodeHooks, Subnet
 from xnet.slice_provider import CertifiedSliceProvider
-from state_manager.certification import Certification
+from state_manager.certification import Certification, SignatureMemo
 from state_manager.ingress_history import IngressState
 from state_manager.messages import Reply
 from state_manager.replicated_state import ReplicatedState
@@ -125,6 +125,9 @@ class DeterministicNetwork:
         self.clock = clock
         self.environment = ExecutionEnvironment()
         self.subnets: dict[str, Subnet] = {}
+        #: The pairing checks passed in this process, by every subnet's nodes and by the client
+        #: verifying their certificates (and the root subnet's delegations) as an agent would.
+        self._signature_memo = SignatureMemo()
         self.stalled: dict[str, int] = {}
         topology = registry.topology(registry.latest_version)
         for spec in sorted(specs, key=lambda s: s.subnet_id):
@@ -135,7 +138,7 @@ class DeterministicNetwork:
                      if s.node_id in (diverge or {})}
             self.subnets[spec.subnet_id] = Subnet(
                 spec.subnet_id, self.registry, node_secrets, encode_state(state), self.environment, limits,
-                config=_CONFIG, clock=clock, hooks=hooks)
+                config=_CONFIG, clock=clock, hooks=hooks, signature_memo=self._signature_memo)
             self.stalled[spec.subnet_id] = 0
         self._nonce = 0
         self._verified_heights: dict[str, int] = {}
@@ -276,7 +279,7 @@ class DeterministicNetwork:
             public_key=record.subnet(subnet_id).public_key, now_ns=self.clock(), max_age_ns=MAX_CERTIFICATE_AGE_NS,
             min_height=self._verified_heights.get(subnet_id, 0), root_key=record.subnets[0].public_key,
             subnet_principal=subnet_principal_of(record, subnet_id), delegation=delegation, cache=self._certificates,
-            memo=self.subnet(subnet_id).signature_memo)
+            memo=self._signature_memo)
         self._verified_heights[subnet_id] = max(self._verified_heights.get(subnet_id, 0), certificate.height)
         return status_from_certificate(certificate, message_id)
 
