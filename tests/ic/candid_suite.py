@@ -23,6 +23,7 @@ import re
 from dataclasses import dataclass
 
 from replica.ic import candid
+from replica.ic.candid.syntax import _skip_space as skip_space  # the Candid grammar's whitespace and comments
 from replica.ic.candid.syntax import read_text_literal
 from replica.ic.candid.types import (
     BOOL, FIXED_WIDTH, FLOAT32, FLOAT64, INT, NAT, NAT8, NULL, OPT, PRINCIPAL, RECORD, RESERVED, TEXT, VEC,
@@ -49,29 +50,6 @@ class SuiteCase:
         return f"{self.file}:{self.line} {self.description}".strip()
 
 
-def _skip(text: str, pos: int) -> int:
-    while pos < len(text):
-        if text[pos].isspace():
-            pos += 1
-        elif text.startswith("//", pos):
-            end = text.find("\n", pos)
-            pos = len(text) if end < 0 else end
-        elif text.startswith("/*", pos):
-            depth = 0
-            while True:
-                if text.startswith("/*", pos):
-                    depth, pos = depth + 1, pos + 2
-                elif text.startswith("*/", pos):
-                    depth, pos = depth - 1, pos + 2
-                    if depth == 0:
-                        break
-                else:
-                    pos += 1
-        else:
-            break
-    return pos
-
-
 def _balanced(text: str, pos: int) -> int:
     """The end of the parenthesized group at ``pos`` (strings and comments respected)."""
     depth = 0
@@ -81,7 +59,7 @@ def _balanced(text: str, pos: int) -> int:
             _, pos = read_text_literal(text, pos)
             continue
         if text.startswith("//", pos) or text.startswith("/*", pos):
-            pos = _skip(text, pos)
+            pos = skip_space(text, pos)
             continue
         if char == "(":
             depth += 1
@@ -94,7 +72,7 @@ def _balanced(text: str, pos: int) -> int:
 
 def _input(text: str, pos: int) -> tuple[tuple[str, bytes | str], int]:
     if text.startswith("blob", pos):
-        pos = _skip(text, pos + 4)
+        pos = skip_space(text, pos + 4)
         raw, pos = read_text_literal(text, pos)
         return ("blob", raw), pos
     raw, pos = read_text_literal(text, pos)
@@ -103,7 +81,7 @@ def _input(text: str, pos: int) -> tuple[tuple[str, bytes | str], int]:
 
 def load(name: str) -> list[SuiteCase]:
     text = (DATA / name).read_text(encoding="utf-8")
-    pos = _skip(text, 0)
+    pos = skip_space(text, 0)
     first = text.find("assert", pos)
     definitions = text[pos:first if first >= 0 else len(text)]
     cases = []
@@ -111,31 +89,31 @@ def load(name: str) -> list[SuiteCase]:
     while pos >= 0 and pos < len(text):
         line = text.count("\n", 0, pos) + 1
         assert text.startswith("assert", pos), text[pos:pos + 40]
-        pos = _skip(text, pos + 6)
-        left, pos = _input(text, _skip(text, pos))
-        pos = _skip(text, pos)
+        pos = skip_space(text, pos + 6)
+        left, pos = _input(text, skip_space(text, pos))
+        pos = skip_space(text, pos)
         right, relation = None, None
         for symbol in ("==", "!="):
             if text.startswith(symbol, pos):
-                right, pos = _input(text, _skip(text, pos + 2))
-                relation, pos = symbol, _skip(text, pos)
+                right, pos = _input(text, skip_space(text, pos + 2))
+                relation, pos = symbol, skip_space(text, pos)
         if text.startswith("!:", pos):
             relation, pos = "!:", pos + 2
         else:
             assert text.startswith(":", pos), text[pos:pos + 40]
             relation, pos = relation or ":", pos + 1
-        pos = _skip(text, pos)
+        pos = skip_space(text, pos)
         end = _balanced(text, pos)
         types = text[pos:end]
-        pos = _skip(text, end)
+        pos = skip_space(text, end)
         description = ""
         if text[pos] == '"':
             raw, pos = read_text_literal(text, pos)
             description = raw.decode("utf-8")
-            pos = _skip(text, pos)
+            pos = skip_space(text, pos)
         assert text[pos] == ";", text[pos:pos + 40]
         cases.append(SuiteCase(name, line, left, right, relation, types, description, definitions))
-        pos = _skip(text, pos + 1)
+        pos = skip_space(text, pos + 1)
     return cases
 
 
@@ -148,7 +126,7 @@ _TOKEN = re.compile(r"""\s*(?:(?P<num>[+-]?(?:0x[0-9a-fA-F_]+|[0-9][0-9_]*)(?:\.
 def _tokens(text: str) -> list:
     out, pos = [], 0
     while True:
-        pos = _skip(text, pos)
+        pos = skip_space(text, pos)
         if pos >= len(text):
             return out
         match = _TOKEN.match(text, pos)
