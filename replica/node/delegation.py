@@ -22,6 +22,7 @@ and v3 agents, ``/canister_ranges/<subnet_id>/…`` for v4 agents).
 
 from __future__ import annotations
 
+import functools
 import logging
 import threading
 import time
@@ -71,6 +72,7 @@ def _own_ranges(certified: LabeledTrie, subnet: bytes) -> bytes | None:
     return None if own is None else own.get_leaf(b"canister_ranges")
 
 
+@functools.lru_cache(maxsize=8)   # the same delegation goes out with every answer for seconds
 def _delegated_ranges(delegation: CertificateDelegation) -> bytes | None:
     found = lookup_path(decode_certificate(delegation.certificate).tree,
                         [b"subnet", delegation.subnet_id, b"canister_ranges"])
