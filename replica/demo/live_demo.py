@@ -39,8 +39,9 @@ from replica.processes.lifecycle import down, up
 __all__ = ["run_demo"]
 
 
-def _traffic(agent, apps: dict[str, ExampleApps], rng: random.Random) -> list[tuple[bytes, int]]:
-    """One round of calls from each subnet's user: an increment, a ping and a transfer."""
+def _traffic(agent, apps: dict[str, ExampleApps], rng: random.Random) -> list[tuple[bytes, int, str]]:
+    """One round of calls from each subnet's user: an increment, a ping and a transfer; each
+    with the subnet whose user sent it (a node shows a call's status to its sender only)."""
     sent = []
     for subnet, mine in apps.items():
         agent.identity = user_key(subnet)
@@ -51,7 +52,7 @@ def _traffic(agent, apps: dict[str, ExampleApps], rng: random.Random) -> list[tu
                  (mine.ledger, "transfer", {"to_ledger": theirs.ledger, "to": account_of(source_of(user_key(other))),
                                             "amount": rng.randint(1, 100)})]
         for canister, method, arg in calls:
-            sent.append((agent.submit_call(canister, method, arg), canister))
+            sent.append((agent.submit_call(canister, method, arg), canister, subnet))
     return sent
 
 
@@ -91,7 +92,7 @@ def run_demo(out: str = "runs/demo", *, subnets: int = 3, nodes: int = 4, durati
                                         for a in apps.values()))
             print(f"\n== {duration_s:.0f} s of signed traffic through the ingress API ==")
             progress = Progress("traffic")
-            sent: list[tuple[bytes, int]] = []
+            sent: list[tuple[bytes, int, str]] = []
             started = time.monotonic()
             while time.monotonic() - started < duration_s:
                 sent += _traffic(agent, apps, rng)
@@ -100,7 +101,8 @@ def run_demo(out: str = "runs/demo", *, subnets: int = 3, nodes: int = 4, durati
             progress.finish(f"{len(sent)} calls submitted")
             waiting = Progress("waiting for certified answers", total=len(sent))
             outcomes = {"replied": 0, "rejected": 0}
-            for k, (message_id, canister) in enumerate(sent):
+            for k, (message_id, canister, sender) in enumerate(sent):
+                agent.identity = user_key(sender)
                 try:
                     agent.wait(message_id, canister, timeout_s=120)
                     outcomes["replied"] += 1
