@@ -38,3 +38,28 @@ class Relay(Canister):
     @update
     def plain(self, value):
         return {"msgpack": value}
+
+
+class Hoarder(Canister):
+    """Replies no Candid encoder may spend without bound on: a cyclic value and a value shared
+    2**40 times over (canister code is untrusted input)."""
+
+    VERSION = 1
+    CANDID_TYPES = "type Tree = vec Tree;"
+
+    @update(candid="() -> (Tree)")
+    def cyclic(self):
+        tree = []
+        tree.append(tree)
+        return tree
+
+    @update(candid="() -> (Tree)")
+    def shared(self):
+        tree = []
+        for _ in range(40):
+            tree = [tree, tree]
+        return tree
+
+    @query(candid="() -> (Tree)")
+    def small(self):
+        return [[], [[]]]

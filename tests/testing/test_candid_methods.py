@@ -13,7 +13,7 @@ from replica.ic import candid
 from replica.testing import CallRejected, RawPayload, Testnet
 
 from .apps import Greeter
-from .candid_apps import Relay
+from .candid_apps import Hoarder, Relay
 
 NOTHING = RawPayload(candid.types("()").encode([]))
 
@@ -123,3 +123,19 @@ def test_declarations_are_checked_when_the_class_is_made():
             @update(candid="(func () -> ()) -> ()")
             def take(self, f):
                 return None
+
+
+@pytest.mark.parametrize("method", ["cyclic", "shared"])
+def test_a_reply_no_encoder_can_finish_is_a_reject_and_the_canister_answers_on(method):
+    """Encoding a canister's reply is bounded (depth and work): a cyclic value or one shared
+    2**40 times over traps the message with the same reject on every run, and nothing stops."""
+    messages = set()
+    for _ in range(2):
+        with Testnet(subnets=1, seed=1) as net:
+            hoarder = net.install(Hoarder)
+            with pytest.raises(CallRejected) as trapped:
+                _call(net, hoarder, Hoarder, method)
+            assert trapped.value.code == "CANISTER_ERROR" and "Candid result" in trapped.value.message
+            messages.add(trapped.value.message)
+            assert _call(net, hoarder, Hoarder, "small", query_call=True) == [[[], [[]]]]
+    assert len(messages) == 1, messages
